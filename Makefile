@@ -1,0 +1,40 @@
+# The README's two commands: `make run` and `make test`. Both set up what they need.
+PYTHON_SYS ?= python3
+VENV       := .venv
+PY         := $(VENV)/bin/python
+STAMP      := $(VENV)/.installed
+# Debian packages the test suite needs (installed when absent; CI runs as root).
+DEBS_TEST  :=
+
+.PHONY: run test lint typecheck unit bench deps debs clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+deps: $(STAMP)
+
+debs:
+	@scripts/ensure_debs.sh $(DEBS_TEST)
+
+lint: deps
+	$(VENV)/bin/ruff check raims_node tests bench
+
+typecheck: deps
+	$(VENV)/bin/mypy
+
+unit: deps debs
+	$(PY) -m pytest
+
+test: lint typecheck unit
+
+bench: deps
+	@set -e; for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b; done
+
+run: deps
+	$(PY) -m raims_node --version
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
