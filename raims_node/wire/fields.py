@@ -1,0 +1,417 @@
+"""Typed message fields: the 16-bit descriptor, the value encodings and the fid table.
+
+Implements the manual's "Field Values" section (seed 000). A field is a 16-bit
+big-endian descriptor followed by its value:
+
+    bit 15     fixed      (1 for the fixed-size types 0..6)
+    bit 14     primitive  (0 only for a nested message, which is a long opaque)
+    bits 13-12 unused     (written as 0, ignored when read)
+    bits 11-8  type       (FieldType)
+    bits 7-0   fid        (Fid)
+
+The manual's dumps print `name_size [N]` where N is `type << 8 | fid`; the fids below
+are those numbers. Fids 0..68 and 70, 71, 74, 77 are the reference implementation's;
+the ones marked "raims" fill the unused range for what this implementation adds.
+
+Decisions where the manual is silent:
+- An integer fid may be sent as u16, u32 or u64 (the dumps show `seqno_2` and `time_8`);
+  the encoder picks the smallest width the fid allows that holds the value, the decoder
+  accepts any integer width for any fid.
+- Values are padded to 2-byte alignment: a bool takes 2 bytes, an odd-length string or
+  opaque one more. Strings carry no terminating NUL.
+- A null string (the dumps' `expires_s2 : null`) is a zero-length string and decodes as
+  None; encoding "" produces the same bytes.
+- Nested messages nest at most MAX_NESTING levels deep.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from enum import IntEnum
+from typing import NamedTuple
+
+from raims_node.wire.errors import BadField, Truncated
+
+MAX_NESTING = 8
+MAX_STRING = 0xFFFF
+MAX_LONG_OPAQUE = 0xFFFFFFFF
+
+FIXED_BIT = 0x8000
+PRIMITIVE_BIT = 0x4000
+
+
+class FieldType(IntEnum):
+    BOOL = 0
+    U16 = 1
+    U32 = 2
+    U64 = 3
+    OPAQUE16 = 4
+    OPAQUE32 = 5
+    OPAQUE64 = 6
+    STRING = 7
+    LONG_OPAQUE = 8
+
+
+FIXED_SIZE = {t: 1 << t for t in range(7)}
+INT_TYPES = (FieldType.U16, FieldType.U32, FieldType.U64)
+_INT_LIMIT = {FieldType.U16: 1 << 16, FieldType.U32: 1 << 32, FieldType.U64: 1 << 64}
+
+
+class Fid(IntEnum):
+    SUB = 0
+    DATA = 1
+    SESSION = 2
+    BRIDGE = 3
+    USER_HMAC = 4
+    DIGEST = 5
+    AUTH_KEY = 6
+    SESS_KEY = 7
+    PEER_DB = 8
+    MESH_DB = 9
+    CNONCE = 10
+    SYNC_BRIDGE = 11
+    UID_CSUM = 12
+    MESH_CSUM = 13
+    MESH_FILTER = 14
+    ADJACENCY = 15
+    BLOOM = 16
+    SEQNO = 17
+    SUB_SEQNO = 18
+    TIME = 19
+    UPTIME = 20
+    INTERVAL = 21
+    REF_CNT = 22
+    TOKEN = 23
+    RET = 24
+    LINK_STATE = 25
+    START = 26
+    END = 27
+    ADJ_INFO = 28
+    AUTH_SEQNO = 29
+    AUTH_TIME = 30
+    FMT = 31
+    HOPS = 32
+    REF_SEQNO = 33
+    TPORTID = 34
+    UID = 35
+    UID_CNT = 36
+    SUBJ_HASH = 37
+    SUBJECT = 38
+    PATTERN = 39
+    REPLY = 40
+    UCAST_URL = 41
+    MESH_URL = 42
+    TPORT = 43
+    USER = 44
+    SERVICE = 45
+    CREATE = 46
+    EXPIRES = 47
+    VERSION = 48
+    AUTH_STAGE = 49
+    LINK_ADD = 50
+    FD_CNT = 51
+    MS_TOT = 52
+    MR_TOT = 53
+    BS_TOT = 54
+    BR_TOT = 55
+    MS = 56
+    MR = 57
+    BS = 58
+    BR = 59
+    SUB_CNT = 60
+    COST = 61
+    COST2 = 62
+    COST3 = 63
+    COST4 = 64
+    PEER = 65
+    LATENCY = 66
+    PK_DIGEST = 67
+    TPORT_TYPE = 68
+    REASON = 69  # raims: why (event, convergence, rejection)
+    STAMP = 70
+    CONVERGE = 71
+    SHARD_ID = 72  # raims: shardcast, this subscription's shard index
+    SHARD_CNT = 73  # raims: shardcast, number of shards
+    PK_SIG = 74
+    QUEUE = 75  # raims: queue group name (anycast to one member)
+    LOSS = 76  # raims: messages lost, in a loss notification
+    PUBKEY = 77
+    HEADERS = 78  # raims: client message headers (NATS HPUB)
+    NAME_TYPE = 79  # raims: TIPC-style service name type
+    NAME_LOWER = 80  # raims: name sequence lower bound
+    NAME_UPPER = 81  # raims: name sequence upper bound
+    LOG_ID = 82  # raims: durable message log id
+
+
+_U = (FieldType.U16, FieldType.U32, FieldType.U64)
+_U16_32 = (FieldType.U16, FieldType.U32)
+_S = (FieldType.STRING,)
+_O16 = (FieldType.OPAQUE16,)
+_LO = (FieldType.LONG_OPAQUE,)
+
+# fid -> the types it may be encoded with (first is used unless it is an integer fid).
+FID_TYPES: dict[int, tuple[FieldType, ...]] = {
+    Fid.SUB: _S, Fid.DATA: _LO, Fid.SESSION: (FieldType.OPAQUE32,), Fid.BRIDGE: _O16,
+    Fid.USER_HMAC: _O16, Fid.DIGEST: _O16, Fid.AUTH_KEY: (FieldType.OPAQUE64,),
+    Fid.SESS_KEY: (FieldType.OPAQUE64,), Fid.PEER_DB: _LO, Fid.MESH_DB: _LO, Fid.CNONCE: _O16,
+    Fid.SYNC_BRIDGE: _O16, Fid.UID_CSUM: _O16, Fid.MESH_CSUM: _O16, Fid.MESH_FILTER: _LO,
+    Fid.ADJACENCY: _LO, Fid.BLOOM: _LO,
+    Fid.SEQNO: _U, Fid.SUB_SEQNO: _U, Fid.TIME: _U, Fid.UPTIME: _U, Fid.INTERVAL: _U16_32,
+    Fid.REF_CNT: _U16_32, Fid.TOKEN: _U, Fid.RET: _U16_32, Fid.LINK_STATE: _U, Fid.START: _U,
+    Fid.END: _U, Fid.ADJ_INFO: _U16_32, Fid.AUTH_SEQNO: _U, Fid.AUTH_TIME: _U, Fid.FMT: _U,
+    Fid.HOPS: _U16_32, Fid.REF_SEQNO: _U, Fid.TPORTID: _U16_32, Fid.UID: _U16_32,
+    Fid.UID_CNT: _U16_32, Fid.SUBJ_HASH: (FieldType.U32,),
+    Fid.SUBJECT: _S, Fid.PATTERN: _S, Fid.REPLY: _S, Fid.UCAST_URL: _S, Fid.MESH_URL: _S,
+    Fid.TPORT: _S, Fid.USER: _S, Fid.SERVICE: _S, Fid.CREATE: _S, Fid.EXPIRES: _S,
+    Fid.VERSION: _S, Fid.AUTH_STAGE: (FieldType.U16,), Fid.LINK_ADD: (FieldType.BOOL,),
+    Fid.FD_CNT: _U16_32, Fid.MS_TOT: _U, Fid.MR_TOT: _U, Fid.BS_TOT: _U, Fid.BR_TOT: _U,
+    Fid.MS: _U, Fid.MR: _U, Fid.BS: _U, Fid.BR: _U, Fid.SUB_CNT: _U,
+    Fid.COST: _U16_32, Fid.COST2: _U16_32, Fid.COST3: _U16_32, Fid.COST4: _U16_32,
+    Fid.PEER: _S, Fid.LATENCY: _S, Fid.PK_DIGEST: _O16, Fid.TPORT_TYPE: _S,
+    Fid.REASON: _S, Fid.STAMP: _U, Fid.CONVERGE: _U, Fid.SHARD_ID: _U16_32,
+    Fid.SHARD_CNT: _U16_32, Fid.PK_SIG: (FieldType.OPAQUE64,), Fid.QUEUE: _S, Fid.LOSS: _U,
+    Fid.PUBKEY: (FieldType.OPAQUE32,), Fid.HEADERS: _LO, Fid.NAME_TYPE: _U,
+    Fid.NAME_LOWER: _U, Fid.NAME_UPPER: _U, Fid.LOG_ID: _U,
+}
+
+
+def fid_name(fid: int) -> str:
+    """The manual's name of a fid ("seqno"), or "fid_N" for one this table lacks."""
+    try:
+        return Fid(fid).name.lower()
+    except ValueError:
+        return f"fid_{fid}"
+
+
+def descriptor(ftype: int, fid: int, primitive: bool = True) -> int:
+    """The 16-bit descriptor of a field."""
+    fixed = FIXED_BIT if ftype < FieldType.STRING else 0
+    return fixed | (PRIMITIVE_BIT if primitive else 0) | (ftype << 8) | fid
+
+
+def dump_id(ftype: int, fid: int) -> int:
+    """The bracketed number the manual prints beside a field: `type << 8 | fid`."""
+    return (ftype << 8) | fid
+
+
+FieldValue = bool | int | bytes | str | None | list[tuple[int, object]]
+Fields = list[tuple[int, object]]
+
+
+class DecodedField(NamedTuple):
+    fid: int
+    ftype: FieldType
+    value: object
+
+
+_PACK_U16 = struct.Struct(">H").pack
+_PACK_U32 = struct.Struct(">I").pack
+_PACK_U64 = struct.Struct(">Q").pack
+_PACK_DESC_U16 = struct.Struct(">HH").pack
+_PACK_DESC_U32 = struct.Struct(">HI").pack
+_PACK_DESC_U64 = struct.Struct(">HQ").pack
+_UNPACK_H = struct.Struct(">H").unpack_from
+_UNPACK_I = struct.Struct(">I").unpack_from
+_UNPACK_Q = struct.Struct(">Q").unpack_from
+
+_INT_DESC = {
+    fid: tuple(descriptor(t, fid) for t in types)
+    for fid, types in FID_TYPES.items()
+    if types[0] in INT_TYPES
+}
+
+
+def _int_field(out: bytearray, fid: int, value: int) -> None:
+    descs = _INT_DESC[fid]
+    types = FID_TYPES[fid]
+    if value < 0:
+        raise BadField(f"{fid_name(fid)}: negative integer {value}")
+    for desc, ftype in zip(descs, types, strict=True):
+        if value < _INT_LIMIT[ftype]:
+            if ftype is FieldType.U16:
+                out += _PACK_DESC_U16(desc, value)
+            elif ftype is FieldType.U32:
+                out += _PACK_DESC_U32(desc, value)
+            else:
+                out += _PACK_DESC_U64(desc, value)
+            return
+    raise BadField(f"{fid_name(fid)}: integer {value} does not fit {types[-1].name}")
+
+
+def encode_field(out: bytearray, fid: int, value: object, depth: int = 0) -> None:
+    """Append one field to `out`; raises BadField when fid and value do not fit."""
+    types = FID_TYPES.get(fid)
+    if types is None:
+        raise BadField(f"fid {fid} is not in the field table")
+    ftype = types[0]
+    if ftype in INT_TYPES:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise BadField(f"{fid_name(fid)}: expected an integer, got {type(value).__name__}")
+        _int_field(out, fid, value)
+        return
+    if ftype is FieldType.BOOL:
+        if not isinstance(value, bool):
+            raise BadField(f"{fid_name(fid)}: expected a bool, got {type(value).__name__}")
+        out += _PACK_U16(descriptor(ftype, fid))
+        out += b"\x01\x00" if value else b"\x00\x00"
+        return
+    if ftype <= FieldType.OPAQUE64:
+        size = FIXED_SIZE[ftype]
+        if not isinstance(value, bytes | bytearray | memoryview) or len(value) != size:
+            raise BadField(f"{fid_name(fid)}: expected {size} bytes, got {_describe(value)}")
+        out += _PACK_U16(descriptor(ftype, fid))
+        out += value
+        return
+    if ftype is FieldType.STRING:
+        if value is None:
+            raw = b""
+        elif isinstance(value, str):
+            raw = value.encode()
+        else:
+            raise BadField(f"{fid_name(fid)}: expected a string, got {type(value).__name__}")
+        if len(raw) > MAX_STRING:
+            raise BadField(f"{fid_name(fid)}: string of {len(raw)} bytes exceeds {MAX_STRING}")
+        out += _PACK_DESC_U16(descriptor(ftype, fid), len(raw))
+        out += raw
+        if len(raw) & 1:
+            out.append(0)
+        return
+    # long opaque: bytes, or a nested message given as a list of (fid, value)
+    if isinstance(value, list):
+        if depth >= MAX_NESTING:
+            raise BadField(f"{fid_name(fid)}: messages nested deeper than {MAX_NESTING}")
+        raw = bytes(encode_fields(value, depth + 1))
+        primitive = False
+    elif isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        primitive = True
+    else:
+        raise BadField(f"{fid_name(fid)}: expected bytes or a message, got {type(value).__name__}")
+    if len(raw) > MAX_LONG_OPAQUE:
+        raise BadField(f"{fid_name(fid)}: {len(raw)} bytes exceed {MAX_LONG_OPAQUE}")
+    out += _PACK_DESC_U32(descriptor(ftype, fid, primitive), len(raw))
+    out += raw
+    if len(raw) & 1:
+        out.append(0)
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"{len(value)} bytes"
+    return type(value).__name__
+
+
+def encode_fields(fields: Iterable[tuple[int, object]], depth: int = 0) -> bytearray:
+    """Encode (fid, value) pairs in order."""
+    out = bytearray()
+    for fid, value in fields:
+        encode_field(out, fid, value, depth)
+    return out
+
+
+def decode_fields(
+    buf: bytes | bytearray | memoryview, off: int = 0, end: int | None = None, depth: int = 0
+) -> Fields:
+    """Decode the fields in buf[off:end] into (fid, value) pairs, in order.
+
+    Raises only WireError subclasses; every length is checked against `end` first.
+    """
+    if end is None:
+        end = len(buf)
+    out: Fields = []
+    append = out.append
+    while off < end:
+        if end - off < 2:
+            raise Truncated("field descriptor cut short", off)
+        desc = (buf[off] << 8) | buf[off + 1]
+        ftype = (desc >> 8) & 0xF
+        fid = desc & 0xFF
+        start = off
+        off += 2
+        if ftype <= FieldType.OPAQUE64:
+            if not desc & FIXED_BIT or not desc & PRIMITIVE_BIT:
+                raise BadField(f"{fid_name(fid)}: fixed type {ftype} without fixed/primitive bits", start)
+            size = 1 << ftype
+            if end - off < size:
+                raise Truncated(f"{fid_name(fid)}: needs {size} bytes, {end - off} left", off)
+            if ftype == FieldType.U16:
+                value: object = _UNPACK_H(buf, off)[0]
+            elif ftype == FieldType.U32:
+                value = _UNPACK_I(buf, off)[0]
+            elif ftype == FieldType.U64:
+                value = _UNPACK_Q(buf, off)[0]
+            elif ftype == FieldType.BOOL:
+                if end - off < 2:
+                    raise Truncated(f"{fid_name(fid)}: bool padding cut short", off)
+                value = buf[off] != 0
+                size = 2
+            else:
+                value = bytes(buf[off : off + size])
+            off += size
+        elif ftype == FieldType.STRING:
+            if desc & FIXED_BIT or not desc & PRIMITIVE_BIT:
+                raise BadField(f"{fid_name(fid)}: string with fixed bit or without primitive bit", start)
+            if end - off < 2:
+                raise Truncated(f"{fid_name(fid)}: string length cut short", off)
+            n = _UNPACK_H(buf, off)[0]
+            off += 2
+            if end - off < n + (n & 1):
+                raise Truncated(f"{fid_name(fid)}: string of {n} bytes, {end - off} left", off)
+            if n == 0:
+                value = None
+            else:
+                try:
+                    value = bytes(buf[off : off + n]).decode()
+                except UnicodeDecodeError as exc:
+                    raise BadField(f"{fid_name(fid)}: string is not UTF-8: {exc.reason}", off) from None
+            off += n + (n & 1)
+        elif ftype == FieldType.LONG_OPAQUE:
+            if desc & FIXED_BIT:
+                raise BadField(f"{fid_name(fid)}: long opaque with the fixed bit", start)
+            if end - off < 4:
+                raise Truncated(f"{fid_name(fid)}: long opaque length cut short", off)
+            n = _UNPACK_I(buf, off)[0]
+            off += 4
+            if end - off < n + (n & 1):
+                raise Truncated(f"{fid_name(fid)}: long opaque of {n} bytes, {end - off} left", off)
+            if desc & PRIMITIVE_BIT:
+                value = bytes(buf[off : off + n])
+            else:
+                if depth >= MAX_NESTING:
+                    raise BadField(f"{fid_name(fid)}: messages nested deeper than {MAX_NESTING}", start)
+                value = decode_fields(buf, off, off + n, depth + 1)
+            off += n + (n & 1)
+        else:
+            raise BadField(f"fid {fid}: unknown field type {ftype}", start)
+        append((fid, value))
+    return out
+
+
+def decode_typed_fields(buf: bytes | bytearray | memoryview, off: int = 0, end: int | None = None) -> list[DecodedField]:
+    """Like decode_fields, with each field's wire type (for dumps: `seqno_2 [273]`)."""
+    if end is None:
+        end = len(buf)
+    out: list[DecodedField] = []
+    for fid, value in decode_fields(buf, off, end):
+        # re-read the descriptor to report the type actually used on the wire
+        desc = (buf[off] << 8) | buf[off + 1]
+        ftype = FieldType((desc >> 8) & 0xF)
+        out.append(DecodedField(fid, ftype, value))
+        off = _skip_field(buf, off)
+    return out
+
+
+def _skip_field(buf: bytes | bytearray | memoryview, off: int) -> int:
+    desc = (buf[off] << 8) | buf[off + 1]
+    ftype = (desc >> 8) & 0xF
+    off += 2
+    if ftype == FieldType.BOOL:
+        return off + 2
+    if ftype <= FieldType.OPAQUE64:
+        return off + (1 << ftype)
+    if ftype == FieldType.STRING:
+        n = _UNPACK_H(buf, off)[0]
+        return off + 2 + n + (n & 1)
+    n = _UNPACK_I(buf, off)[0]
+    return off + 4 + n + (n & 1)
