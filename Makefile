@@ -4,7 +4,7 @@ VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 # Debian packages the test suite needs (installed when absent; CI runs as root).
-DEBS_TEST  :=
+DEBS_TEST  := openjdk-17-jre-headless redis-server redis-tools nats-server
 
 .PHONY: run test lint typecheck unit bench deps debs clean
 

@@ -142,6 +142,8 @@ class Fid(IntEnum):
     NAME_LOWER = 80  # raims: name sequence lower bound
     NAME_UPPER = 81  # raims: name sequence upper bound
     LOG_ID = 82  # raims: durable message log id
+    LINK_SUM = 83  # raims: sum of every peer's link seqno (heartbeat)
+    SUB_SUM = 84  # raims: sum of every peer's subscription seqno (heartbeat)
 
 
 _U = (FieldType.U16, FieldType.U32, FieldType.U64)
@@ -172,7 +174,7 @@ FID_TYPES: dict[int, tuple[FieldType, ...]] = {
     Fid.REASON: _S, Fid.STAMP: _U, Fid.CONVERGE: _U, Fid.SHARD_ID: _U16_32,
     Fid.SHARD_CNT: _U16_32, Fid.PK_SIG: (FieldType.OPAQUE64,), Fid.QUEUE: _S, Fid.LOSS: _U,
     Fid.PUBKEY: (FieldType.OPAQUE32,), Fid.HEADERS: _LO, Fid.NAME_TYPE: _U,
-    Fid.NAME_LOWER: _U, Fid.NAME_UPPER: _U, Fid.LOG_ID: _U,
+    Fid.NAME_LOWER: _U, Fid.NAME_UPPER: _U, Fid.LOG_ID: _U, Fid.LINK_SUM: _U, Fid.SUB_SUM: _U,
 }
 
 

@@ -1,0 +1,53 @@
+"""What the sans-IO node asks its driver (a daemon, or the simulator) to do.
+
+The node never touches a socket or a clock: every input carries `now_ns`, and every
+output is one of these small records, returned in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Write `data` (one or more whole frames) on connection `conn_id`."""
+
+    conn_id: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """A message for a local subscription `sid` of `owner`.
+
+    `loss` > 0 tells the subscriber that many messages on this subject were lost
+    before this one (the manual's "Notification of message loss").
+    """
+
+    owner: object
+    sid: str
+    subject: str
+    reply: str | None
+    payload: bytes
+    source: bytes
+    loss: int = 0
+    headers: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Drop connection `conn_id` (bad stream, rejected peer, BYE sent)."""
+
+    conn_id: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Log:
+    """A line for the operator's log (the manual's messages, e.g. convergence)."""
+
+    text: str
+
+
+Action = Send | Deliver | Close | Log

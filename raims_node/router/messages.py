@@ -1,0 +1,126 @@
+"""Field layouts of the router's system messages (manual: "Internal Protocol",
+"Inbox Subjects", "Example Message Flow").
+
+The manual names the messages and the fields of its dumps, not the layout of the
+replicated records, so these are decided here:
+
+- a link (in `_Z.ADJ`, `adj_rpy`, `sync_rpy`) is a nested message under `adjacency`:
+  `sync_bridge` (the peer at the other end), `tport`, `tportid`, `tport_type`,
+  `cost`..`cost4`;
+- a peer summary (in `add_rte`, `_Z.ADD`) is a nested message under `peer_db`:
+  `sync_bridge`, `user`, `start`, `link_state`, `sub_seqno`;
+- a full peer state (`sync_rpy`, `adj_rpy`) is a peer summary plus the links (a nested
+  `adjacency` list), the bloom filter bytes (`bloom`) and, in `sync_rpy`, the peer's
+  session key wrapped for the requester (`sess_key`, see `wrap_session_key`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+from raims_node import RaimsError
+from raims_node.linkstate.errors import LinkStateError
+from raims_node.linkstate.records import LinkRecord
+from raims_node.wire import Fid, Fields
+
+SESSION_KEY_LEN = 32
+_WRAP_NONCE = 16
+
+
+class MalformedMessage(RaimsError):
+    """A system message lacks a field it needs or carries one of the wrong kind."""
+
+
+def get_int(d: dict[int, object], fid: int, default: int = 0) -> int:
+    v = d.get(fid, default)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise MalformedMessage(f"field {Fid(fid).name.lower()} is not an integer")
+    return v
+
+
+def get_bytes(d: dict[int, object], fid: int) -> bytes:
+    v = d.get(fid)
+    if not isinstance(v, bytes):
+        raise MalformedMessage(f"field {Fid(fid).name.lower()} missing or not opaque")
+    return v
+
+
+def get_str(d: dict[int, object], fid: int, default: str = "") -> str:
+    v = d.get(fid)
+    return v if isinstance(v, str) else default
+
+
+def link_fields(link: LinkRecord) -> Fields:
+    return [
+        (Fid.SYNC_BRIDGE, link.peer_bridge), (Fid.TPORT, link.tport_name),
+        (Fid.TPORTID, link.tport_id), (Fid.TPORT_TYPE, link.tport_type),
+        (Fid.COST, link.cost[0]), (Fid.COST2, link.cost[1]),
+        (Fid.COST3, link.cost[2]), (Fid.COST4, link.cost[3]),
+    ]
+
+
+def links_value(links: tuple[LinkRecord, ...] | list[LinkRecord]) -> Fields:
+    return [(Fid.ADJACENCY, link_fields(link)) for link in links]
+
+
+def parse_link(owner: bytes, fields: Fields) -> LinkRecord:
+    d = dict(fields)
+    c0 = get_int(d, Fid.COST, 1000)
+    cost = (c0, get_int(d, Fid.COST2, c0), get_int(d, Fid.COST3, c0), get_int(d, Fid.COST4, c0))
+    try:
+        return LinkRecord(
+            owner, get_str(d, Fid.TPORT), get_int(d, Fid.TPORTID), get_bytes(d, Fid.SYNC_BRIDGE),
+            cost, get_str(d, Fid.TPORT_TYPE, "tcp"),
+        )
+    except LinkStateError as exc:
+        raise MalformedMessage(f"bad link: {exc}") from None
+
+
+def parse_links(owner: bytes, value: object) -> list[LinkRecord]:
+    if not isinstance(value, list):
+        return []
+    return [parse_link(owner, sub) for fid, sub in value if fid == Fid.ADJACENCY and isinstance(sub, list)]
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSummary:
+    bridge: bytes
+    user: str
+    start_ns: int
+    link_seqno: int
+    sub_seqno: int
+
+
+def summary_fields(s: PeerSummary) -> Fields:
+    return [
+        (Fid.SYNC_BRIDGE, s.bridge), (Fid.USER, s.user), (Fid.START, s.start_ns),
+        (Fid.LINK_STATE, s.link_seqno), (Fid.SUB_SEQNO, s.sub_seqno),
+    ]
+
+
+def parse_summary(fields: Fields) -> PeerSummary:
+    d = dict(fields)
+    return PeerSummary(
+        get_bytes(d, Fid.SYNC_BRIDGE), get_str(d, Fid.USER), get_int(d, Fid.START),
+        get_int(d, Fid.LINK_STATE), get_int(d, Fid.SUB_SEQNO),
+    )
+
+
+def wrap_session_key(key: bytes, for_key: bytes, about: bytes) -> bytes:
+    """Encrypt peer `about`'s session key for a requester whose session key is `for_key`.
+
+    64 bytes: 32 of key XOR BLAKE2b(for_key; nonce || about), a random 16-byte nonce,
+    16 zero bytes. The frame's MAC authenticates it; only holders of the requester's
+    session key (the authenticated network) can unwrap it.
+    """
+    nonce = os.urandom(_WRAP_NONCE)
+    pad = hashlib.blake2b(nonce + about, key=for_key, digest_size=SESSION_KEY_LEN).digest()
+    return bytes(a ^ b for a, b in zip(key, pad, strict=True)) + nonce + bytes(16)
+
+
+def unwrap_session_key(blob: bytes, my_key: bytes, about: bytes) -> bytes:
+    nonce = blob[SESSION_KEY_LEN : SESSION_KEY_LEN + _WRAP_NONCE]
+    pad = hashlib.blake2b(nonce + about, key=my_key, digest_size=SESSION_KEY_LEN).digest()
+    return bytes(a ^ b for a, b in zip(blob[:SESSION_KEY_LEN], pad, strict=True))

@@ -1,0 +1,40 @@
+"""What a node keeps about each other node (the manual's peer db, "show peers").
+
+The routing records (links, seqnos) live in the link-state database; a `Peer` holds
+the rest: the session key that verifies its messages, the replica of its bloom filter,
+the inbox sequence numbers in both directions, and the counters of `show loss`,
+`show counters` and `show sync`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from raims_node.router.seqwin import LossCounters
+
+
+@dataclass(slots=True)
+class Peer:
+    bridge: bytes
+    user: str
+    start_ns: int
+    session_key: bytes | None = None  # None until learned (auth or sync_rpy)
+    sub_seqno: int = 0
+    bloom: object | None = None  # raims_node.bloom filter replica
+    bloom_stale: bool = False  # a subscription update was missed; resync pending
+    neighbor: bool = False  # authenticated over one of our own connections
+    inbox_sent: int = 0
+    inbox_recv: int = 0
+    hb_seqno: int = 0
+    hb_time_ns: int = 0
+    hb_link_sum: int = 0
+    hb_sub_sum: int = 0
+    hb_diff: int = 0
+    ping_sent: int = 0
+    pong_recv: int = 0
+    ping_recv: int = 0
+    ping_time_ns: int = 0
+    latency_ns: int = 0
+    skew_ns: int = 0
+    loss: LossCounters = field(default_factory=LossCounters)
+    zombie_since_ns: int = 0

@@ -1,0 +1,68 @@
+"""Sequence numbers, publish/subscribe windows and loss classification."""
+
+from raims_node.router.seqwin import (
+    FRAME_SHIFT,
+    PubWindow,
+    SubWindow,
+    Verdict,
+    frame_start_ns,
+    new_stream_seqno,
+)
+
+NS = 1_000_000_000
+T0 = 1659131646 * NS
+SRC = b"s" * 16
+
+
+def test_manual_example_sequence() -> None:
+    # manual: nano time 0x17066b710b706c00 -> first seqno 0x5c19adc000000001
+    assert T0 == 0x17066B710B706C00
+    assert new_stream_seqno(T0) == 0x5C19ADC000000001
+    assert frame_start_ns(new_stream_seqno(T0)) <= T0 < frame_start_ns(new_stream_seqno(T0)) + (1 << 33)
+
+
+def test_publisher_counts_within_a_stream_and_stamps_the_first() -> None:
+    w = PubWindow(4 << 20, 10 * NS, T0)
+    s1, first = w.next_seqno("a.b", T0)
+    s2, again = w.next_seqno("a.b", T0 + 1)
+    assert first and not again and s2 == s1 + 1
+    other, first_other = w.next_seqno("c", T0)
+    assert first_other and other == s1
+
+
+def test_publisher_window_rotates_by_size_and_time() -> None:
+    w = PubWindow(1000, 10 * NS, T0)
+    for i in range(50):
+        w.next_seqno(f"subject.{i}", T0)
+    seq, first = w.next_seqno("subject.0", T0 + 11 * NS)  # rotation happens on a new subject
+    assert not first
+    w.next_seqno("new.one", T0 + 11 * NS)
+    for i in range(1, 50):
+        w.next_seqno(f"x.{i}", T0 + 22 * NS)
+    w.next_seqno("y", T0 + 33 * NS)
+    seq2, restarted = w.next_seqno("subject.5", T0 + 33 * NS)
+    assert restarted and seq2 >> FRAME_SHIFT > seq >> FRAME_SHIFT
+
+
+def test_restart_in_the_same_time_frame_moves_to_the_next_frame() -> None:
+    w = PubWindow(4 << 20, 10 * NS, T0)
+    s, _ = w.next_seqno("a", T0)
+    # force a wrap of the 35-bit counter: the next sequence must be a later frame
+    w._w.put("a", 1, (s | ((1 << FRAME_SHIFT) - 1)))
+    s2, start = w.next_seqno("a", T0)
+    assert start and s2 >> FRAME_SHIFT == (s >> FRAME_SHIFT) + 1
+
+
+def test_subscriber_verdicts() -> None:
+    w = SubWindow(8 << 20, 10 * NS, T0)
+    s = new_stream_seqno(T0)
+    assert w.check(SRC, "a", s, T0, T0) == (Verdict.FIRST, 0)
+    assert w.check(SRC, "a", s + 1, 0, T0) == (Verdict.OK, 0)
+    assert w.check(SRC, "a", s + 1, 0, T0) == (Verdict.REPEAT, 0)
+    assert w.check(SRC, "a", s, T0, T0) == (Verdict.REPEAT, 0)  # replayed stream start
+    assert w.check(SRC, "a", s + 5, 0, T0) == (Verdict.LOSS, 3)
+    assert w.check(SRC, "a", s + 6, 0, T0) == (Verdict.OK, 0)
+    later = new_stream_seqno(T0 + 20 * NS)
+    assert w.check(SRC, "a", later, T0 + 20 * NS, T0) == (Verdict.RESTART, 0)
+    assert w.check(SRC, "a", later + 2 * (1 << FRAME_SHIFT), 0, T0) == (Verdict.LOSS, 1)
+    assert w.check(b"t" * 16, "a", s + 100, 0, T0) == (Verdict.FIRST, 0)  # per source
