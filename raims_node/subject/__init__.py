@@ -1,0 +1,39 @@
+"""Subjects and wildcard patterns: RV/NATS ('*', '>'), Redis glob ('*', '?', '[...]', '\\')
+and sbus ('*', trailing '/'), each validated by its own rules and compiled to a regular
+expression plus the literal prefix and suffix that the bloom filter hashes.
+
+Seed sections: manual "Subjects", "The _INBOX subject", "RV subject rules", "NATS subject
+rules", "Redis subject rules", "Wildcard Matching"; sbus seed "Routing keys".
+"""
+
+from raims_node.subject.errors import (
+    InvalidPattern,
+    InvalidSubject,
+    Rule,
+    RuleViolation,
+    SubjectError,
+)
+from raims_node.subject.pattern import Pattern, compile_pattern, validate_subject
+from raims_node.subject.text import (
+    MAX_SUBJECT_LEN,
+    SYNTAXES,
+    Syntax,
+    subject_bytes,
+    subject_text,
+)
+
+__all__ = [
+    "MAX_SUBJECT_LEN",
+    "SYNTAXES",
+    "InvalidPattern",
+    "InvalidSubject",
+    "Pattern",
+    "Rule",
+    "RuleViolation",
+    "SubjectError",
+    "Syntax",
+    "compile_pattern",
+    "subject_bytes",
+    "subject_text",
+    "validate_subject",
+]
