@@ -44,10 +44,18 @@ class Close:
 
 
 @dataclass(frozen=True, slots=True)
+class Connect:
+    """Open a link on transport `tport_id` to `url` (a mesh member learned of)."""
+
+    tport_id: int
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
 class Log:
     """A line for the operator's log (the manual's messages, e.g. convergence)."""
 
     text: str
 
 
-Action = Send | Deliver | Close | Log
+Action = Send | Deliver | Close | Connect | Log

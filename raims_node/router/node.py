@@ -49,7 +49,7 @@ from raims_node.crypto.handshake import Send as HsSend
 from raims_node.linkstate.db import LinkStateDB, NeedsSync
 from raims_node.linkstate.records import Cost, LinkRecord, PeerRecord
 from raims_node.linkstate.routes import RouteTable, path_for_hash
-from raims_node.router.actions import Action, Close, Deliver, Log, Send
+from raims_node.router.actions import Action, Close, Connect, Deliver, Log, Send
 from raims_node.router.events import Ev, EventRecorder
 from raims_node.router.localsubs import LocalSubs
 from raims_node.router.messages import (
@@ -57,6 +57,7 @@ from raims_node.router.messages import (
     PeerSummary,
     get_bytes,
     get_int,
+    get_str,
     link_fields,
     links_value,
     parse_link,
@@ -189,6 +190,9 @@ class Node:
         self._bcast_seen: OrderedDict[tuple[bytes, int], None] = OrderedDict()
         self._pending: dict[tuple[str, bytes], _Pending] = {}
         self._parked: dict[bytes, list[tuple[int, bytes]]] = {}
+        self._mesh_urls: dict[int, str] = {}  # tport_id -> our listener's url
+        self._member_urls: dict[tuple[int, bytes], str] = {}  # (tport_id, peer) -> its url
+        self._mesh_dialed: set[tuple[int, bytes]] = set()
         self._consistency_version = -1
         self._consistency_ok = False
         self._out: list[Action] = []
@@ -212,6 +216,10 @@ class Node:
         self.tports.append(t)
         self._changed("add_tport")
         return t.tport_id
+
+    def set_mesh_url(self, tport_id: int, url: str) -> None:
+        """The address other members of mesh transport `tport_id` reach us at."""
+        self._mesh_urls[tport_id] = url
 
     def on_connect(self, conn_id: int, tport_id: int, now_ns: int) -> list[Action]:
         tport = self.tports[tport_id]
@@ -447,6 +455,9 @@ class Node:
         self.events.add(now_ns, Ev.ADD_USER_ROUTE, tport=conn.tport.name, user=peer.user, data="neighbor")
         if self._conn_for(conn.tport.tport_id, peer.bridge) is conn:
             self._add_my_link(conn, now_ns)
+        url = self._mesh_urls.get(conn.tport.tport_id)
+        if conn.tport.type == "mesh" and url is not None:
+            self._send_inbox(peer.bridge, "mesh_req", [(Fid.TPORT, conn.tport.name), (Fid.MESH_URL, url)], now_ns)
 
     def _peer_db_fields(self, exclude: bytes) -> Fields:
         return [(Fid.PEER_DB, [(Fid.PEER_DB, summary_fields(s)) for s in self._summaries() if s.bridge != exclude])]
@@ -508,6 +519,7 @@ class Node:
         if b is None:
             return
         conn.peer = None
+        self._mesh_dialed.discard((conn.tport.tport_id, b))
         link = next((x for x in self.db.links(self.bridge)
                      if x.tport_id == conn.tport.tport_id and x.peer_bridge == b), None)
         if link is not None and not any(c.active and c.peer == b and c.tport.tport_id == conn.tport.tport_id
@@ -848,6 +860,47 @@ class Node:
             return
         self._apply_state(target, d, s, peer.bridge, now_ns)
 
+    def _in_mesh_req(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        """A mesh member tells us its url: answer with the other members we know, and
+        tell those members about it, so that every pair of members learns of each other."""
+        tport = self._mesh_tport(get_str(d, Fid.TPORT))
+        url = get_str(d, Fid.MESH_URL)
+        if tport is None or not url:
+            return
+        self._member_urls[(tport.tport_id, peer.bridge)] = url
+        members = [(b, u) for (tid, b), u in self._member_urls.items()
+                   if tid == tport.tport_id and b != peer.bridge and self._conn_for(tid, b)]
+        me = self._mesh_urls.get(tport.tport_id)
+        entries = [(Fid.MESH_DB, [(Fid.SYNC_BRIDGE, b), (Fid.MESH_URL, u)]) for b, u in members]
+        if me:
+            entries.append((Fid.MESH_DB, [(Fid.SYNC_BRIDGE, self.bridge), (Fid.MESH_URL, me)]))
+        self._send_inbox(peer.bridge, "mesh_rpy", [(Fid.TPORT, tport.name), (Fid.MESH_DB, entries)], now_ns)
+        news = [(Fid.MESH_DB, [(Fid.SYNC_BRIDGE, peer.bridge), (Fid.MESH_URL, url)])]
+        for b, _ in members:
+            self._send_inbox(b, "mesh_rpy", [(Fid.TPORT, tport.name), (Fid.MESH_DB, news)], now_ns)
+
+    def _in_mesh_rpy(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        tport = self._mesh_tport(get_str(d, Fid.TPORT))
+        entries = d.get(Fid.MESH_DB)
+        if tport is None or not isinstance(entries, list):
+            return
+        for fid, sub in entries:
+            if fid != Fid.MESH_DB or not isinstance(sub, list):
+                continue
+            e = dict(sub)
+            b, url = get_bytes(e, Fid.SYNC_BRIDGE), get_str(e, Fid.MESH_URL)
+            key = (tport.tport_id, b)
+            if b == self.bridge or not url or self._conn_for(tport.tport_id, b):
+                continue
+            self._member_urls[key] = url
+            # the member with the smaller bridge dials, so a pair makes one link
+            if self.bridge < b and key not in self._mesh_dialed:
+                self._mesh_dialed.add(key)
+                self._out.append(Connect(tport.tport_id, url))
+
+    def _mesh_tport(self, name: str) -> Tport | None:
+        return next((t for t in self.tports if t.name == name and t.type == "mesh"), None)
+
     def _state_fields(self, about: bytes) -> Fields:
         s = self._summary(about)
         bloom = self.bloom if about == self.bridge else self.peers[about].bloom
@@ -1018,4 +1071,6 @@ _INBOX_HANDLERS: dict[str, Callable[[Node, Peer, dict[int, object], bytes, int],
     "sync_rpy": Node._in_sync_rpy,
     "adj_req": Node._in_adj_req,
     "adj_rpy": Node._in_adj_rpy,
+    "mesh_req": Node._in_mesh_req,
+    "mesh_rpy": Node._in_mesh_rpy,
 }

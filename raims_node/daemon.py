@@ -1,0 +1,320 @@
+"""The daemon: one router node driven by asyncio sockets and the wall clock.
+
+Owns the transports (TCP links and listeners, mesh, the web admin), feeds their frames
+to the sans-IO `Node` and carries out the actions it returns. Local clients (the
+console, websocket and bridge sessions) subscribe through `subscribe` / `psubscribe`
+and receive `Deliver` actions through their `on_deliver` method.
+
+Decisions where the manual is vague:
+- A connector tries its addresses in order, each with the transport's `timeout`
+  (default `tcp_timeout`), and keeps retrying with a back-off capped at
+  RECONNECT_MAX_S for as long as the transport runs; a lost outbound link reconnects
+  the same way. A listener that cannot bind is fatal at startup, as the manual says.
+- A mesh transport started with `connect` still listens, on an ephemeral port of the
+  listen address, so that the members it learns of can reach it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from raims_node.config.keyset import credentials, read_secrets
+from raims_node.config.tree import ConfigTree, TransportConfig
+from raims_node.router.actions import Action, Close, Connect, Deliver, Log, Send
+from raims_node.router.node import NS, Node, NodeParams
+from raims_node.transports.tcp import LinkProtocol
+
+log = logging.getLogger("raims.daemon")
+
+TICK_S = 0.05
+RECONNECT_MIN_S = 0.1
+RECONNECT_MAX_S = 2.0
+LINK_TYPES = ("tcp", "mesh")
+
+
+class DaemonError(Exception):
+    """Startup failed (bad transport, port in use, unknown user)."""
+
+
+@dataclass
+class Running:
+    """A started transport: its listeners, connectors and links."""
+
+    cfg: TransportConfig
+    tport_id: int
+    listen: bool
+    connect: bool
+    servers: list[asyncio.Server] = field(default_factory=list)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    bound: list[str] = field(default_factory=list)  # "host:port" of each listener
+
+
+def params_from(tree: ConfigTree) -> NodeParams:
+    p = tree.parameters
+    return NodeParams(
+        heartbeat_ns=int(p.time("heartbeat") * NS),
+        pub_window_size=p.size("pub_window_size"),
+        sub_window_size=p.size("sub_window_size"),
+        pub_window_time_ns=int(p.time("pub_window_time") * NS),
+        sub_window_time_ns=int(p.time("sub_window_time") * NS),
+    )
+
+
+class Daemon:
+    def __init__(self, tree: ConfigTree, user: str, svc: str | None = None) -> None:
+        self.tree = tree
+        self.creds = credentials(tree, user, svc)
+        self.kdf = read_secrets(tree).kdf()
+        self.node = Node(self.creds, now_ns=time.time_ns(), params=params_from(tree))
+        self.links: dict[int, LinkProtocol] = {}
+        self.running: dict[str, Running] = {}
+        self._next_conn = 1
+        self._ticker: asyncio.Task[None] | None = None
+        self.stopping = False
+        self.log_lines: list[str] = []
+        self.on_log: list[Callable[[str], None]] = []
+        self.dropped_links = 0
+        self.extra_ports: list[Callable[[], list[dict[str, object]]]] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, listen: list[str], connect: list[str]) -> None:
+        """Start transports by name: listeners first, then connectors."""
+        self._say(f"session {self.creds.user}.{self.creds.svc}[{self._b64()}] started, "
+                  f"start time {self.node.start_ns / NS:.9f}")
+        for name in listen:
+            await self.start_transport(name, listen=True)
+        for name in connect:
+            await self.start_transport(name, listen=False)
+        self._ticker = asyncio.create_task(self._tick_loop())
+
+    async def start_transport(self, name: str, listen: bool) -> Running:
+        cfg = self._transport_cfg(name)
+        if cfg.type not in LINK_TYPES:
+            raise DaemonError(f"transport {name!r} has type {cfg.type!r}; ms_server starts {LINK_TYPES} here")
+        run = self.running.get(name)
+        if run is None:
+            tid = self.node.add_transport(name, cfg.type, cfg.cost)
+            run = self.running[name] = Running(cfg, tid, False, False)
+            self._apply(self.node.tick(time.time_ns()))
+        if listen or cfg.type == "mesh":
+            await self._listen(run, ephemeral=not listen)
+            run.listen = True
+        if not listen:
+            run.connect = True
+            for addr in self._connect_addrs(cfg):
+                run.tasks.append(asyncio.create_task(self._connector(run, addr)))
+        return run
+
+    async def stop(self) -> None:
+        """Graceful: `_X.BYE` on every link, flush, close."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self._apply(self.node.shutdown(time.time_ns()))
+        for run in self.running.values():
+            for task in run.tasks:
+                task.cancel()
+            for server in run.servers:
+                server.close()
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for link in list(self.links.values()):
+            if link.transport is not None:
+                link.transport.close()  # close() flushes what is buffered first
+        await asyncio.sleep(0.05)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            self._apply(self.node.tick(time.time_ns()))
+
+    # ------------------------------------------------------------------ sockets
+
+    def _transport_cfg(self, name: str) -> TransportConfig:
+        try:
+            return self.tree.transport(name)
+        except Exception as exc:
+            raise DaemonError(str(exc)) from None
+
+    def _encrypt(self, cfg: TransportConfig) -> bool:
+        off = cfg.noencrypt
+        if off is None:
+            off = self.tree.parameters.flag("tcp_noencrypt")
+        return not off
+
+    def _protocol(self, run: Running, outbound: bool) -> LinkProtocol:
+        p = self.tree.parameters
+        return LinkProtocol(
+            self, run.tport_id, self.kdf if self._encrypt(run.cfg) else None,
+            highwater=p.size("tcp_write_highwater"), write_timeout_s=p.time("tcp_write_timeout"),
+            outbound=outbound,
+        )
+
+    async def _listen(self, run: Running, ephemeral: bool) -> None:
+        cfg = run.cfg
+        hosts = cfg.listen or ["127.0.0.1"]
+        port = 0 if ephemeral else (cfg.port or 0)
+        loop = asyncio.get_running_loop()
+        for host in hosts:
+            bind = None if host in ("*", "") else host
+            if ephemeral and bind is None:
+                bind = "127.0.0.1"
+            try:
+                server = await loop.create_server(lambda: self._protocol(run, False), bind, port)
+            except OSError as exc:
+                raise DaemonError(f"transport {cfg.tport!r} listen {host}:{port} failed: {exc.strerror}") from None
+            run.servers.append(server)
+            for sock in server.sockets:
+                name = sock.getsockname()
+                addr = f"[{name[0]}]:{name[1]}" if ":" in name[0] else f"{name[0]}:{name[1]}"
+                run.bound.append(addr)
+                self._say(f"listening on {addr}")
+        if cfg.type == "mesh" and run.bound:
+            self.node.set_mesh_url(run.tport_id, run.bound[0])
+
+    def _connect_addrs(self, cfg: TransportConfig) -> list[tuple[str, int]]:
+        out = []
+        for addr in cfg.connect:
+            host, _, port_text = addr.rpartition(":") if addr.count(":") == 1 else (addr, "", "")
+            port = int(port_text) if port_text.isdigit() else cfg.port
+            if port is None:
+                raise DaemonError(f"transport {cfg.tport!r} connect {addr!r} has no port")
+            out.append((host or addr, port))
+        return out
+
+    async def _connector(self, run: Running, addr: tuple[str, int], once: bool = False) -> None:
+        """Keep one outbound link to `addr` up while the transport runs."""
+        loop = asyncio.get_running_loop()
+        timeout = run.cfg.timeout or self.tree.parameters.time("tcp_timeout")
+        delay = RECONNECT_MIN_S
+        while not self.stopping:
+            try:
+                _, proto = await asyncio.wait_for(
+                    loop.create_connection(lambda: self._protocol(run, True), addr[0], addr[1]), timeout)
+            except (TimeoutError, OSError) as exc:
+                log.debug("connect %s:%d failed: %s", addr[0], addr[1], exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_S)
+                continue
+            assert isinstance(proto, LinkProtocol)
+            opened = loop.time()
+            while proto.closed_reason is None:
+                await asyncio.sleep(0.1)
+            if once:
+                return
+            # a link that fails at once (refused keys, bad stream) backs off like a refused connect
+            delay = min(delay * 2, RECONNECT_MAX_S) if loop.time() - opened < 2 * RECONNECT_MAX_S else RECONNECT_MIN_S
+            await asyncio.sleep(delay)
+
+    # ------------------------------------------------------------------ LinkOwner
+
+    def link_made(self, link: LinkProtocol) -> int:
+        conn_id = self._next_conn
+        self._next_conn += 1
+        self.links[conn_id] = link
+        self._apply(self.node.on_connect(conn_id, link.tport_id, time.time_ns()))
+        return conn_id
+
+    def link_frames(self, conn_id: int, frames: list[bytes]) -> None:
+        now = time.time_ns()
+        node = self.node
+        for frame in frames:
+            self._apply(node.on_frame(conn_id, frame, now))
+
+    def link_lost(self, conn_id: int, reason: str) -> None:
+        link = self.links.pop(conn_id, None)
+        if link is not None and link.write_drops:
+            self.dropped_links += 1
+        self._apply(self.node.on_disconnect(conn_id, time.time_ns()))
+
+    # ------------------------------------------------------------------ actions
+
+    def _apply(self, actions: list[Action]) -> None:
+        for act in actions:
+            if isinstance(act, Send):
+                link = self.links.get(act.conn_id)
+                if link is not None:
+                    link.send(act.data)
+            elif isinstance(act, Deliver):
+                handler = getattr(act.owner, "on_deliver", None)
+                if handler is not None:
+                    handler(act)
+            elif isinstance(act, Log):
+                self._say(act.text)
+            elif isinstance(act, Close):
+                link = self.links.get(act.conn_id)
+                if link is not None:
+                    link.close(act.reason)
+            elif isinstance(act, Connect):
+                run = next((r for r in self.running.values() if r.tport_id == act.tport_id), None)
+                if run is not None and not self.stopping:
+                    host, _, port = act.url.rpartition(":")
+                    run.tasks.append(asyncio.create_task(
+                        self._connector(run, (host.strip("[]"), int(port)), once=True)))
+
+    def _say(self, text: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  {text}"
+        self.log_lines.append(line)
+        del self.log_lines[:-1000]
+        log.info(text)
+        for fn in self.on_log:
+            fn(line)
+
+    def _b64(self) -> str:
+        from raims_node.wire.subjects import bridge_b64
+
+        return bridge_b64(self.node.bridge)
+
+    # ------------------------------------------------------------------ local pub/sub
+
+    def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> None:
+        self._apply(self.node.subscribe(owner, sid, subject, time.time_ns(), queue))
+
+    def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str = "rv") -> None:
+        self._apply(self.node.psubscribe(owner, sid, pattern, syntax, time.time_ns()))
+
+    def unsubscribe(self, owner: object, sid: str) -> None:
+        self._apply(self.node.unsubscribe(owner, sid, time.time_ns()))
+
+    def drop_owner(self, owner: object) -> None:
+        self._apply(self.node.drop_owner(owner, time.time_ns()))
+
+    def publish(self, subject: str, payload: bytes, reply: str | None = None, headers: bytes | None = None) -> None:
+        self._apply(self.node.publish(subject, payload, time.time_ns(), reply, headers))
+
+    # ------------------------------------------------------------------ state for show ports
+
+    def port_rows(self) -> list[dict[str, object]]:
+        rows: list[dict[str, object]] = []
+        now = time.monotonic()
+        for name, run in self.running.items():
+            links = [lk for lk in self.links.values() if lk.tport_id == run.tport_id]
+            rows.append({
+                "tport": f"{name}.{run.tport_id}", "type": run.cfg.type, "cost": run.cfg.cost[0],
+                "fd": len(links),
+                "bs": sum(lk.bytes_out for lk in links), "br": sum(lk.bytes_in for lk in links),
+                "ms": sum(lk.frames_out for lk in links), "mr": sum(lk.frames_in for lk in links),
+                "lat": "", "idle": "",
+                "fl": ("L" if run.listen else "") + ("C" if run.connect else "") + ("" if self._encrypt(run.cfg) else "N"),
+                "address": ", ".join(run.bound) or ", ".join(lk.peer_addr for lk in links),
+            })
+        del now
+        for extra in self.extra_ports:
+            rows.extend(extra())
+        return rows
+
+    def healthy(self) -> bool:
+        """Converged, or alone (no links configured to come up)."""
+        return self.node.converged
+
+
+async def wait_closed(servers: list[asyncio.Server]) -> None:
+    for s in servers:
+        with contextlib.suppress(Exception):
+            await s.wait_closed()

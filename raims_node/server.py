@@ -1,0 +1,262 @@
+"""`ms_server`: run one Rai MS node (manual: "Running the MS server", "Startup").
+
+    ms_server -d CONFIG -u USER[.SVC] -t TPORT.listen TPORT.connect ... [-c] [-l LOG] [-b] [-v]
+
+-d is a config directory, a single YAML/JSON file, or `-` for stdin; -t starts
+transports (listeners before connectors); without -t the config's `startup` section
+does. A transport of type `web` starts the admin/JSON server. -c reads console
+commands from stdin. -b detaches (own session, `pid_file`, `working_directory`).
+
+Signals: the first SIGTERM/SIGINT sends `_X.BYE` on every link, flushes and exits 0;
+a second exits at once; SIGHUP reloads the parameters (heartbeat, windows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from raims_node import __version__
+from raims_node.config.errors import ConfigError
+from raims_node.config.tree import ConfigTree, load
+from raims_node.crypto import CryptoError
+
+if TYPE_CHECKING:
+    from raims_node.daemon import Daemon
+
+log = logging.getLogger("raims.server")
+
+EXIT_CONFIG = 2
+EXIT_START = 3
+STOP_GRACE_S = 2.0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="ms_server", description="Rai MS node")
+    ap.add_argument("-d", dest="config", default="config", help="config dir, file, or - for stdin")
+    ap.add_argument("-u", dest="user", default=None, help="user[.service] to run as")
+    ap.add_argument("-t", dest="tports", nargs="*", default=None, help="TPORT.listen / TPORT.connect ...")
+    ap.add_argument("-c", dest="console", action="store_true", help="console on stdin/stdout")
+    ap.add_argument("-l", dest="logfile", default=None, help="log file")
+    ap.add_argument("-b", dest="background", action="store_true", help="detach and run in the background")
+    ap.add_argument("-v", dest="verbose", action="store_true", help="verbose logging")
+    ap.add_argument("--version", action="version", version=f"ms_server (raims) {__version__}")
+    return ap.parse_args(argv)
+
+
+def _setup_logging(logfile: str | None, verbose: bool) -> None:
+    handler: logging.Handler = logging.FileHandler(logfile) if logfile else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d  %(message)s", "%H:%M:%S"))
+    root = logging.getLogger("raims")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+
+
+def _split_tports(tree: ConfigTree, tports: list[str] | None) -> tuple[list[str], list[str]]:
+    if tports is None:
+        return list(tree.startup.listen), list(tree.startup.connect)
+    listen, connect = [], []
+    for spec in tports:
+        name, _, how = spec.rpartition(".")
+        if how == "listen" and name:
+            listen.append(name)
+        elif how == "connect" and name:
+            connect.append(name)
+        else:
+            raise ConfigError(f"-t {spec!r}: expected TPORT.listen or TPORT.connect")
+    return listen, connect
+
+
+def _default_user(tree: ConfigTree, user: str | None) -> tuple[str, str | None]:
+    if user:
+        name, _, svc = user.partition(".")
+        return name, svc or None
+    keyed = [u for u in tree.users if u.pri]
+    if len(keyed) == 1:
+        return keyed[0].user, keyed[0].svc
+    import socket
+
+    return socket.gethostname(), None
+
+
+def _daemonize(tree: ConfigTree) -> None:
+    if os.fork() > 0:
+        os._exit(0)
+    os.setsid()
+    if os.fork() > 0:
+        os._exit(0)
+    wd = tree.parameters.text("working_directory")
+    if wd:
+        os.chdir(wd)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+
+
+def _write_pid(tree: ConfigTree) -> Path | None:
+    pid_file = tree.parameters.text("pid_file")
+    if not pid_file:
+        return None
+    path = Path(pid_file)
+    path.write_text(f"{os.getpid()}\n")
+    return path
+
+
+async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
+    from raims_node.daemon import Daemon, DaemonError
+
+    user, svc = _default_user(tree, args.user)
+    listen, connect = _split_tports(tree, args.tports)
+    daemon = Daemon(tree, user, svc)
+    webs: list[Any] = []
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = {"count": 0}
+
+    def on_stop() -> None:
+        signals["count"] += 1
+        if signals["count"] > 1:
+            os._exit(1)
+        stop.set()
+
+    def on_hup() -> None:
+        from raims_node.daemon import params_from
+
+        try:
+            fresh = load(args.config) if args.config != "-" else tree
+            daemon.node.params.heartbeat_ns = params_from(fresh).heartbeat_ns
+            log.info("parameters reloaded")
+        except ConfigError as exc:
+            log.error("reload failed: %s", exc)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_stop)
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
+    try:
+        web_names = {t.tport for t in tree.transports if t.type == "web"}
+        await daemon.start([n for n in listen if n not in web_names], [n for n in connect if n not in web_names])
+        for name in [n for n in listen + connect if n in web_names]:
+            from raims_node.web.admin import WebAdmin
+
+            cfg = tree.transport(name)
+            admin = WebAdmin(daemon)
+            host = (cfg.listen or ["127.0.0.1"])[0]
+            for addr in await admin.start("127.0.0.1" if host in ("*", "") else host, cfg.port or 0):
+                log.info("web listening on %s", addr)
+                daemon._say(f"listening on {addr}")
+            webs.append(admin)
+    except DaemonError as exc:
+        log.error("%s", exc)
+        await daemon.stop()
+        return EXIT_START
+    console_task = asyncio.create_task(_console(daemon, stop)) if args.console else None
+    await stop.wait()
+    await asyncio.wait_for(daemon.stop(), STOP_GRACE_S)
+    for admin in webs:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(admin.stop(), STOP_GRACE_S)
+    if console_task is not None:
+        console_task.cancel()
+    return 0
+
+
+class _ConsoleSubscriber:
+    """The console's own subscriptions: messages are printed as they arrive."""
+
+    def on_deliver(self, d: object) -> None:
+        from raims_node.router.actions import Deliver
+
+        if isinstance(d, Deliver):
+            loss = f" (lost {d.loss})" if d.loss else ""
+            print(f"{d.subject}: {d.payload.decode(errors='replace')}{loss}", flush=True)
+
+
+def console_line(daemon: Daemon, who: _ConsoleSubscriber, line: str) -> str | None:
+    """Run one console line; None means quit. sub/psub/gsub/pub/unsub act on the node,
+    everything else is a console command rendered as a table."""
+    from raims_node.console import ConsoleContext, execute, render_text
+
+    words = line.split(maxsplit=2)
+    if not words:
+        return ""
+    verb = words[0]
+    if verb in ("quit", "exit"):
+        return None
+    if verb in ("sub", "psub", "gsub", "unsub") and len(words) >= 2:
+        subject = words[1]
+        if verb == "sub":
+            daemon.subscribe(who, subject, subject)
+        elif verb == "unsub":
+            daemon.unsubscribe(who, subject)
+        else:
+            daemon.psubscribe(who, subject, subject, "rv" if verb == "psub" else "glob")
+        return f"{verb} {subject}"
+    if verb == "pub" and len(words) >= 2:
+        daemon.publish(words[1], (words[2] if len(words) > 2 else "").encode())
+        return ""
+    ctx = ConsoleContext(node=daemon.node, ports=daemon.port_rows, now_ns=time.time_ns, config=daemon.tree,
+                         log_lines=lambda: list(daemon.log_lines))
+    return render_text(execute(ctx, line))
+
+
+async def _console(daemon: Daemon, stop: asyncio.Event) -> None:
+    who = _ConsoleSubscriber()
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            stop.set()
+            return
+        out = console_line(daemon, who, line.strip())
+        if out is None:
+            stop.set()
+            return
+        if out:
+            print(out, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    _setup_logging(args.logfile, args.verbose)
+    try:
+        tree = load(args.config, stdin=sys.stdin) if args.config == "-" else load(args.config)
+        _split_tports(tree, args.tports)
+        from raims_node.config.keyset import credentials
+
+        user, svc = _default_user(tree, args.user)
+        credentials(tree, user, svc)
+    except (ConfigError, CryptoError) as exc:
+        print(f"ms_server: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.background:
+        _daemonize(tree)
+    pid_path = _write_pid(tree)
+    try:
+        return _run(_serve(tree, args))
+    finally:
+        if pid_path is not None:
+            with contextlib.suppress(OSError):
+                pid_path.unlink()
+
+
+def _run(coro: Coroutine[object, object, int]) -> int:
+    """Run on uvloop when it is installed (CONVENTIONS 7), else the stock loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

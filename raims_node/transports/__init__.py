@@ -1,0 +1,1 @@
+"""Transports: asyncio adapters between sockets and the sans-IO router node."""

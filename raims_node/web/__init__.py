@@ -1,0 +1,1 @@
+"""The web transport: admin JSON, health, metrics, websocket pub/sub."""

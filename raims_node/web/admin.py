@@ -1,0 +1,152 @@
+"""The `web` transport: console commands as JSON, health, metrics and websocket pub/sub.
+
+Implements the manual's "Web" section (seed 000): `GET /?show ports` answers the
+command's rows as a JSON array, the same rows the console renders as a table.
+Additions the Spark collector and tests rely on:
+
+- `GET /healthz`: 200 with {"converged": true, ...} once the node has converged (or is
+  alone), 503 otherwise.
+- `GET /metrics`: Prometheus text exposition of the node's counters.
+- `GET /ws`: a websocket speaking JSON: {"sub": S} / {"psub": P, "syntax": "rv"|"glob"}
+  / {"unsub": S} / {"pub": S, "data": text, "reply": R}; messages arrive as
+  {"subject", "data", "reply", "loss", "source"}.
+
+Listens on 127.0.0.1 unless the transport says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING
+from urllib.parse import unquote_plus
+
+from aiohttp import WSMsgType, web
+
+from raims_node.console import ConsoleContext, execute
+from raims_node.router.actions import Deliver
+from raims_node.wire.subjects import bridge_b64
+
+if TYPE_CHECKING:
+    from raims_node.daemon import Daemon
+
+log = logging.getLogger("raims.web")
+
+
+class WebAdmin:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.app = web.Application()
+        self.app.router.add_get("/", self.command)
+        self.app.router.add_get("/healthz", self.healthz)
+        self.app.router.add_get("/metrics", self.metrics)
+        self.app.router.add_get("/ws", self.websocket)
+        self.runner: web.AppRunner | None = None
+        self.bound: list[str] = []
+
+    def context(self) -> ConsoleContext:
+        d = self.daemon
+        return ConsoleContext(
+            node=d.node, ports=d.port_rows, now_ns=_now_ns, config=d.tree, log_lines=lambda: list(d.log_lines),
+        )
+
+    async def start(self, host: str, port: int) -> list[str]:
+        self.runner = web.AppRunner(self.app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, host, port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        for sock in sockets:
+            name = sock.getsockname()
+            self.bound.append(f"{name[0]}:{name[1]}")
+        return self.bound
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def command(self, request: web.Request) -> web.Response:
+        line = unquote_plus(request.query_string).strip()
+        if not line:
+            return web.json_response({"node": self.daemon.node.user, "usage": "GET /?show peers"})
+        result = execute(self.context(), line)
+        if result.error:
+            return web.json_response({"error": result.error}, status=400)
+        return web.json_response(result.rows, dumps=_dumps)
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        node = self.daemon.node
+        body = {
+            "converged": node.converged, "user": node.user, "bridge": bridge_b64(node.bridge),
+            "peers": len(node.peers), "converge_ns": node.converge_ns,
+        }
+        return web.json_response(body, status=200 if self.daemon.healthy() else 503)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        node = self.daemon.node
+        c = node.counters
+        lines = []
+        for name in ("frames_in", "frames_out", "bad_frames", "bad_mac", "unknown_source", "dup_bcast",
+                     "forwarded", "delivered", "published", "auth_rejected", "no_route"):
+            lines.append(f"# TYPE raims_{name}_total counter")
+            lines.append(f'raims_{name}_total{{user="{node.user}"}} {getattr(c, name)}')
+        lines.append("# TYPE raims_peers gauge")
+        lines.append(f'raims_peers{{user="{node.user}"}} {len(node.peers)}')
+        lines.append("# TYPE raims_converged gauge")
+        lines.append(f'raims_converged{{user="{node.user}"}} {int(node.converged)}')
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    async def websocket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(heartbeat=30)
+        await ws.prepare(request)
+        client = _WsClient(ws)
+        d = self.daemon
+        try:
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    req = json.loads(msg.data)
+                    if "sub" in req:
+                        d.subscribe(client, str(req["sub"]), str(req["sub"]))
+                    elif "psub" in req:
+                        d.psubscribe(client, str(req["psub"]), str(req["psub"]), str(req.get("syntax", "rv")))
+                    elif "unsub" in req:
+                        d.unsubscribe(client, str(req["unsub"]))
+                    elif "pub" in req:
+                        d.publish(str(req["pub"]), str(req.get("data", "")).encode(), req.get("reply"))
+                    else:
+                        await ws.send_json({"error": "expected one of sub, psub, unsub, pub"})
+                        continue
+                    await ws.send_json({"ok": True})
+                except Exception as exc:  # a bad request costs only this reply
+                    await ws.send_json({"error": str(exc)})
+        finally:
+            d.drop_owner(client)
+        return ws
+
+
+class _WsClient:
+    def __init__(self, ws: web.WebSocketResponse) -> None:
+        self.ws = ws
+
+    def on_deliver(self, d: Deliver) -> None:
+        if self.ws.closed:
+            return
+        import asyncio
+
+        asyncio.ensure_future(self.ws.send_json({
+            "subject": d.subject, "data": d.payload.decode(errors="replace"), "reply": d.reply,
+            "loss": d.loss, "source": bridge_b64(d.source),
+        }))
+
+
+def _now_ns() -> int:
+    import time
+
+    return time.time_ns()
+
+
+def _dumps(obj: object) -> str:
+    return json.dumps(obj, default=str)

@@ -1,0 +1,109 @@
+"""Real ms_server processes on 127.0.0.1 for integration tests.
+
+Each process's log (stderr) is read by a thread into a list; tests wait for a line
+matching a pattern (with a deadline), never sleep for a fixed time. Processes are
+stopped by their own pid, SIGTERM first, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+PYTHON = sys.executable
+
+
+class NodeProc:
+    def __init__(self, name: str, args: list[str], cwd: Path, stdin: bytes | None = None) -> None:
+        self.name = name
+        self.args = args
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "raims_node.server", *args], cwd=cwd,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        if stdin is not None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(stdin)
+            self.proc.stdin.close()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            with self._cond:
+                self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_for(self, pattern: str, timeout: float = 20.0, after: int = 0) -> re.Match[str]:
+        """The first log line (from index `after`) matching `pattern`."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        seen = after
+        with self._cond:
+            while True:
+                for i in range(seen, len(self.lines)):
+                    m = rx.search(self.lines[i])
+                    if m:
+                        return m
+                seen = len(self.lines)
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and seen == len(self.lines)):
+                    tail = "\n".join(self.lines[-15:])
+                    raise TimeoutError(f"{self.name}: no line matching {pattern!r}; last lines:\n{tail}")
+                self._cond.wait(min(left, 0.2))
+
+    def listening(self, timeout: float = 20.0) -> list[str]:
+        self.wait_for(r"listening on", timeout)
+        return [m.group(1) for line in self.lines if (m := re.search(r"listening on (\S+)", line))]
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 5.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+        self._thread.join(2)
+        return self.proc.returncode
+
+
+def graph_config(tmp: Path, graph: str, heartbeat: str = "1 sec", web: bool = True) -> tuple[Path, list[str]]:
+    """Run ms_test_adj on `graph`; add fast heartbeats and a web transport; return
+    (config file, the printed ms_server command lines)."""
+    gfile = tmp / "graph.txt"
+    gfile.write_text(graph)
+    out = subprocess.run([PYTHON, "-m", "raims_node.config.test_adj", str(gfile)],
+                         check=True, capture_output=True, text=True).stdout
+    commands = [line[2:] for line in out.splitlines() if line.startswith("# ms_server ")]
+    data = yaml.safe_load(out)
+    data.setdefault("parameters", {})["heartbeat"] = heartbeat
+    if web:
+        data.setdefault("transports", []).append(
+            {"tport": "web", "type": "web", "route": {"listen": "127.0.0.1", "port": 0}})
+    cfg = tmp / "graph.yaml"
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    return cfg, commands
+
+
+MANUAL_GRAPH = """node A B C D
+tcp_link_ab A B : 200
+tcp_link_bc B C : 100
+tcp_link_ac A C : 200
+tcp_link_bd B D : 200
+tcp_link_dc D C : 300
+"""
