@@ -1,10 +1,10 @@
 """The local subscription table: what this node's clients subscribed.
 
-Clients (bridges, the console, tests) subscribe by subject or by pattern; the node
-advertises the union in its bloom filter and delivers matching messages to each
-subscription. Reference counting per subject or pattern decides when the node must
-announce a change to the network (`_S.JOIN` on the first subscriber, `_S.LEAV` after
-the last; `_P.PSUB` / `_P.STOP` likewise for patterns).
+Clients (bridges, the console, tests) subscribe by subject or by pattern, optionally
+in a queue group; the node advertises the union in its bloom filter and delivers
+matching messages. Reference counting decides when the node must tell the network:
+the first subscription of a subject (or pattern) announces it, the last one's removal
+withdraws it; likewise the first and last member of a queue group on a subject.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from raims_node.subject import Pattern, compile_pattern
 
-Syntax = str  # "rv" | "glob" | "sbus"
+QUEUE_PREFIX = "_QUEUE."
 
 
 @dataclass(slots=True)
@@ -22,9 +22,33 @@ class LocalSub:
     owner: object
     sid: str
     text: str  # the subject, or the pattern text
-    syntax: Syntax | None  # None for an exact subject
+    syntax: str | None  # None for an exact subject, else "rv" | "glob" | "sbus"
     pattern: Pattern | None = None
     queue: str | None = None
+
+    @property
+    def key(self) -> tuple[str | None, str]:
+        return (self.syntax, self.text)
+
+    @property
+    def queue_marker(self) -> str | None:
+        """The subject that tells the network this node has members of the queue group."""
+        if self.queue is None:
+            return None
+        return queue_marker(self.queue, self.syntax, self.text)
+
+
+def queue_marker(queue: str, syntax: str | None, text: str) -> str:
+    return f"{QUEUE_PREFIX}{queue}.{syntax or 'sub'}.{text}"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What adding or removing one subscription changes for the network."""
+
+    sub: LocalSub
+    text_edge: bool  # first of its subject/pattern added, or last removed
+    queue_edge: bool  # likewise for its queue group
 
 
 class LocalSubs:
@@ -32,61 +56,58 @@ class LocalSubs:
         self._by_key: dict[tuple[int, str], LocalSub] = {}  # (id(owner), sid)
         self._exact: dict[str, list[LocalSub]] = {}
         self._patterns: dict[tuple[str, str], list[LocalSub]] = {}  # (syntax, text)
+        self._queues: dict[str, int] = {}  # queue marker -> members
 
     def __len__(self) -> int:
         return len(self._by_key)
 
-    def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> bool:
-        """Add a subscription; True when it is the subject's first (announce a join)."""
-        self.unsubscribe(owner, sid)
-        sub = LocalSub(owner, sid, subject, None, None, queue)
+    def add(self, owner: object, sid: str, text: str, syntax: str | None, queue: str | None = None) -> Change:
+        """Add a subscription (the caller removed any earlier one with this sid)."""
+        pattern = compile_pattern(text, syntax) if syntax is not None else None  # type: ignore[arg-type]
+        sub = LocalSub(owner, sid, text, syntax, pattern, queue)
         self._by_key[(id(owner), sid)] = sub
-        refs = self._exact.setdefault(subject, [])
+        if syntax is None:
+            refs = self._exact.setdefault(text, [])
+        else:
+            refs = self._patterns.setdefault((syntax, text), [])
         refs.append(sub)
-        return len(refs) == 1
+        queue_edge = False
+        marker = sub.queue_marker
+        if marker is not None:
+            self._queues[marker] = self._queues.get(marker, 0) + 1
+            queue_edge = self._queues[marker] == 1
+        return Change(sub, len(refs) == 1, queue_edge)
 
-    def psubscribe(self, owner: object, sid: str, text: str, syntax: Syntax) -> bool:
-        """Add a pattern subscription; True when it is the pattern's first."""
-        pattern = compile_pattern(text, syntax)  # type: ignore[arg-type]
-        self.unsubscribe(owner, sid)
-        sub = LocalSub(owner, sid, text, syntax, pattern)
-        self._by_key[(id(owner), sid)] = sub
-        refs = self._patterns.setdefault((syntax, text), [])
-        refs.append(sub)
-        return len(refs) == 1
-
-    def unsubscribe(self, owner: object, sid: str) -> LocalSub | None:
-        """Remove one subscription; returns it when it was the last of its subject/pattern."""
+    def remove(self, owner: object, sid: str) -> Change | None:
         sub = self._by_key.pop((id(owner), sid), None)
         if sub is None:
             return None
-        return sub if self._drop(sub) else None
+        return self._drop(sub)
 
-    def drop_owner(self, owner: object) -> list[LocalSub]:
-        """Remove every subscription of `owner`; returns those that were the last ones."""
+    def drop_owner(self, owner: object) -> list[Change]:
+        """Remove every subscription of `owner`."""
         mine = [k for k in self._by_key if k[0] == id(owner)]
-        last = []
-        for key in mine:
-            sub = self._by_key.pop(key)
-            if self._drop(sub):
-                last.append(sub)
-        return last
+        return [self._drop(self._by_key.pop(key)) for key in mine]
 
-    def _drop(self, sub: LocalSub) -> bool:
+    def _drop(self, sub: LocalSub) -> Change:
         if sub.syntax is None:
             refs = self._exact[sub.text]
             refs.remove(sub)
             if not refs:
                 del self._exact[sub.text]
-                return True
-            return False
-        key = (sub.syntax, sub.text)
-        prefs = self._patterns[key]
-        prefs.remove(sub)
-        if not prefs:
-            del self._patterns[key]
-            return True
-        return False
+        else:
+            refs = self._patterns[(sub.syntax, sub.text)]
+            refs.remove(sub)
+            if not refs:
+                del self._patterns[(sub.syntax, sub.text)]
+        queue_edge = False
+        marker = sub.queue_marker
+        if marker is not None:
+            self._queues[marker] -= 1
+            if not self._queues[marker]:
+                del self._queues[marker]
+                queue_edge = True
+        return Change(sub, not refs, queue_edge)
 
     def match(self, subject: str) -> list[LocalSub]:
         """Every subscription that a message on `subject` goes to."""
@@ -96,12 +117,19 @@ class LocalSubs:
                 out.extend(refs)
         return out
 
+    def count(self, subject: str) -> int:
+        """Literal subscriptions of `subject` (Redis NUMSUB)."""
+        return len(self._exact.get(subject, ()))
+
     def subjects(self) -> Iterator[str]:
         return iter(self._exact)
 
     def patterns(self) -> Iterator[tuple[str, str]]:
         """(syntax, text) of every pattern subscribed."""
         return iter(self._patterns)
+
+    def queue_markers(self) -> Iterator[str]:
+        return iter(self._queues)
 
     def rows(self) -> list[dict[str, object]]:
         return [

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from raims_node import RaimsError
@@ -124,3 +125,30 @@ def unwrap_session_key(blob: bytes, my_key: bytes, about: bytes) -> bytes:
     nonce = blob[SESSION_KEY_LEN : SESSION_KEY_LEN + _WRAP_NONCE]
     pad = hashlib.blake2b(nonce + about, key=my_key, digest_size=SESSION_KEY_LEN).digest()
     return bytes(a ^ b for a, b in zip(blob[:SESSION_KEY_LEN], pad, strict=True))
+
+
+def sub_list_value(subjects: Iterable[str], patterns: Iterable[tuple[str, str]]) -> Fields:
+    """A peer's subscriptions for a full-state reply: subjects, then (pattern, fmt) pairs."""
+    out: Fields = [(Fid.SUBJECT, s) for s in subjects]
+    out += [(Fid.SUB_LIST, [(Fid.PATTERN, text), (Fid.FMT, SYNTAX_FMT[syntax])]) for syntax, text in patterns]
+    return out
+
+
+def parse_sub_list(value: object) -> tuple[set[str], set[tuple[str, str]]]:
+    subjects: set[str] = set()
+    patterns: set[tuple[str, str]] = set()
+    if not isinstance(value, list):
+        return subjects, patterns
+    for fid, v in value:
+        if fid == Fid.SUBJECT and isinstance(v, str):
+            subjects.add(v)
+        elif fid == Fid.SUB_LIST and isinstance(v, list):
+            d = dict(v)
+            text = d.get(Fid.PATTERN)
+            if isinstance(text, str):
+                patterns.add((FMT_SYNTAX.get(get_int(d, Fid.FMT, 1), "rv"), text))
+    return subjects, patterns
+
+
+SYNTAX_FMT = {"rv": 1, "glob": 2, "sbus": 3}
+FMT_SYNTAX = {v: k for k, v in SYNTAX_FMT.items()}

@@ -41,6 +41,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import mmh3
+
 from raims_node.bloom import BloomError, BloomFilter, SubjectHashes
 from raims_node.crypto import mac
 from raims_node.crypto.credentials import Credentials
@@ -51,8 +53,10 @@ from raims_node.linkstate.records import Cost, LinkRecord, PeerRecord
 from raims_node.linkstate.routes import RouteTable, path_for_hash
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, Send
 from raims_node.router.events import Ev, EventRecorder
-from raims_node.router.localsubs import LocalSubs
+from raims_node.router.localsubs import Change, LocalSub, LocalSubs
 from raims_node.router.messages import (
+    FMT_SYNTAX,
+    SYNTAX_FMT,
     MalformedMessage,
     PeerSummary,
     get_bytes,
@@ -62,7 +66,9 @@ from raims_node.router.messages import (
     links_value,
     parse_link,
     parse_links,
+    parse_sub_list,
     parse_summary,
+    sub_list_value,
     summary_fields,
     unwrap_session_key,
     wrap_session_key,
@@ -193,6 +199,7 @@ class Node:
         self._mesh_urls: dict[int, str] = {}  # tport_id -> our listener's url
         self._member_urls: dict[tuple[int, bytes], str] = {}  # (tport_id, peer) -> its url
         self._mesh_dialed: set[tuple[int, bytes]] = set()
+        self._queue_turn: dict[str, int] = {}
         self._consistency_version = -1
         self._consistency_ok = False
         self._out: list[Action] = []
@@ -283,35 +290,56 @@ class Node:
     # ------------------------------------------------------------------ local pub/sub
 
     def subscribe(self, owner: object, sid: str, subject: str, now_ns: int, queue: str | None = None) -> list[Action]:
-        if self.subs.subscribe(owner, sid, subject, queue):
-            resized = self.bloom.add_subject(subject)
-            self._announce_sub(S.S_JOIN + subject, now_ns)
-            if resized:
-                self._send_bloom(now_ns)
+        self._remove_local(owner, sid, now_ns)
+        self._announce_change(self.subs.add(owner, sid, subject, None, queue), True, now_ns)
         return self._flush(now_ns)
 
-    def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str, now_ns: int) -> list[Action]:
-        if self.subs.psubscribe(owner, sid, pattern, syntax):
-            resized = self.bloom.add_pattern(compile_pattern(pattern, syntax))  # type: ignore[arg-type]
-            self._announce_sub(S.P_PSUB + pattern, now_ns, [(Fid.FMT, _SYNTAX_FMT[syntax])])
-            if resized:
-                self._send_bloom(now_ns)
+    def psubscribe(
+        self, owner: object, sid: str, pattern: str, syntax: str, now_ns: int, queue: str | None = None
+    ) -> list[Action]:
+        compile_pattern(pattern, syntax)  # type: ignore[arg-type]  # a bad pattern raises before any change
+        self._remove_local(owner, sid, now_ns)
+        self._announce_change(self.subs.add(owner, sid, pattern, syntax, queue), True, now_ns)
         return self._flush(now_ns)
 
     def unsubscribe(self, owner: object, sid: str, now_ns: int) -> list[Action]:
-        last = self.subs.unsubscribe(owner, sid)
-        if last is not None:
-            self._unannounce(last.text, last.syntax, now_ns)
+        self._remove_local(owner, sid, now_ns)
         return self._flush(now_ns)
 
     def drop_owner(self, owner: object, now_ns: int) -> list[Action]:
-        for last in self.subs.drop_owner(owner):
-            self._unannounce(last.text, last.syntax, now_ns)
+        for change in self.subs.drop_owner(owner):
+            self._announce_change(change, False, now_ns)
         return self._flush(now_ns)
 
+    def _remove_local(self, owner: object, sid: str, now_ns: int) -> None:
+        change = self.subs.remove(owner, sid)
+        if change is not None:
+            self._announce_change(change, False, now_ns)
+
+    def _announce_change(self, change: Change, added: bool, now_ns: int) -> None:
+        sub = change.sub
+        resized = False
+        if change.text_edge:
+            if sub.syntax is None:
+                resized |= self.bloom.add_subject(sub.text) if added else self.bloom.remove_subject(sub.text)
+                self._announce_sub((S.S_JOIN if added else S.S_LEAV) + sub.text, now_ns)
+            else:
+                assert sub.pattern is not None
+                resized |= self.bloom.add_pattern(sub.pattern) if added else self.bloom.remove_pattern(sub.pattern)
+                self._announce_sub((S.P_PSUB if added else S.P_STOP) + sub.text, now_ns,
+                                   [(Fid.FMT, SYNTAX_FMT[sub.syntax])])
+        marker = sub.queue_marker
+        if change.queue_edge and marker is not None:
+            resized |= self.bloom.add_subject(marker) if added else self.bloom.remove_subject(marker)
+            self._announce_sub((S.S_JOIN if added else S.S_LEAV) + marker, now_ns)
+        if resized:
+            self._send_bloom(now_ns)
+
     def publish(
-        self, subject: str, payload: bytes, now_ns: int, reply: str | None = None, headers: bytes | None = None
+        self, subject: str, payload: bytes, now_ns: int, reply: str | None = None, headers: bytes | None = None,
+        no_echo: object | None = None,
     ) -> list[Action]:
+        """Publish from a local client; `no_echo` names an owner that must not receive it."""
         seqno, start = self.pub_window.next_seqno(subject, now_ns)
         fields: Fields = [(Fid.SEQNO, seqno)]
         if start:
@@ -328,9 +356,16 @@ class Node:
         mac.sign(frame, self.session_key)
         self.counters.published += 1
         self._count(self.counters.pub_send, S.PublishType.MCAST_SUBJECT.name.lower())
-        self._deliver_local(self.bridge, subject, frame, now_ns, own=True)
+        self._deliver_local(self.bridge, subject, frame, now_ns, own=True, no_echo=no_echo)
         self._forward_mcast(bytes(frame), self.bridge, hashes, path, None)
         return self._flush(now_ns)
+
+    def interest(self, subject: str) -> tuple[int, int]:
+        """(local subscriptions, remote nodes) a message on `subject` would reach."""
+        hashes = SubjectHashes(subject.encode())
+        remote = sum(1 for p in self.peers.values()
+                     if isinstance(p.bloom, BloomFilter) and p.bloom.might_match(hashes))
+        return len(self.subs.match(subject)), remote
 
     # ------------------------------------------------------------------ receive
 
@@ -659,16 +694,6 @@ class Node:
         self.db.put_peer(PeerRecord(self.bridge, self.user, self.start_ns, self.sub_seqno))
         self._bcast(subject, [(Fid.SUB_SEQNO, self.sub_seqno), *extra], now_ns)
 
-    def _unannounce(self, text: str, syntax: str | None, now_ns: int) -> None:
-        if syntax is None:
-            resized = self.bloom.remove_subject(text)
-            self._announce_sub(S.S_LEAV + text, now_ns)
-        else:
-            resized = self.bloom.remove_pattern(compile_pattern(text, syntax))  # type: ignore[arg-type]
-            self._announce_sub(S.P_STOP + text, now_ns, [(Fid.FMT, _SYNTAX_FMT[syntax])])
-        if resized:
-            self._send_bloom(now_ns)
-
     def _send_bloom(self, now_ns: int) -> None:
         """`_Z.BLM`: the filter was resized, so replicas cannot follow by deltas."""
         self.events.add(now_ns, Ev.RESIZE_BLOOM, user=self.user)
@@ -685,16 +710,20 @@ class Node:
         bloom = peer.bloom
         assert isinstance(bloom, BloomFilter)
         text = subj[len(S.S_JOIN):]
-        syntax = _FMT_SYNTAX.get(get_int(d, Fid.FMT, 0), "rv")
+        syntax = FMT_SYNTAX.get(get_int(d, Fid.FMT, 0), "rv")
         try:
             if subj.startswith(S.S_JOIN):
                 bloom.add_subject(text)
+                peer.subjects.add(text)
             elif subj.startswith(S.S_LEAV):
                 bloom.remove_subject(text)
+                peer.subjects.discard(text)
             elif subj.startswith(S.P_PSUB):
                 bloom.add_pattern(compile_pattern(text, syntax))  # type: ignore[arg-type]
+                peer.patterns.add((syntax, text))
             else:
                 bloom.remove_pattern(compile_pattern(text, syntax))  # type: ignore[arg-type]
+                peer.patterns.discard((syntax, text))
         except (BloomError, SubjectError):
             peer.bloom_stale = True
             self._request("adj", peer.bridge, via, now_ns)
@@ -907,11 +936,18 @@ class Node:
         fields: Fields = [*summary_fields(s), (Fid.ADJACENCY, links_value(self.db.links(about)))]
         if isinstance(bloom, BloomFilter):
             fields.append((Fid.BLOOM, bloom.to_bytes()))
+        if about == self.bridge:
+            subjects, patterns = list(self.subs.subjects()) + list(self.subs.queue_markers()), self.subs.patterns()
+        else:
+            subjects, patterns = list(self.peers[about].subjects), iter(self.peers[about].patterns)
+        fields.append((Fid.SUB_LIST, sub_list_value(subjects, patterns)))
         return fields
 
     def _apply_state(self, target: Peer, d: dict[int, object], s: PeerSummary, via: bytes, now_ns: int) -> None:
         links = parse_links(target.bridge, d.get(Fid.ADJACENCY))
         result = self.db.apply_full(target.bridge, s.link_seqno, links)
+        if s.sub_seqno >= target.sub_seqno and Fid.SUB_LIST in d:
+            target.subjects, target.patterns = parse_sub_list(d[Fid.SUB_LIST])
         self._set_bloom(target, s.sub_seqno, d.get(Fid.BLOOM), now_ns)
         for link in links:
             if link.peer_bridge != self.bridge and link.peer_bridge not in self.peers:
@@ -953,7 +989,7 @@ class Node:
         return sent
 
     def _deliver_local(self, source: bytes, subject: str, data: bytes | bytearray, now_ns: int, own: bool,
-                       transit: bool = False) -> None:
+                       transit: bool = False, no_echo: object | None = None) -> None:
         subs = self.subs.match(subject)
         peer = self.peers.get(source)
         if not subs:
@@ -963,10 +999,10 @@ class Node:
             return
         frame = decode_frame(data)
         d = frame.as_dict()
+        seqno = get_int(d, Fid.SEQNO)
         loss = 0
         if not own:
-            verdict, loss = self.sub_window.check(source, subject, get_int(d, Fid.SEQNO),
-                                                  get_int(d, Fid.STAMP), now_ns)
+            verdict, loss = self.sub_window.check(source, subject, seqno, get_int(d, Fid.STAMP), now_ns)
             if verdict is Verdict.REPEAT:
                 if peer is not None:
                     peer.loss.repeat += 1
@@ -978,13 +1014,38 @@ class Node:
         payload = d.get(Fid.DATA, b"")
         reply = d.get(Fid.REPLY)
         headers = d.get(Fid.HEADERS)
+        groups: dict[str, list[LocalSub]] = {}
+        targets = []
         for sub in subs:
+            if sub.owner is no_echo and no_echo is not None:
+                continue
+            marker = sub.queue_marker
+            if marker is None:
+                targets.append(sub)
+            else:
+                groups.setdefault(marker, []).append(sub)
+        for marker, members in groups.items():
+            if self._queue_chosen(marker, source, seqno):
+                turn = self._queue_turn.get(marker, 0)
+                self._queue_turn[marker] = turn + 1
+                targets.append(members[turn % len(members)])
+        for sub in targets:
             self.counters.delivered += 1
             self._out.append(Deliver(
                 sub.owner, sub.sid, subject, reply if isinstance(reply, str) else None,
                 payload if isinstance(payload, bytes) else b"", source, loss,
                 headers if isinstance(headers, bytes) else None,
             ))
+
+    def _queue_chosen(self, marker: str, source: bytes, seqno: int) -> bool:
+        """Whether this node delivers a message to its member of a queue group: every
+        node with members computes the same choice from the replicated subject lists,
+        so exactly one of them delivers (anycast to one member among all nodes)."""
+        nodes = sorted([self.bridge, *(b for b, p in self.peers.items() if marker in p.subjects)])
+        if len(nodes) == 1:
+            return True
+        pick = mmh3.hash(source + seqno.to_bytes(8, "big"), 0, False) % len(nodes)
+        return nodes[pick] == self.bridge
 
     # ------------------------------------------------------------------ helpers
 
@@ -1062,8 +1123,6 @@ class Node:
         return out
 
 
-_SYNTAX_FMT = {"rv": 1, "glob": 2, "sbus": 3}
-_FMT_SYNTAX = {v: k for k, v in _SYNTAX_FMT.items()}
 
 _INBOX_HANDLERS: dict[str, Callable[[Node, Peer, dict[int, object], bytes, int], None]] = {
     "add_rte": Node._in_add_rte,
