@@ -1,0 +1,141 @@
+"""The outbound half of a client session: buffered output and flow control.
+
+CONVENTIONS 5 (explicit backpressure), issue 8 point 4 (slow consumers). A session
+never writes to a socket: replies and deliveries are appended to its outbound buffer
+and the asyncio glue drains it with `pending_output()` while the transport accepts
+more (between `pause_writing` and `resume_writing` it drains nothing, so unwritten
+output stays here where the limits see it). The contract with the glue:
+
+- `wakeup()` is called when the buffer goes from empty to non-empty, when it rises
+  above the high-water mark, and when the session decides to close: deliveries arrive
+  from the bus outside `data_received`, so the glue must be told to flush.
+- `paused` is True from the moment the buffer exceeds `high_water` until a drain brings
+  it down to `low_water`: while it is set the glue pauses reading from this client and
+  the node may pause the publishers feeding it.
+- Past `hard_limit` the output that would cross it is dropped, the protocol's error is
+  appended (NATS `-ERR 'Slow Consumer'`; Redis sends nothing, it just closes, as
+  redis-server does when `client-output-buffer-limit` is hit) and `closing` is set with
+  `close_error` a SlowConsumer: the glue writes what is pending, closes and counts it.
+
+Partial drains (`pending_output(max_bytes)`) let the glue hand the transport no more
+than it will take, so that the limits keep seeing what is really unsent. A greeting
+(NATS INFO) is queued at construction without a wakeup. The glue, in outline:
+
+    connection_made:  session = NatsSession(bus, cid, config, wakeup=schedule_flush); flush()
+    data_received:    session.data_received(data); flush()
+    flush:            unless writing is paused, transport.write(session.pending_output());
+                      pause/resume reading as session.paused says; once session.closing
+                      and nothing is left buffered, transport.close()
+    connection_lost:  session.connection_lost()
+
+Defaults (decision): high water 1 MiB (16 times asyncio's transport mark, so a burst of
+deliveries does not pause sources at once), low water 256 KiB, hard limit 64 MiB
+(nats-server's default `max_pending`; redis-server's pub/sub hard limit is 32 MiB, the
+bridges use one figure for both protocols).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from raims_node.bridges.errors import BadLimits, BridgeError, SlowConsumer
+
+HIGH_WATER = 1024 * 1024
+LOW_WATER = 256 * 1024
+HARD_LIMIT = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FlowLimits:
+    high_water: int = HIGH_WATER
+    low_water: int = LOW_WATER
+    hard_limit: int = HARD_LIMIT
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.low_water <= self.high_water <= self.hard_limit:
+            raise BadLimits(
+                f"flow limits must satisfy 0 <= low_water ({self.low_water}) <= high_water "
+                f"({self.high_water}) <= hard_limit ({self.hard_limit})")
+
+
+class SessionOutput:
+    """Base of the protocol sessions: the outbound buffer, its marks and closing."""
+
+    def __init__(self, limits: FlowLimits, wakeup: Callable[[], None] | None,
+                 overflow_reply: bytes, greeting: bytes = b"") -> None:
+        self.limits = limits
+        self._high = limits.high_water  # copied: read on every write
+        self._hard = limits.hard_limit
+        self._wakeup = wakeup
+        self._overflow_reply = overflow_reply
+        self._buf = bytearray(greeting)  # no wakeup: the glue flushes after construction
+        self._paused = False
+        self._closing = False
+        self._close_error: BridgeError | None = None
+        self.bytes_out = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes queued and not yet taken by `pending_output()`."""
+        return len(self._buf)
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def closing(self) -> bool:
+        """The glue must close the connection once the pending output is written."""
+        return self._closing
+
+    @property
+    def close_error(self) -> BridgeError | None:
+        """Why the session closes; None for a client's own QUIT or a lost connection."""
+        return self._close_error
+
+    def pending_output(self, max_bytes: int | None = None) -> bytes:
+        """Take (at most `max_bytes` of) the queued output, for the transport."""
+        buf = self._buf
+        if max_bytes is None or max_bytes >= len(buf):
+            out = bytes(buf)
+            buf.clear()
+        else:
+            out = bytes(buf[:max_bytes])
+            del buf[:max_bytes]
+        self.bytes_out += len(out)
+        if self._paused and len(buf) <= self.limits.low_water:
+            self._paused = False
+        return out
+
+    def _write(self, data: bytes) -> bool:
+        """Queue `data`; False when the session is closing or has just overflowed."""
+        if self._closing:
+            return False
+        buf = self._buf
+        was_empty = not buf
+        size = len(buf) + len(data)
+        if size > self._hard:
+            self._close(self._overflow_reply, SlowConsumer(size, self._hard))
+            return False
+        buf += data
+        if size > self._high and not self._paused:
+            self._paused = True
+            was_empty = True
+        if was_empty and self._wakeup is not None:
+            self._wakeup()
+        return True
+
+    def _close(self, reply: bytes, error: BridgeError | None) -> None:
+        """Queue the last bytes (past any limit) and mark the session closing."""
+        if self._closing:
+            return
+        self._closing = True
+        self._close_error = error
+        self._buf += reply
+        self._on_close()
+        if self._wakeup is not None:
+            self._wakeup()
+
+    def _on_close(self) -> None:
+        """Subclasses release their subscriptions here."""

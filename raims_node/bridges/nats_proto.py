@@ -1,0 +1,374 @@
+"""The NATS client protocol, server side: a sans-IO parser, pure encoders, subject rules.
+
+Manual sections "NATS" and "NATS subject rules"; protocol facts from the NATS client
+protocol as nats-server 2.x speaks it:
+
+- Operations are case-insensitive; arguments are separated by spaces or tabs; a line
+  ends at `\\n` with an optional `\\r` before it (nats-server accepts bare `\\n`).
+- `PUB <subject> [reply] <#bytes>` and `HPUB <subject> [reply] <#hdr> <#total>` are
+  followed by exactly the announced bytes and `\\r\\n`; `SUB <subject> [queue] <sid>`,
+  `UNSUB <sid> [max]`, `CONNECT <json>`, `PING`, `PONG`.
+- A control line longer than `max_control_line` (4096) is fatal, as is a payload larger
+  than `max_payload` (1 MiB) announced by PUB/HPUB: the parser raises as soon as the
+  line is seen, so neither the line nor the payload is ever buffered beyond the limits.
+
+Decisions: every malformed line (unknown operation, wrong argument count, a size that is
+not a decimal number, bad CONNECT JSON, a payload not followed by CRLF, an empty line)
+answers `-ERR 'Unknown Protocol Operation'` and closes; nats-server closes silently on
+some of these, an error line is more useful and the client is gone either way. The
+max-control-line text is the one current nats-server sends ('maximum control line
+exceeded'). An UNSUB max that is not a number counts as none (unsubscribe now), as in
+nats-server. As nats-server does, PING, PONG, CONNECT, INFO and +OK are recognised by
+their first letters (`PINGX`, `CONNECT{}` are valid), a client's INFO and +OK are
+ignored and a client's -ERR closes the connection without a reply. An HPUB header size
+of 0 is a message without headers. Subjects, replies, queues and sids are decoded as
+UTF-8 with `surrogateescape` (any byte string survives, see bus.py). Pub, Sub and Unsub
+are NamedTuples, built per message for half the cost of a frozen dataclass; the rare
+events are frozen dataclasses (two NamedTuples without fields would compare equal).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from raims_node.bridges.errors import ProtocolViolation
+
+MAX_CONTROL_LINE = 4096
+MAX_PAYLOAD = 1024 * 1024
+_MAX_SIZE_DIGITS = 10  # a size needs at most 10 digits below any sane max_payload
+
+ERR_UNKNOWN_OP = "Unknown Protocol Operation"
+ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
+ERR_MAX_PAYLOAD = "Maximum Payload Violation"
+ERR_AUTHORIZATION = "Authorization Violation"
+ERR_INVALID_SUBJECT = "Invalid Subject"
+ERR_INVALID_PUBLISH_SUBJECT = "Invalid Publish Subject"
+ERR_SLOW_CONSUMER = "Slow Consumer"
+ERR_STALE_CONNECTION = "Stale Connection"
+ERR_BAD_CLIENT_PROTOCOL = "invalid client protocol"
+ERR_NO_RESPONDERS_NEEDS_HEADERS = "no responders requires headers support"
+
+OK = b"+OK\r\n"
+PING = b"PING\r\n"
+PONG = b"PONG\r\n"
+
+
+# ------------------------------------------------------------------ errors
+
+def encode_err(text: str) -> bytes:
+    return b"-ERR '%s'\r\n" % text.encode()
+
+
+class NatsProtocolError(ProtocolViolation):
+    """Malformed client input; `reply` is the -ERR line nats-server would send."""
+
+    err_text: str | None = ERR_UNKNOWN_OP  # None: close without a reply
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, b"" if self.err_text is None else encode_err(self.err_text))
+        self.events: list[NatsEvent] = []
+
+
+class UnknownOperation(NatsProtocolError):
+    """An operation the client may not send, or one with malformed arguments."""
+
+
+class ClientError(NatsProtocolError):
+    """The client sent -ERR: nats-server closes the connection without a reply."""
+
+    err_text = None
+
+
+class ControlLineTooLong(NatsProtocolError):
+    err_text = ERR_MAX_CONTROL_LINE
+
+
+class PayloadTooLarge(NatsProtocolError):
+    err_text = ERR_MAX_PAYLOAD
+
+
+# ------------------------------------------------------------------ events
+
+@dataclass(frozen=True, slots=True)
+class Connect:
+    options: dict[str, Any]
+
+
+class Pub(NamedTuple):
+    subject: str
+    reply: str | None
+    headers: bytes | None  # the raw header block, "NATS/1.0\r\n...\r\n\r\n", from HPUB
+    payload: bytes
+
+
+class Sub(NamedTuple):
+    subject: str
+    queue: str | None
+    sid: str
+
+
+class Unsub(NamedTuple):
+    sid: str
+    max_msgs: int  # 0: unsubscribe now
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    pass
+
+
+NatsEvent = Connect | Pub | Sub | Unsub | Ping | Pong
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def wire(s: str) -> bytes:
+    """A subject, reply or sid as bytes again (inverse of the parser's decoding)."""
+    return s.encode("utf-8", "surrogateescape")
+
+
+def _bad_size(b: bytes) -> UnknownOperation:
+    return UnknownOperation(f"bad size {b[:32]!r}")
+
+
+# ------------------------------------------------------------------ parser
+
+class NatsParser:
+    """`feed(bytes) -> events`; partial lines and payloads are kept across calls.
+
+    Raises a NatsProtocolError (with `.events` decoded before the bad bytes) on malformed
+    input; every later call raises again.
+    """
+
+    def __init__(self, max_payload: int = MAX_PAYLOAD,
+                 max_control_line: int = MAX_CONTROL_LINE) -> None:
+        self.max_payload = max_payload
+        self.max_control_line = max_control_line
+        self._tail = bytearray()  # unparsed bytes of earlier reads
+        self._need = 0  # bytes the tail must hold before a parse can progress
+        self._error: NatsProtocolError | None = None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[NatsEvent]:
+        if self._error is not None:
+            raise type(self._error)(f"stream already failed: {self._error}")
+        tail = self._tail
+        if tail:
+            tail += data
+            if len(tail) < self._need:  # a payload still arriving: do not parse again
+                return []
+            data = bytes(tail)
+            tail.clear()
+        elif type(data) is not bytes:
+            data = bytes(data)
+        events: list[NatsEvent] = []
+        try:
+            pos = self._parse(data, events)
+        except NatsProtocolError as exc:
+            exc.events = events
+            self._error = exc
+            raise
+        if pos < len(data):
+            with memoryview(data) as mv:
+                tail += mv[pos:]
+        return events
+
+    def _parse(self, data: bytes, events: list[NatsEvent]) -> int:
+        """Parse complete operations from `data`; the offset of the first unparsed byte."""
+        n = len(data)
+        pos = 0
+        maxcl = self.max_control_line
+        self._need = 0
+        while pos < n:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                if n - pos > maxcl + 1:  # + 1: the line may be complete but for its \n
+                    raise ControlLineTooLong(
+                        f"control line of more than {n - pos} bytes exceeds max {maxcl}")
+                return pos
+            end = nl - 1 if nl > pos and data[nl - 1] == 13 else nl
+            if end - pos > maxcl:
+                raise ControlLineTooLong(f"control line of {end - pos} bytes exceeds max {maxcl}")
+            args = data[pos:end].split()
+            if not args:
+                raise UnknownOperation("empty control line")
+            op = args[0]
+            if op != b"PUB":
+                op = op.upper()
+            if op == b"PUB" or op == b"HPUB":
+                nargs = len(args)
+                size_b = args[-1]
+                if not size_b.isdigit() or len(size_b) > _MAX_SIZE_DIGITS:
+                    raise _bad_size(size_b)
+                size = int(size_b)
+                hdr = 0
+                if op == b"PUB":
+                    if nargs != 3 and nargs != 4:
+                        raise UnknownOperation(f"PUB takes 2 or 3 arguments, got {nargs - 1}")
+                    reply = _text(args[2]) if nargs == 4 else None
+                else:
+                    if nargs != 4 and nargs != 5:
+                        raise UnknownOperation(f"HPUB takes 3 or 4 arguments, got {nargs - 1}")
+                    reply = _text(args[2]) if nargs == 5 else None
+                    hdr_b = args[-2]
+                    if not hdr_b.isdigit() or len(hdr_b) > _MAX_SIZE_DIGITS:
+                        raise _bad_size(hdr_b)
+                    hdr = int(hdr_b)
+                    if hdr > size:
+                        raise UnknownOperation(f"HPUB header size {hdr} exceeds total size {size}")
+                if size > self.max_payload:
+                    raise PayloadTooLarge(f"payload of {size} bytes exceeds max_payload {self.max_payload}")
+                start = nl + 1
+                stop = start + size
+                if stop + 2 > n:
+                    self._need = stop + 2 - pos
+                    return pos
+                if data[stop:stop + 2] != b"\r\n":
+                    raise UnknownOperation("payload not followed by CRLF")
+                if hdr:
+                    events.append(Pub(_text(args[1]), reply, data[start:start + hdr], data[start + hdr:stop]))
+                else:
+                    events.append(Pub(_text(args[1]), reply, None, data[start:stop]))
+                pos = stop + 2
+                continue
+            if op == b"SUB":
+                if len(args) == 3:
+                    events.append(Sub(_text(args[1]), None, _text(args[2])))
+                elif len(args) == 4:
+                    events.append(Sub(_text(args[1]), _text(args[2]), _text(args[3])))
+                else:
+                    raise UnknownOperation(f"SUB takes 2 or 3 arguments, got {len(args) - 1}")
+            elif op == b"UNSUB":
+                if len(args) == 2:
+                    events.append(Unsub(_text(args[1]), 0))
+                elif len(args) == 3:
+                    m = args[2]
+                    events.append(Unsub(_text(args[1]),
+                                        int(m) if m.isdigit() and len(m) <= 18 else 0))  # int64, as nats-server
+                else:
+                    raise UnknownOperation(f"UNSUB takes 1 or 2 arguments, got {len(args) - 1}")
+            else:
+                _rare_operation(data[pos:end], events)
+            pos = nl + 1
+        return pos
+
+
+def _rare_operation(line: bytes, events: list[NatsEvent]) -> None:
+    """The operations nats-server matches by prefix (`PINGX`, `CONNECT{...}` are valid)."""
+    head = line[:7].upper()
+    if head.startswith(b"PING"):
+        events.append(Ping())
+    elif head.startswith(b"PONG"):
+        events.append(Pong())
+    elif head == b"CONNECT":
+        events.append(Connect(_json_object(line[7:], "CONNECT")))
+    elif head.startswith(b"INFO"):
+        _json_object(line[4:], "INFO")  # only a server's INFO means anything
+    elif head.startswith(b"+OK"):
+        pass
+    elif head.startswith(b"-ERR"):
+        raise ClientError(f"client sent {_text(line[:64])!r}")
+    else:
+        raise UnknownOperation(f"unknown operation {line[:32]!r}")
+
+
+def _json_object(arg: bytes, op: str) -> dict[str, Any]:
+    try:
+        value = json.loads(arg)
+    except (ValueError, RecursionError) as exc:
+        raise UnknownOperation(f"{op} argument is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise UnknownOperation(f"{op} argument is not a JSON object")
+    return value
+
+
+# ------------------------------------------------------------------ encoders
+
+def encode_info(info: dict[str, Any]) -> bytes:
+    return b"INFO %s \r\n" % json.dumps(info, separators=(",", ":")).encode()  # nats-server's space
+
+
+def encode_msg(subject: bytes, sid: bytes, reply: bytes | None, payload: bytes) -> bytes:
+    if reply:
+        return b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sid, reply, len(payload), payload)
+    return b"MSG %s %s %d\r\n%s\r\n" % (subject, sid, len(payload), payload)
+
+
+def encode_hmsg(subject: bytes, sid: bytes, reply: bytes | None, headers: bytes,
+                payload: bytes) -> bytes:
+    hl = len(headers)
+    if reply:
+        return b"HMSG %s %s %s %d %d\r\n%s%s\r\n" % (
+            subject, sid, reply, hl, hl + len(payload), headers, payload)
+    return b"HMSG %s %s %d %d\r\n%s%s\r\n" % (subject, sid, hl, hl + len(payload), headers, payload)
+
+
+def encode_pub(subject: bytes, reply: bytes | None, payload: bytes) -> bytes:
+    if reply:
+        return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(payload), payload)
+    return b"PUB %s %d\r\n%s\r\n" % (subject, len(payload), payload)
+
+
+def encode_hpub(subject: bytes, reply: bytes | None, headers: bytes, payload: bytes) -> bytes:
+    hl = len(headers)
+    if reply:
+        return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, hl, hl + len(payload), headers, payload)
+    return b"HPUB %s %d %d\r\n%s%s\r\n" % (subject, hl, hl + len(payload), headers, payload)
+
+
+def encode_sub(subject: bytes, queue: bytes | None, sid: bytes) -> bytes:
+    if queue:
+        return b"SUB %s %s %s\r\n" % (subject, queue, sid)
+    return b"SUB %s %s\r\n" % (subject, sid)
+
+
+def encode_unsub(sid: bytes, max_msgs: int = 0) -> bytes:
+    if max_msgs:
+        return b"UNSUB %s %d\r\n" % (sid, max_msgs)
+    return b"UNSUB %s\r\n" % sid
+
+
+def no_responders_headers(subject: bytes) -> bytes:
+    """The status header block nats-server sends on a request nobody can answer."""
+    return b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n" % subject
+
+
+# ------------------------------------------------------------------ subject rules
+
+def is_valid_subject(subject: str) -> bool:
+    """A SUB subject: non-empty tokens, `>` only as the last token."""
+    tokens = subject.split(".")
+    return all(t and (t != ">" or i == len(tokens) - 1) for i, t in enumerate(tokens))
+
+
+def has_wildcard(subject: str) -> bool:
+    return ("*" in subject or ">" in subject) and any(t in ("*", ">") for t in subject.split("."))
+
+
+def is_literal_subject(subject: str) -> bool:
+    """A valid PUB subject in pedantic mode: non-empty tokens, no wildcard token."""
+    if "*" not in subject and ">" not in subject:  # the common case, without splitting
+        return bool(subject) and ".." not in subject and subject[0] != "." and subject[-1] != "."
+    return all(t and t != "*" and t != ">" for t in subject.split("."))
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    """NATS/RV matching: `*` is one token, a trailing `>` one or more."""
+    if not has_wildcard(pattern):
+        return pattern == subject
+    pt = pattern.split(".")
+    st = subject.split(".")
+    for i, p in enumerate(pt):
+        if p == ">":
+            return len(st) > i
+        if i >= len(st) or (p != "*" and p != st[i]):
+            return False
+    return len(pt) == len(st)

@@ -1,0 +1,361 @@
+"""One NATS client connection as a sans-IO state machine (issue 8 point 1).
+
+Manual sections "NATS", "NATS subject rules", "Services and Networks"; behaviour as
+nats-server 2.x shows it to nats-py and other clients:
+
+- INFO is queued at construction (server_id, server_name, version 2.x, proto 1,
+  headers, max_payload, client_id, auth_required when the transport has credentials).
+- Until CONNECT the client has nats-server's defaults: verbose, pedantic and echo on,
+  headers and no_responders off; fields missing from CONNECT keep them.
+- With `user`/`password` or `token` configured, the first operation must be a CONNECT
+  carrying them (`user`/`pass`, `auth_token`), else `-ERR 'Authorization Violation'`
+  and close. `protocol` above 1 and `no_responders` without `headers` are refused with
+  nats-server's texts.
+- Verbose mode answers `+OK` to CONNECT, PUB/HPUB, SUB and UNSUB.
+- SUB with an invalid subject answers `-ERR 'Invalid Subject'` and the connection stays
+  open; a SUB reusing a sid is ignored. Subjects with `*`/`>` tokens subscribe as RV
+  patterns, others as literal subjects; queue groups go to the bus with either.
+- UNSUB with a max: the subscription ends after that many deliveries in total (at once if
+  already reached); deliveries for a sid no longer subscribed are dropped.
+- PUB to a subject with wildcard tokens: routed as a literal subject ("RV subject rules"
+  3), except in pedantic mode where it is refused with `-ERR 'Invalid Publish Subject'`
+  ("NATS subject rules" 3: no publish to a wildcard) and not routed.
+- No-responders: a PUB with a reply from a client that asked for `no_responders` on a
+  subject with no interest anywhere in the network is not routed; the client gets, on
+  its own subscription matching the reply, nats-server's status message
+  `HMSG <reply> <sid> n n` with `NATS/1.0 503` and `Nats-Subject: <subject>` headers
+  and an empty payload.
+- Headers reach clients that negotiated them as HMSG; others get MSG with the payload.
+- `ping()` is for the glue's ping timer: it sends PING, and with `max_pings_out` PINGs
+  unanswered closes with `-ERR 'Stale Connection'`.
+- A slow consumer (flow.py) gets `-ERR 'Slow Consumer'` before the close; nats-server
+  closes silently, the issue asks for the text and the client is gone either way.
+
+Checked byte for byte against nats-server 2.9.10 (tests/unit/test_nats_session.py); the
+503 status carries the `Nats-Subject` header of current nats-server releases.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from raims_node.bridges.bus import Bus
+from raims_node.bridges.errors import AuthorizationViolation, BridgeError, StaleConnection
+from raims_node.bridges.flow import FlowLimits, SessionOutput
+from raims_node.bridges.nats_proto import (
+    ERR_AUTHORIZATION,
+    ERR_BAD_CLIENT_PROTOCOL,
+    ERR_INVALID_PUBLISH_SUBJECT,
+    ERR_INVALID_SUBJECT,
+    ERR_NO_RESPONDERS_NEEDS_HEADERS,
+    ERR_SLOW_CONSUMER,
+    ERR_STALE_CONNECTION,
+    ERR_UNKNOWN_OP,
+    MAX_CONTROL_LINE,
+    MAX_PAYLOAD,
+    OK,
+    PING,
+    PONG,
+    Connect,
+    NatsParser,
+    NatsProtocolError,
+    Ping,
+    Pong,
+    Pub,
+    Sub,
+    UnknownOperation,
+    Unsub,
+    encode_err,
+    encode_hmsg,
+    encode_info,
+    encode_msg,
+    has_wildcard,
+    is_literal_subject,
+    is_valid_subject,
+    no_responders_headers,
+    subject_matches,
+    wire,
+)
+
+SERVER_VERSION = "2.10.0"
+PROTO_VERSION = 1
+MAX_PINGS_OUT = 2
+
+
+@dataclass(frozen=True, slots=True)
+class NatsConfig:
+    """One `type: nats` transport, shared by its connections."""
+
+    server_id: str
+    server_name: str = "raims"
+    version: str = SERVER_VERSION
+    host: str = "0.0.0.0"
+    port: int = 4222
+    max_payload: int = MAX_PAYLOAD
+    max_control_line: int = MAX_CONTROL_LINE
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    max_pings_out: int = MAX_PINGS_OUT
+    limits: FlowLimits = field(default_factory=FlowLimits)
+
+    @property
+    def auth_required(self) -> bool:
+        return self.user is not None or self.token is not None
+
+
+@dataclass(slots=True)
+class _Subscription:
+    subject: str
+    queue: str | None
+    sid_b: bytes
+    msg_head: bytes  # "MSG <subject> <sid> ", for deliveries on the subscribed subject
+    max_msgs: int = 0  # 0: unlimited
+    delivered: int = 0  # messages delivered on this subscription so far
+
+    @classmethod
+    def of(cls, subject: str, queue: str | None, sid: str) -> _Subscription:
+        subject_b, sid_b = wire(subject), wire(sid)
+        return cls(subject, queue, sid_b, b"MSG %s %s " % (subject_b, sid_b))
+
+
+_BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders")
+_STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token")
+
+
+class NatsSession(SessionOutput):
+    """A NATS client as the node sees it: feed it bytes, drain `pending_output()`."""
+
+    def __init__(self, bus: Bus, client_id: int, config: NatsConfig, *,
+                 client_ip: str | None = None, wakeup: Callable[[], None] | None = None) -> None:
+        self.bus = bus
+        self.client_id = client_id
+        self.config = config
+        self.verbose = True
+        self.pedantic = True
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        self.name = ""
+        self.lang = ""
+        self.version = ""
+        self.connected = False  # a CONNECT was accepted
+        self.msgs_in = 0
+        self.msgs_out = 0
+        self._parser = NatsParser(config.max_payload, config.max_control_line)
+        self._subs: dict[str, _Subscription] = {}
+        self._pings_out = 0
+        self._in_bus = True
+        info: dict[str, Any] = {
+            "server_id": config.server_id, "server_name": config.server_name,
+            "version": config.version, "proto": PROTO_VERSION, "go": "raims",
+            "host": config.host, "port": config.port, "headers": True,
+        }
+        if config.auth_required:
+            info["auth_required"] = True
+        info["max_payload"] = config.max_payload
+        info["client_id"] = client_id
+        if client_ip:
+            info["client_ip"] = client_ip
+        super().__init__(config.limits, wakeup, encode_err(ERR_SLOW_CONSUMER), encode_info(info))
+
+    @property
+    def subscriptions(self) -> int:
+        return len(self._subs)
+
+    # ------------------------------------------------------------ input
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        error: NatsProtocolError | None = None
+        try:
+            events = self._parser.feed(data)
+        except NatsProtocolError as exc:
+            events, error = exc.events, exc
+        guarded = self.config.auth_required
+        for ev in events:
+            if self._closing:
+                return
+            if guarded and not self.connected and type(ev) is not Connect:
+                self._fail(AuthorizationViolation(f"{type(ev).__name__} before CONNECT"),
+                           ERR_AUTHORIZATION)
+            elif type(ev) is Pub:
+                subject, reply, headers, payload = ev
+                if (reply is None and headers is None and not self.verbose
+                        and not (self.pedantic and not is_literal_subject(subject))):
+                    self.msgs_in += 1  # the common case, without a call per message
+                    self.bus.publish(self, subject, None, None, payload)
+                else:
+                    self._on_pub(ev)
+            elif type(ev) is Sub:
+                self._on_sub(ev)
+            elif type(ev) is Unsub:
+                self._on_unsub(ev)
+            elif type(ev) is Ping:
+                self._write(PONG)
+            elif type(ev) is Pong:
+                self._pings_out = 0
+            elif type(ev) is Connect:
+                self._on_connect(ev.options)
+        if error is not None and not self._closing:
+            self._close(error.reply, error)
+
+    def _fail(self, error: BridgeError, err_text: str) -> None:
+        self._close(encode_err(err_text), error)
+
+    def _on_connect(self, options: dict[str, Any]) -> None:
+        problem = _bad_option(options)
+        if problem is not None:
+            self._fail(UnknownOperation(f"CONNECT {problem}"), ERR_UNKNOWN_OP)
+            return
+        protocol = options.get("protocol", 0)
+        if not self._authorized(options):
+            self._fail(AuthorizationViolation("CONNECT credentials do not match"), ERR_AUTHORIZATION)
+            return
+        if not 0 <= protocol <= PROTO_VERSION:
+            self._fail(UnknownOperation(f"client protocol {protocol} is above {PROTO_VERSION}"),
+                       ERR_BAD_CLIENT_PROTOCOL)
+            return
+        self.verbose = options.get("verbose", self.verbose)
+        self.pedantic = options.get("pedantic", self.pedantic)
+        self.echo = options.get("echo", self.echo)
+        self.headers = options.get("headers", False)
+        self.no_responders = options.get("no_responders", False)
+        self.name = options.get("name", "")
+        self.lang = options.get("lang", "")
+        self.version = options.get("version", "")
+        if self.no_responders and not self.headers:
+            self._fail(UnknownOperation("no_responders without headers"),
+                       ERR_NO_RESPONDERS_NEEDS_HEADERS)
+            return
+        self.connected = True
+        if self.verbose:
+            self._write(OK)
+
+    def _authorized(self, options: dict[str, Any]) -> bool:
+        cfg = self.config
+        if cfg.token is not None and _same(options.get("auth_token"), cfg.token):
+            return True
+        if cfg.user is not None:
+            return _same(options.get("user"), cfg.user) and _same(options.get("pass"), cfg.password or "")
+        return cfg.token is None
+
+    def _on_pub(self, ev: Pub) -> None:
+        if ev.headers is not None and not self.headers:
+            self._fail(UnknownOperation("HPUB from a client that did not negotiate headers"),
+                       ERR_UNKNOWN_OP)
+            return
+        self.msgs_in += 1
+        subject = ev.subject
+        refused = self.pedantic and not is_literal_subject(subject)
+        if refused:
+            self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
+        if self.verbose:
+            self._write(OK)
+        if refused:
+            return
+        if ev.reply is not None and self.no_responders and not self.bus.has_interest(subject):
+            self._send_no_responders(subject, ev.reply)
+            return
+        self.bus.publish(self, subject, ev.reply, ev.headers, ev.payload)
+
+    def _send_no_responders(self, subject: str, reply: str) -> None:
+        for sub in self._subs.values():
+            if sub.queue is None and subject_matches(sub.subject, reply):
+                self._write(encode_hmsg(wire(reply), sub.sid_b, None,
+                                        no_responders_headers(wire(subject)), b""))
+                return
+
+    def _on_sub(self, ev: Sub) -> None:
+        if not is_valid_subject(ev.subject):
+            self._write(encode_err(ERR_INVALID_SUBJECT))
+            return
+        sid = ev.sid
+        if sid not in self._subs:
+            self._subs[sid] = _Subscription.of(ev.subject, ev.queue, sid)
+            if has_wildcard(ev.subject):
+                if ev.queue is None:
+                    self.bus.psubscribe(self, sid, ev.subject, "rv")
+                else:
+                    self.bus.psubscribe(self, sid, ev.subject, "rv", ev.queue)
+            else:
+                self.bus.subscribe(self, sid, ev.subject, ev.queue)
+        if self.verbose:
+            self._write(OK)
+
+    def _on_unsub(self, ev: Unsub) -> None:
+        if self.verbose:
+            self._write(OK)
+        sub = self._subs.get(ev.sid)
+        if sub is None:
+            return
+        if ev.max_msgs > sub.delivered:
+            sub.max_msgs = ev.max_msgs
+        else:
+            del self._subs[ev.sid]
+            self.bus.unsubscribe(self, ev.sid)
+
+    # ------------------------------------------------------------ output
+
+    def deliver(self, sid: str, subject: str, reply: str | None,
+                headers: bytes | None, payload: bytes) -> None:
+        sub = self._subs.get(sid)
+        if sub is None:  # unsubscribed meanwhile, or closed (which clears them all)
+            return
+        sub.delivered += 1  # counted from the start: UNSUB max compares with it, as nats-server
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            del self._subs[sid]
+            self.bus.unsubscribe(self, sid)
+        self.msgs_out += 1
+        if headers is None or not self.headers:
+            if not reply and subject == sub.subject:
+                self._write(b"%s%d\r\n%s\r\n" % (sub.msg_head, len(payload), payload))
+            else:
+                self._write(encode_msg(wire(subject), sub.sid_b, wire(reply) if reply else None, payload))
+        else:
+            self._write(encode_hmsg(wire(subject), sub.sid_b, wire(reply) if reply else None,
+                                    headers, payload))
+
+    def ping(self) -> None:
+        """The glue's ping timer fired."""
+        if self._closing:
+            return
+        if self._pings_out >= self.config.max_pings_out:
+            self._fail(StaleConnection(f"{self._pings_out} PINGs unanswered"), ERR_STALE_CONNECTION)
+            return
+        self._pings_out += 1
+        self._write(PING)
+
+    # ------------------------------------------------------------ teardown
+
+    def connection_lost(self) -> None:
+        """The transport is gone: release the bus subscriptions (idempotent)."""
+        self._close(b"", None)
+
+    def _on_close(self) -> None:
+        self._subs.clear()
+        if self._in_bus:
+            self._in_bus = False
+            self.bus.drop_client(self)
+
+
+def _bad_option(options: dict[str, Any]) -> str | None:
+    """What nats-server's JSON decoding would reject in CONNECT, if anything."""
+    for key in _BOOL_OPTIONS:
+        if not isinstance(options.get(key, False), bool):
+            return f"option {key!r} is not a boolean"
+    for key in _STR_OPTIONS:
+        if not isinstance(options.get(key, ""), str):
+            return f"option {key!r} is not a string"
+    if type(options.get("protocol", 0)) is not int:
+        return "option 'protocol' is not an integer"
+    return None
+
+
+def _same(given: object, expected: str) -> bool:
+    return isinstance(given, str) and hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))

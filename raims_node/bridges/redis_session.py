@@ -1,0 +1,463 @@
+"""One Redis pub/sub client connection as a sans-IO state machine (issue 8 point 2).
+
+Manual sections "Redis", "Redis subject rules", "Services and Networks"; replies as
+redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
+
+- Commands: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE (glob patterns),
+  SSUBSCRIBE, SUNSUBSCRIBE, PUBLISH, SPUBLISH, PUBSUB CHANNELS | NUMSUB | NUMPAT |
+  SHARDCHANNELS | SHARDNUMSUB, PING, ECHO, SELECT, HELLO, CLIENT ID | SETNAME | GETNAME
+  | SETINFO (redis-py sends SETINFO on connect), QUIT, RESET. Names are
+  case-insensitive; arity is checked as redis-server does (`wrong number of arguments
+  for 'client|setname' command`).
+- Any other command gets `-ERR unknown command 'x', with args beginning with: 'a' 'b' `
+  (at most 128 bytes of arguments, as redis-server) and the connection stays usable;
+  an unknown subcommand gets `-ERR unknown subcommand 'x'. Try CLIENT HELP.`.
+- (Un)subscribe confirmations are `[kind, channel, count]`, one per channel, where count
+  is channels + patterns of this client (shard channels counted apart); an
+  UNSUBSCRIBE of nothing confirms with a null channel. Messages are
+  `[message, channel, payload]`, `[pmessage, pattern, channel, payload]` and
+  `[smessage, channel, payload]`; all are pushes (`>`) in RESP3, arrays in RESP2.
+- RESP2 subscribed mode allows only (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING, QUIT,
+  RESET; anything else gets redis-server's "Can't execute ..." error. PING there
+  answers `["pong", arg or ""]`. RESP3 has no such mode.
+- PUBLISH/SPUBLISH answer the bus's count of receivers reached (local plus remote).
+- RESET drops every subscription without confirmations, returns to RESP2, db 0, no
+  name, and answers `+RESET`. QUIT answers `+OK` and closes.
+
+Decisions: SELECT accepts 0..15 (redis-server's default 16 databases) and changes
+nothing else, pub/sub being database-independent in Redis too. HELLO AUTH accepts the
+`default` user with any password (the bridge has no users, like a redis-server without
+ACLs whose default user is `nopass`) and refuses others with WRONGPASS. HELP subcommands
+are not provided. A slow consumer is closed without an error reply, as redis-server does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from raims_node.bridges.bus import Bus, shard_subject
+from raims_node.bridges.flow import FlowLimits, SessionOutput
+from raims_node.bridges.resp import (
+    MAX_ARGS,
+    MAX_BULK,
+    RespParser,
+    RespProtocolError,
+    encode_array_header,
+    encode_bulk,
+    encode_bulks,
+    encode_error,
+    encode_int,
+    encode_map_header,
+    encode_null,
+    encode_push_header,
+    encode_simple,
+    parse_ll,
+)
+
+REDIS_VERSION = "7.4.0"
+DATABASES = 16
+_INT32 = 1 << 31
+
+OK = b"+OK\r\n"
+PONG = b"+PONG\r\n"
+
+_CHANNEL, _PATTERN, _SHARD = "c:", "p:", "s:"  # sid prefixes: one sid space per kind
+_MESSAGE = {2: b"*3\r\n$7\r\nmessage\r\n", 3: b">3\r\n$7\r\nmessage\r\n"}
+_PMESSAGE = {2: b"*4\r\n$8\r\npmessage\r\n", 3: b">4\r\n$8\r\npmessage\r\n"}
+_SMESSAGE = {2: b"*3\r\n$8\r\nsmessage\r\n", 3: b">3\r\n$8\r\nsmessage\r\n"}
+
+ERR_NOT_INTEGER = "value is not an integer or out of range"
+ERR_BAD_NAME = "Client names cannot contain spaces, newlines or special characters."
+
+
+@dataclass(frozen=True, slots=True)
+class RedisConfig:
+    """One `type: redis` transport, shared by its connections."""
+
+    version: str = REDIS_VERSION
+    databases: int = DATABASES
+    max_bulk: int = MAX_BULK
+    max_args: int = MAX_ARGS
+    limits: FlowLimits = field(default_factory=FlowLimits)
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def _wire(s: str) -> bytes:
+    return s.encode("utf-8", "surrogateescape")
+
+
+def _valid_attr(value: bytes) -> bool:
+    """Client names and library attributes: printable ASCII without spaces."""
+    return all(33 <= c <= 126 for c in value)
+
+
+class RedisSession(SessionOutput):
+    """A Redis client as the node sees it: feed it bytes, drain `pending_output()`."""
+
+    echo = True  # a Redis subscriber receives its own publishes
+
+    def __init__(self, bus: Bus, client_id: int, config: RedisConfig | None = None, *,
+                 wakeup: Callable[[], None] | None = None) -> None:
+        config = config or RedisConfig()
+        super().__init__(config.limits, wakeup, b"")
+        self.bus = bus
+        self.client_id = client_id
+        self.config = config
+        self.resp = 2
+        self.db = 0
+        self.name: bytes | None = None
+        self.lib_name: bytes | None = None
+        self.lib_ver: bytes | None = None
+        self.msgs_in = 0
+        self.msgs_out = 0
+        self._parser = RespParser(config.max_bulk, config.max_args)
+        # sid -> channel or pattern as the client sent it, in subscription order
+        self._channels: dict[str, bytes] = {}
+        self._patterns: dict[str, bytes] = {}
+        self._shards: dict[str, bytes] = {}
+        self._in_bus = True
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self._channels or self._patterns or self._shards)
+
+    # ------------------------------------------------------------ input
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        error: RespProtocolError | None = None
+        try:
+            commands = self._parser.feed(data)
+        except RespProtocolError as exc:
+            commands, error = exc.events, exc
+        for args in commands:
+            if self._closing:
+                return
+            self._execute(args)
+        if error is not None and not self._closing:
+            self._close(error.reply, error)
+
+    def _execute(self, args: list[bytes]) -> None:
+        cmd = _COMMANDS.get(args[0].lower())
+        if cmd is not None and cmd.subcommands is not None and len(args) > 1:
+            sub = cmd.subcommands.get(args[1].lower())
+            if sub is None:
+                self._error(b"unknown subcommand '%s'. Try %s HELP." % (args[1][:128], args[0].upper()))
+                return
+            cmd = sub
+        if cmd is None:
+            quoted = b""
+            for arg in args[1:]:
+                if len(quoted) >= 128:
+                    break
+                quoted += b"'%s' " % arg[:128 - len(quoted)]
+            self._error(b"unknown command '%s', with args beginning with: %s" % (args[0][:128], quoted))
+            return
+        if (cmd.arity > 0 and cmd.arity != len(args)) or len(args) < -cmd.arity:
+            self._arity_error(cmd.fullname)
+            return
+        if self.resp == 2 and not cmd.pubsub_ok and self.subscribed:
+            self._error(f"Can't execute '{cmd.fullname}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE "
+                        "/ PING / QUIT / RESET are allowed in this context")
+            return
+        assert cmd.handler is not None  # containers are only reached with a subcommand
+        cmd.handler(self, args)
+
+    def _error(self, message: str | bytes, code: str = "ERR") -> None:
+        self._write(encode_error(message, code))
+
+    def _arity_error(self, fullname: str) -> None:
+        self._error(f"wrong number of arguments for '{fullname}' command")
+
+    # ------------------------------------------------------------ connection commands
+
+    def _ping(self, args: list[bytes]) -> None:
+        if len(args) > 2:
+            self._arity_error("ping")
+        elif self.resp == 2 and self.subscribed:
+            self._write(b"*2\r\n$4\r\npong\r\n" + encode_bulk(args[1] if len(args) > 1 else b""))
+        elif len(args) == 1:
+            self._write(PONG)
+        else:
+            self._write(encode_bulk(args[1]))
+
+    def _echo(self, args: list[bytes]) -> None:
+        self._write(encode_bulk(args[1]))
+
+    def _select(self, args: list[bytes]) -> None:
+        db = parse_ll(args[1])
+        if db is None:
+            self._error(ERR_NOT_INTEGER)
+        elif not -_INT32 <= db < _INT32:
+            self._error(f"value is out of range, value must between {-_INT32} and {_INT32 - 1}")
+        elif not 0 <= db < self.config.databases:
+            self._error("DB index is out of range")
+        else:
+            self.db = db
+            self._write(OK)
+
+    def _quit(self, args: list[bytes]) -> None:
+        self._write(OK)
+        self._close(b"", None)
+
+    def _reset(self, args: list[bytes]) -> None:
+        self._drop_subscriptions()
+        self.resp = 2
+        self.db = 0
+        self.name = None
+        self._write(encode_simple("RESET"))
+
+    def _hello(self, args: list[bytes]) -> None:
+        version = 0
+        if len(args) >= 2:
+            v = parse_ll(args[1])
+            if v is None:
+                self._error("Protocol version is not an integer or out of range")
+                return
+            if not 2 <= v <= 3:
+                self._error("unsupported protocol version", "NOPROTO")
+                return
+            version = v
+        user: bytes | None = None
+        name: bytes | None = None
+        j = 2
+        while j < len(args):
+            more = len(args) - 1 - j
+            opt = args[j].lower()
+            if opt == b"auth" and more >= 2:
+                user = args[j + 1]
+                j += 3
+            elif opt == b"setname" and more >= 1:
+                name = args[j + 1]
+                if not _valid_attr(name):
+                    self._error(ERR_BAD_NAME)
+                    return
+                j += 2
+            else:
+                self._error(b"Syntax error in HELLO option '%s'" % args[j])
+                return
+        if user is not None and user != b"default":
+            self._error("invalid username-password pair or user is disabled.", "WRONGPASS")
+            return
+        if name is not None:
+            self.name = name or None
+        if version:
+            self.resp = version
+        self._write(b"".join((
+            encode_map_header(7, self.resp),
+            encode_bulk(b"server"), encode_bulk(b"redis"),
+            encode_bulk(b"version"), encode_bulk(self.config.version.encode()),
+            encode_bulk(b"proto"), encode_int(self.resp),
+            encode_bulk(b"id"), encode_int(self.client_id),
+            encode_bulk(b"mode"), encode_bulk(b"standalone"),
+            encode_bulk(b"role"), encode_bulk(b"master"),
+            encode_bulk(b"modules"), encode_array_header(0),
+        )))
+
+    def _client_id(self, args: list[bytes]) -> None:
+        self._write(encode_int(self.client_id))
+
+    def _client_setname(self, args: list[bytes]) -> None:
+        if not _valid_attr(args[2]):
+            self._error(ERR_BAD_NAME)
+            return
+        self.name = args[2] or None
+        self._write(OK)
+
+    def _client_getname(self, args: list[bytes]) -> None:
+        self._write(encode_null(self.resp) if self.name is None else encode_bulk(self.name))
+
+    def _client_setinfo(self, args: list[bytes]) -> None:
+        attr, value = args[2], args[3]
+        if attr.lower() not in (b"lib-name", b"lib-ver"):
+            self._error(b"Unrecognized option '%s'" % attr)
+        elif not _valid_attr(value):
+            self._error(b"%s cannot contain spaces, newlines or special characters." % attr)
+        else:
+            if attr.lower() == b"lib-name":
+                self.lib_name = value or None
+            else:
+                self.lib_ver = value or None
+            self._write(OK)
+
+    # ------------------------------------------------------------ pub/sub commands
+
+    def _confirm(self, kind: bytes, name: bytes | None, count: int) -> None:
+        self._write(b"".join((
+            encode_push_header(3, self.resp), encode_bulk(kind),
+            encode_null(self.resp) if name is None else encode_bulk(name), encode_int(count))))
+
+    def _count(self, table: dict[str, bytes]) -> int:
+        return len(self._shards) if table is self._shards else len(self._channels) + len(self._patterns)
+
+    def _subscribe_to(self, args: list[bytes], table: dict[str, bytes], prefix: str,
+                      kind: bytes) -> None:
+        for raw in args[1:]:
+            name = _text(raw)
+            sid = prefix + name
+            if sid not in table:
+                table[sid] = raw
+                if prefix == _PATTERN:
+                    self.bus.psubscribe(self, sid, name, "glob")
+                elif prefix == _SHARD:
+                    self.bus.subscribe(self, sid, shard_subject(name))
+                else:
+                    self.bus.subscribe(self, sid, name)
+            self._confirm(kind, raw, self._count(table))
+
+    def _unsubscribe_from(self, args: list[bytes], table: dict[str, bytes], prefix: str,
+                          kind: bytes) -> None:
+        targets = args[1:] or list(table.values())
+        if not targets:
+            self._confirm(kind, None, self._count(table))
+        for raw in targets:
+            sid = prefix + _text(raw)
+            if table.pop(sid, None) is not None:
+                self.bus.unsubscribe(self, sid)
+            self._confirm(kind, raw, self._count(table))
+
+    def _subscribe(self, args: list[bytes]) -> None:
+        self._subscribe_to(args, self._channels, _CHANNEL, b"subscribe")
+
+    def _unsubscribe(self, args: list[bytes]) -> None:
+        self._unsubscribe_from(args, self._channels, _CHANNEL, b"unsubscribe")
+
+    def _psubscribe(self, args: list[bytes]) -> None:
+        self._subscribe_to(args, self._patterns, _PATTERN, b"psubscribe")
+
+    def _punsubscribe(self, args: list[bytes]) -> None:
+        self._unsubscribe_from(args, self._patterns, _PATTERN, b"punsubscribe")
+
+    def _ssubscribe(self, args: list[bytes]) -> None:
+        self._subscribe_to(args, self._shards, _SHARD, b"ssubscribe")
+
+    def _sunsubscribe(self, args: list[bytes]) -> None:
+        self._unsubscribe_from(args, self._shards, _SHARD, b"sunsubscribe")
+
+    def _publish(self, args: list[bytes]) -> None:
+        self.msgs_in += 1
+        self._write(encode_int(self.bus.publish(self, _text(args[1]), None, None, args[2])))
+
+    def _spublish(self, args: list[bytes]) -> None:
+        self.msgs_in += 1
+        self._write(encode_int(self.bus.publish(self, shard_subject(_text(args[1])), None, None, args[2])))
+
+    def _pubsub_channels(self, args: list[bytes], shard: bool = False) -> None:
+        if len(args) > 3:
+            self._error(b"unknown subcommand or wrong number of arguments for '%s'. Try PUBSUB HELP."
+                        % args[1][:128])
+            return
+        names = self.bus.channels(_text(args[2]) if len(args) == 3 else None, shard)
+        self._write(encode_bulks(_wire(n) for n in names))
+
+    def _pubsub_numsub(self, args: list[bytes], shard: bool = False) -> None:
+        counts = self.bus.numsub([_text(a) for a in args[2:]], shard)
+        self._write(encode_array_header(2 * len(counts)) + b"".join(
+            encode_bulk(a) + encode_int(c) for a, c in zip(args[2:], counts, strict=True)))
+
+    def _pubsub_numpat(self, args: list[bytes]) -> None:
+        self._write(encode_int(self.bus.numpat()))
+
+    def _pubsub_shardchannels(self, args: list[bytes]) -> None:
+        self._pubsub_channels(args, shard=True)
+
+    def _pubsub_shardnumsub(self, args: list[bytes]) -> None:
+        self._pubsub_numsub(args, shard=True)
+
+    # ------------------------------------------------------------ output
+
+    def deliver(self, sid: str, subject: str, reply: str | None,
+                headers: bytes | None, payload: bytes) -> None:
+        kind = sid[0]
+        if kind == "c":
+            raw = self._channels.get(sid)
+            if raw is None:
+                return
+            head = _MESSAGE[self.resp]
+        elif kind == "p":
+            pattern = self._patterns.get(sid)
+            if pattern is None:
+                return
+            raw = _wire(subject)
+            head = b"%s$%d\r\n%s\r\n" % (_PMESSAGE[self.resp], len(pattern), pattern)
+        else:
+            raw = self._shards.get(sid)
+            if raw is None:
+                return
+            head = _SMESSAGE[self.resp]
+        self.msgs_out += 1
+        self._write(b"%s$%d\r\n%s\r\n$%d\r\n%s\r\n" % (head, len(raw), raw, len(payload), payload))
+
+    # ------------------------------------------------------------ teardown
+
+    def connection_lost(self) -> None:
+        """The transport is gone: release the bus subscriptions (idempotent)."""
+        self._close(b"", None)
+
+    def _drop_subscriptions(self) -> None:
+        for table in (self._channels, self._patterns, self._shards):
+            for sid in list(table):
+                del table[sid]
+                self.bus.unsubscribe(self, sid)
+
+    def _on_close(self) -> None:
+        self._channels.clear()
+        self._patterns.clear()
+        self._shards.clear()
+        if self._in_bus:
+            self._in_bus = False
+            self.bus.drop_client(self)
+
+
+Handler = Callable[[RedisSession, list[bytes]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Command:
+    fullname: str
+    arity: int  # redis-server's: n exactly, -n at least n (the name included)
+    handler: Handler | None
+    pubsub_ok: bool = False  # allowed in RESP2 subscribed mode
+    subcommands: Mapping[bytes, _Command] | None = None
+
+
+def _table(*commands: _Command) -> Mapping[bytes, _Command]:
+    return MappingProxyType({c.fullname.rpartition("|")[2].encode(): c for c in commands})
+
+
+_S = RedisSession
+_COMMANDS = _table(
+    _Command("ping", -1, _S._ping, pubsub_ok=True),
+    _Command("echo", 2, _S._echo),
+    _Command("select", 2, _S._select),
+    _Command("quit", -1, _S._quit, pubsub_ok=True),
+    _Command("reset", 1, _S._reset, pubsub_ok=True),
+    _Command("hello", -1, _S._hello),
+    _Command("subscribe", -2, _S._subscribe, pubsub_ok=True),
+    _Command("unsubscribe", -1, _S._unsubscribe, pubsub_ok=True),
+    _Command("psubscribe", -2, _S._psubscribe, pubsub_ok=True),
+    _Command("punsubscribe", -1, _S._punsubscribe, pubsub_ok=True),
+    _Command("ssubscribe", -2, _S._ssubscribe, pubsub_ok=True),
+    _Command("sunsubscribe", -1, _S._sunsubscribe, pubsub_ok=True),
+    _Command("publish", 3, _S._publish),
+    _Command("spublish", 3, _S._spublish),
+    _Command("client", -2, None, subcommands=_table(
+        _Command("client|id", 2, _S._client_id),
+        _Command("client|setname", 3, _S._client_setname),
+        _Command("client|getname", 2, _S._client_getname),
+        _Command("client|setinfo", 4, _S._client_setinfo),
+    )),
+    _Command("pubsub", -2, None, subcommands=_table(
+        _Command("pubsub|channels", -2, _S._pubsub_channels),
+        _Command("pubsub|numsub", -2, _S._pubsub_numsub),
+        _Command("pubsub|numpat", 2, _S._pubsub_numpat),
+        _Command("pubsub|shardchannels", -2, _S._pubsub_shardchannels),
+        _Command("pubsub|shardnumsub", -2, _S._pubsub_shardnumsub),
+    )),
+)

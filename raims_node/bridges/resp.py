@@ -1,0 +1,318 @@
+"""RESP, the Redis protocol, server side: a sans-IO request parser and pure encoders.
+
+Manual section "Redis"; protocol facts as redis-server 7 implements them:
+
+- A request is a multibulk `*<n>\\r\\n` followed by n bulks `$<len>\\r\\n<bytes>\\r\\n`, or an
+  inline command: one line (ending at `\\n`, optional `\\r`) split like redis-server's
+  `sdssplitargs` (blanks separate, "double quotes" with `\\n \\r \\t \\b \\a \\xHH`
+  escapes, 'single quotes' with `\\'`, a closing quote must end the argument, the line
+  stops at a NUL byte). An empty request (`*0`, `*-1`, a blank line) is skipped.
+- Lengths are parsed as strictly as `string2ll` (no sign `+`, no leading zeros).
+- Every violation is fatal: redis-server replies `-ERR Protocol error: <text>` and
+  closes. The texts: "invalid multibulk length", "expected '$', got 'x'", "invalid
+  bulk length", "too big mbulk count string", "too big bulk count string", "too big
+  inline request", "unbalanced quotes in request". Lines are bounded by
+  `MAX_INLINE` (64 KiB, redis-server's PROTO_INLINE_MAX_SIZE).
+- Like redis-server the 2 bytes after a bulk are skipped, not checked.
+
+Decisions (limits, named below): `max_bulk` defaults to 64 MiB instead of Redis' 512 MiB
+because a message larger than the Rai MS wire frame limit (64 MiB) cannot be routed;
+`max_args` defaults to 1,048,576 (Redis allows up to INT_MAX). Both answer with the
+texts Redis uses for out-of-range lengths.
+
+Encoders cover what a pub/sub server sends in RESP2 and RESP3: simple strings, errors,
+integers, bulks, nulls (`$-1` / `_`), arrays, push (`>`, RESP3 only) and map (`%`,
+RESP3; a flat array in RESP2) headers. Error texts never contain CR or LF (they are
+replaced by spaces, as redis-server does for texts that quote client input).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from raims_node.bridges.errors import ProtocolViolation
+
+MAX_INLINE = 64 * 1024
+MAX_BULK = 64 * 1024 * 1024
+MAX_ARGS = 1024 * 1024
+
+_LL = re.compile(rb"0|-?[1-9][0-9]{0,18}")
+_INT64 = 1 << 63
+_SPACE = frozenset(b" \t\n\r\x0b\x0c")  # C isspace()
+_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def parse_ll(b: bytes | bytearray) -> int | None:
+    """A signed 64-bit decimal as redis-server's string2ll accepts it, else None."""
+    if _LL.fullmatch(b) is None:
+        return None
+    v = int(b)
+    return v if -_INT64 <= v < _INT64 else None
+
+
+# ------------------------------------------------------------------ errors
+
+def encode_error(message: str | bytes, code: str = "ERR") -> bytes:
+    """`-<code> <message>`; CR and LF in the message become spaces."""
+    if isinstance(message, str):
+        message = message.encode("utf-8", "surrogateescape")
+    return b"-%s %s\r\n" % (code.encode(), message.replace(b"\r", b" ").replace(b"\n", b" "))
+
+
+class RespProtocolError(ProtocolViolation):
+    """Malformed request; `reply` is redis-server's `-ERR Protocol error: ...` line."""
+
+    def __init__(self, message: str, text: bytes) -> None:
+        super().__init__(message, encode_error(b"Protocol error: " + text))
+        self.events: list[list[bytes]] = []
+
+
+class MalformedRequest(RespProtocolError):
+    """A multibulk that does not follow the grammar."""
+
+
+class RequestTooLong(RespProtocolError):
+    """An inline command or a length line longer than MAX_INLINE."""
+
+
+class ArrayTooLong(RespProtocolError):
+    """A multibulk with more than `max_args` elements."""
+
+
+class BulkTooLarge(RespProtocolError):
+    """A bulk longer than `max_bulk`."""
+
+
+class UnbalancedQuotes(RespProtocolError):
+    """An inline command with an unterminated quote or a quote not ending its argument."""
+
+
+# ------------------------------------------------------------------ parser
+
+class RespParser:
+    """`feed(bytes) -> commands` (each a list of byte-string arguments).
+
+    Keeps the state of a multibulk across calls, so a command arriving in many small
+    reads is parsed once. Raises a RespProtocolError (with `.events`, the commands decoded
+    before the bad bytes) on malformed input; every later call raises again.
+    """
+
+    def __init__(self, max_bulk: int = MAX_BULK, max_args: int = MAX_ARGS) -> None:
+        self.max_bulk = max_bulk
+        self.max_args = max_args
+        self._tail = bytearray()  # unparsed bytes of earlier reads
+        self._need = 0  # bytes the tail must hold before a parse can progress
+        self._argc = 0  # bulks still expected by the multibulk in progress
+        self._args: list[bytes] = []
+        self._bulklen = -1  # length of the bulk being read, -1 before its $ line
+        self._error: RespProtocolError | None = None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[list[bytes]]:
+        if self._error is not None:
+            raise type(self._error)(f"stream already failed: {self._error}", b"")
+        tail = self._tail
+        if tail:
+            tail += data
+            if len(tail) < self._need:  # a bulk still arriving: do not parse again
+                return []
+            data = bytes(tail)
+            tail.clear()
+        elif type(data) is not bytes:
+            data = bytes(data)
+        commands: list[list[bytes]] = []
+        try:
+            pos = self._parse(data, commands)
+        except RespProtocolError as exc:
+            exc.events = commands
+            self._error = exc
+            raise
+        if pos < len(data):
+            with memoryview(data) as mv:
+                tail += mv[pos:]
+        return commands
+
+    def _parse(self, data: bytes, commands: list[list[bytes]]) -> int:
+        """Parse what `data` completes; the offset of the first unparsed byte."""
+        argc, args, bulklen = self._argc, self._args, self._bulklen
+        n = len(data)
+        pos = need = 0
+        try:
+            while pos < n:
+                if not argc:
+                    if data[pos] != 42:  # not '*': an inline command
+                        nl = data.find(b"\n", pos)
+                        if nl < 0:
+                            if n - pos > MAX_INLINE:
+                                raise RequestTooLong(f"inline request of more than {MAX_INLINE} bytes",
+                                                     b"too big inline request")
+                            break
+                        end = nl - 1 if nl > pos and data[nl - 1] == 13 else nl
+                        inline = split_inline(data[pos:end])
+                        if inline is None:
+                            raise UnbalancedQuotes("inline request with unbalanced quotes",
+                                                   b"unbalanced quotes in request")
+                        pos = nl + 1
+                        if inline:
+                            commands.append(inline)
+                        continue
+                    nl = data.find(b"\r\n", pos)
+                    if nl < 0:
+                        if n - pos > MAX_INLINE:
+                            raise RequestTooLong(f"multibulk count line of more than {MAX_INLINE} bytes",
+                                                 b"too big mbulk count string")
+                        break
+                    count = _length(data[pos + 1:nl])
+                    if count is None:
+                        raise MalformedRequest(f"bad multibulk count {data[pos + 1:nl][:32]!r}",
+                                               b"invalid multibulk length")
+                    if count > self.max_args:
+                        raise ArrayTooLong(f"multibulk of {count} elements exceeds max_args {self.max_args}",
+                                           b"invalid multibulk length")
+                    pos = nl + 2
+                    if count > 0:
+                        argc = count
+                    continue
+                if bulklen < 0:
+                    nl = data.find(b"\r\n", pos)
+                    if nl < 0:
+                        if n - pos > MAX_INLINE:
+                            raise RequestTooLong(f"bulk length line of more than {MAX_INLINE} bytes",
+                                                 b"too big bulk count string")
+                        break
+                    if data[pos] != 36:  # '$'
+                        raise MalformedRequest(f"expected '$' at a bulk, got {data[pos:pos + 1]!r}",
+                                               b"expected '$', got '%c'" % data[pos])
+                    length = _length(data[pos + 1:nl])
+                    if length is None or length < 0:
+                        raise MalformedRequest(f"bad bulk length {data[pos + 1:nl][:32]!r}",
+                                               b"invalid bulk length")
+                    if length > self.max_bulk:
+                        raise BulkTooLarge(f"bulk of {length} bytes exceeds max_bulk {self.max_bulk}",
+                                           b"invalid bulk length")
+                    bulklen = length
+                    pos = nl + 2
+                stop = pos + bulklen
+                if stop + 2 > n:
+                    need = stop + 2 - pos
+                    break
+                args.append(data[pos:stop])
+                pos = stop + 2
+                bulklen = -1
+                argc -= 1
+                if not argc:
+                    commands.append(args)
+                    args = []
+        finally:
+            self._argc, self._args, self._bulklen, self._need = argc, args, bulklen, need
+        return pos
+
+
+def _length(b: bytes) -> int | None:
+    """A length field: the common small positive case without the regex."""
+    if b.isdigit() and len(b) <= 18 and (b[0] != 48 or len(b) == 1):
+        return int(b)
+    return parse_ll(b)
+
+
+def split_inline(line: bytes) -> list[bytes] | None:
+    """Split an inline command like redis-server's sdssplitargs; None: bad quoting."""
+    nul = line.find(0)
+    if nul >= 0:
+        line = line[:nul]
+    n = len(line)
+    p = 0
+    args: list[bytes] = []
+    while True:
+        while p < n and line[p] in _SPACE:
+            p += 1
+        if p >= n:
+            return args
+        cur = bytearray()
+        inq = insq = False
+        while True:
+            if p >= n:
+                if inq or insq:
+                    return None
+                break
+            c = line[p]
+            if inq:
+                if (c == 92 and p + 3 < n and line[p + 1] == 120
+                        and line[p + 2] in _HEX and line[p + 3] in _HEX):
+                    cur.append(int(line[p + 2:p + 4], 16))
+                    p += 3
+                elif c == 92 and p + 1 < n:
+                    p += 1
+                    cur.append(_ESCAPES.get(line[p], line[p]))
+                elif c == 34:
+                    if p + 1 < n and line[p + 1] not in _SPACE:
+                        return None
+                    p += 1
+                    break
+                else:
+                    cur.append(c)
+            elif insq:
+                if c == 92 and p + 1 < n and line[p + 1] == 39:
+                    p += 1
+                    cur.append(39)
+                elif c == 39:
+                    if p + 1 < n and line[p + 1] not in _SPACE:
+                        return None
+                    p += 1
+                    break
+                else:
+                    cur.append(c)
+            elif c in (32, 10, 13, 9):
+                p += 1
+                break
+            elif c == 34:
+                inq = True
+            elif c == 39:
+                insq = True
+            else:
+                cur.append(c)
+            p += 1
+        args.append(bytes(cur))
+
+
+# ------------------------------------------------------------------ encoders
+
+def encode_simple(text: str) -> bytes:
+    return b"+%s\r\n" % text.encode()
+
+
+def encode_int(value: int) -> bytes:
+    return b":%d\r\n" % value
+
+
+def encode_bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def encode_null(resp: int) -> bytes:
+    return b"_\r\n" if resp == 3 else b"$-1\r\n"
+
+
+def encode_array_header(count: int) -> bytes:
+    return b"*%d\r\n" % count
+
+
+def encode_push_header(count: int, resp: int) -> bytes:
+    """Pub/sub messages and (un)subscribe confirmations: a push in RESP3, an array in RESP2."""
+    return b">%d\r\n" % count if resp == 3 else b"*%d\r\n" % count
+
+
+def encode_map_header(pairs: int, resp: int) -> bytes:
+    return b"%%%d\r\n" % pairs if resp == 3 else b"*%d\r\n" % (2 * pairs)
+
+
+def encode_bulks(values: Iterable[bytes]) -> bytes:
+    """An array of bulks."""
+    items = [encode_bulk(v) for v in values]
+    return encode_array_header(len(items)) + b"".join(items)
+
+
+def encode_command(*args: bytes) -> bytes:
+    """A request as clients send it (a multibulk of bulks)."""
+    return encode_bulks(args)
