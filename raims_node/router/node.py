@@ -478,6 +478,9 @@ class Node:
         if is_new:
             self._bcast(S.Z_ADD, [(Fid.PEER_DB, summary_fields(self._summary(b)))], now_ns)
             self.events.add(now_ns, Ev.SEND_ADD_ROUTE, tport=conn.tport.name, user=user)
+            # our filter, flooded: nodes learning of us through this neighbour may get
+            # its sync reply before it holds our filter
+            self._bcast(S.Z_BLM, [(Fid.SUB_SEQNO, self.sub_seqno), (Fid.BLOOM, self.bloom.to_bytes())], now_ns)
         self._send_inbox(b, "add_rte", self._peer_db_fields(b), now_ns)
         self._request("adj", b, b, now_ns)
         self._changed("add_user")
@@ -645,6 +648,9 @@ class Node:
         elif subj == S.Z_BLM:
             self._set_bloom(peer, get_int(d, Fid.SUB_SEQNO), d.get(Fid.BLOOM), now_ns)
             self.events.add(now_ns, Ev.RECV_BLOOM, user=peer.user)
+            if peer.bloom is not None and self.db.is_synced(peer.bridge):
+                self._pending.pop(("adj", peer.bridge), None)
+                self._changed("recv_bloom")
         elif subj.startswith((S.S_JOIN, S.S_LEAV, S.P_PSUB, S.P_STOP)):
             self._on_sub_change(peer, subj, d, via, now_ns)
 
@@ -949,6 +955,10 @@ class Node:
         if s.sub_seqno >= target.sub_seqno and Fid.SUB_LIST in d:
             target.subjects, target.patterns = parse_sub_list(d[Fid.SUB_LIST])
         self._set_bloom(target, s.sub_seqno, d.get(Fid.BLOOM), now_ns)
+        if target.bloom is None and ("adj", target.bridge) not in self._pending:
+            # the replier had no filter for it yet: ask again after a timeout
+            self._pending[("adj", target.bridge)] = _Pending("adj", target.bridge, via,
+                                                             now_ns + self.params.rpc_timeout_ns)
         for link in links:
             if link.peer_bridge != self.bridge and link.peer_bridge not in self.peers:
                 self._request("sync", link.peer_bridge, via, now_ns)

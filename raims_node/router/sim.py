@@ -266,7 +266,7 @@ class SimNetwork:
             n = s.node
             if set(n.peers) != bridges - {n.bridge}:
                 return False
-            if any(p.session_key is None for p in n.peers.values()):
+            if any(p.session_key is None or p.bloom is None for p in n.peers.values()):
                 return False
         ref = live[0].node.db
         want = {b: ref.links(b) for b in bridges}

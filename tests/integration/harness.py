@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -107,3 +108,15 @@ tcp_link_ac A C : 200
 tcp_link_bd B D : 200
 tcp_link_dc D C : 300
 """
+
+
+def poll(check: Callable[[], bool], timeout: float = 10.0, interval: float = 0.1) -> bool:
+    """Re-check `check()` until it holds or `timeout` passes (for state only visible by
+    asking, such as a JSON endpoint); returns the last result."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        threading.Event().wait(interval)
