@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from raims_node.bridges.glue import BridgeServer, BridgeStartError
+from raims_node.bridges.hub import SERVERS, BridgeHub
 from raims_node.config.keyset import credentials, read_secrets
 from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, Send
@@ -35,6 +37,7 @@ TICK_S = 0.05
 RECONNECT_MIN_S = 0.1
 RECONNECT_MAX_S = 2.0
 LINK_TYPES = ("tcp", "mesh")
+BRIDGE_TYPES = tuple(SERVERS)  # client protocols: listeners only, no links
 
 
 class DaemonError(Exception):
@@ -52,6 +55,7 @@ class Running:
     servers: list[asyncio.Server] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     bound: list[str] = field(default_factory=list)  # "host:port" of each listener
+    bridge: BridgeServer | None = None  # a client-protocol transport (nats, redis)
 
 
 def params_from(tree: ConfigTree) -> NodeParams:
@@ -80,6 +84,7 @@ class Daemon:
         self.on_log: list[Callable[[str], None]] = []
         self.dropped_links = 0
         self.extra_ports: list[Callable[[], list[dict[str, object]]]] = []
+        self.bridges = BridgeHub(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -95,8 +100,11 @@ class Daemon:
 
     async def start_transport(self, name: str, listen: bool) -> Running:
         cfg = self._transport_cfg(name)
+        if cfg.type in BRIDGE_TYPES:
+            return await self._start_bridge(cfg, listen)
         if cfg.type not in LINK_TYPES:
-            raise DaemonError(f"transport {name!r} has type {cfg.type!r}; ms_server starts {LINK_TYPES} here")
+            raise DaemonError(f"transport {name!r} has type {cfg.type!r}; "
+                              f"ms_server starts {LINK_TYPES + BRIDGE_TYPES} here")
         run = self.running.get(name)
         if run is None:
             tid = self.node.add_transport(name, cfg.type, cfg.cost)
@@ -111,6 +119,23 @@ class Daemon:
                 run.tasks.append(asyncio.create_task(self._connector(run, addr)))
         return run
 
+    async def _start_bridge(self, cfg: TransportConfig, listen: bool) -> Running:
+        """A NATS or Redis listener (manual: the client side only listens, has no cost)."""
+        if not listen:
+            raise DaemonError(f"transport {cfg.tport!r} of type {cfg.type!r} only listens")
+        run = self.running.get(cfg.tport)
+        if run is None:
+            try:
+                bridge = await self.bridges.start(cfg)
+            except BridgeStartError as exc:
+                raise DaemonError(str(exc)) from None
+            tid = self.node.add_transport(cfg.tport, cfg.type, cfg.cost)
+            run = self.running[cfg.tport] = Running(cfg, tid, True, False, bridge.servers, bound=bridge.bound,
+                                                     bridge=bridge)
+            for addr in bridge.bound:
+                self._say(f"listening on {addr}")
+        return run
+
     async def stop(self) -> None:
         """Graceful: `_X.BYE` on every link, flush, close."""
         if self.stopping:
@@ -122,6 +147,8 @@ class Daemon:
                 task.cancel()
             for server in run.servers:
                 server.close()
+            if run.bridge is not None:
+                run.bridge.close()
         if self._ticker is not None:
             self._ticker.cancel()
         for link in list(self.links.values()):
@@ -223,9 +250,11 @@ class Daemon:
 
     def link_frames(self, conn_id: int, frames: list[bytes]) -> None:
         now = time.time_ns()
-        node = self.node
+        on_frame = self.node.on_frame
+        actions: list[Action] = []
         for frame in frames:
-            self._apply(node.on_frame(conn_id, frame, now))
+            actions += on_frame(conn_id, frame, now)
+        self._apply(actions)
 
     def link_lost(self, conn_id: int, reason: str) -> None:
         link = self.links.pop(conn_id, None)
@@ -236,27 +265,37 @@ class Daemon:
     # ------------------------------------------------------------------ actions
 
     def _apply(self, actions: list[Action]) -> None:
+        """Carry out the node's actions; frames for one link are written in one call
+        (one encryption, one syscall) per batch, in order."""
+        out: dict[int, list[bytes]] = {}
         for act in actions:
             if isinstance(act, Send):
+                out.setdefault(act.conn_id, []).append(act.data)
+                continue
+            if isinstance(act, Close):
+                self._write(out.pop(act.conn_id, None), act.conn_id)
                 link = self.links.get(act.conn_id)
                 if link is not None:
-                    link.send(act.data)
+                    link.close(act.reason)
             elif isinstance(act, Deliver):
                 handler = getattr(act.owner, "on_deliver", None)
                 if handler is not None:
                     handler(act)
             elif isinstance(act, Log):
                 self._say(act.text)
-            elif isinstance(act, Close):
-                link = self.links.get(act.conn_id)
-                if link is not None:
-                    link.close(act.reason)
             elif isinstance(act, Connect):
                 run = next((r for r in self.running.values() if r.tport_id == act.tport_id), None)
                 if run is not None and not self.stopping:
                     host, _, port = act.url.rpartition(":")
                     run.tasks.append(asyncio.create_task(
                         self._connector(run, (host.strip("[]"), int(port)), once=True)))
+        for conn_id, chunks in out.items():
+            self._write(chunks, conn_id)
+
+    def _write(self, chunks: list[bytes] | None, conn_id: int) -> None:
+        link = self.links.get(conn_id)
+        if chunks and link is not None:
+            link.send(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
     def _say(self, text: str) -> None:
         line = f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  {text}"
@@ -276,8 +315,9 @@ class Daemon:
     def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> None:
         self._apply(self.node.subscribe(owner, sid, subject, time.time_ns(), queue))
 
-    def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str = "rv") -> None:
-        self._apply(self.node.psubscribe(owner, sid, pattern, syntax, time.time_ns()))
+    def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str = "rv",
+                   queue: str | None = None) -> None:
+        self._apply(self.node.psubscribe(owner, sid, pattern, syntax, time.time_ns(), queue))
 
     def unsubscribe(self, owner: object, sid: str) -> None:
         self._apply(self.node.unsubscribe(owner, sid, time.time_ns()))
@@ -285,8 +325,13 @@ class Daemon:
     def drop_owner(self, owner: object) -> None:
         self._apply(self.node.drop_owner(owner, time.time_ns()))
 
-    def publish(self, subject: str, payload: bytes, reply: str | None = None, headers: bytes | None = None) -> None:
-        self._apply(self.node.publish(subject, payload, time.time_ns(), reply, headers))
+    def publish(self, subject: str, payload: bytes, reply: str | None = None, headers: bytes | None = None,
+                no_echo: object | None = None) -> int:
+        """Publish from a local client (never delivered back to `no_echo`); the number of
+        local subscriptions it was delivered to."""
+        actions = self.node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo)
+        self._apply(actions)
+        return sum(1 for act in actions if type(act) is Deliver)
 
     # ------------------------------------------------------------------ state for show ports
 
@@ -294,6 +339,9 @@ class Daemon:
         rows: list[dict[str, object]] = []
         now = time.monotonic()
         for name, run in self.running.items():
+            if run.bridge is not None:
+                rows.append(run.bridge.port_row(f"{name}.{run.tport_id}"))
+                continue
             links = [lk for lk in self.links.values() if lk.tport_id == run.tport_id]
             rows.append({
                 "tport": f"{name}.{run.tport_id}", "type": run.cfg.type, "cost": run.cfg.cost[0],

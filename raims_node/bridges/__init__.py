@@ -2,8 +2,13 @@
 
 Sans-IO layer (issue 8): parsers and encoders (`nats_proto`, `resp`), one session state
 machine per connection (`nats_session`, `redis_session`) with its outbound buffer and
-flow control (`flow`), and the `Bus` contract the node implements (`bus`). The asyncio
-glue only feeds `data_received` and writes `pending_output()`.
+flow control (`flow`), and the `Bus` contract the node implements (`bus`).
+
+On the running daemon: `router_bus` (the Bus of one service namespace on the node),
+`glue` (the asyncio Protocol per connection, listeners, backpressure between
+connections), `nats` and `redis` (the two transports), `hub` (a daemon's bridges: buses
+by service, client ids). The glue only feeds `data_received` and writes
+`pending_output()`.
 """
 
 from raims_node.bridges.bus import SHARD_PREFIX, Bus, ClientHandle, shard_subject

@@ -48,6 +48,7 @@ from raims_node.crypto import mac
 from raims_node.crypto.credentials import Credentials
 from raims_node.crypto.handshake import Authenticated, Confirmed, Handshake, Rejected
 from raims_node.crypto.handshake import Send as HsSend
+from raims_node.crypto.mac import MacKey
 from raims_node.linkstate.db import LinkStateDB, NeedsSync
 from raims_node.linkstate.records import Cost, LinkRecord, PeerRecord
 from raims_node.linkstate.routes import RouteTable, path_for_hash
@@ -98,6 +99,7 @@ BCAST_SEEN_LIMIT = 16384
 RPC_RETRIES = 3
 PARK_LIMIT = 64  # frames kept per unknown source until its sync reply arrives
 PARK_SOURCES = 256
+FORWARD_CACHE_LIMIT = 65536
 VERSION = "raims-0.1.0"
 
 
@@ -145,6 +147,7 @@ class Counters:
     dup_bcast: int = 0
     no_route: int = 0
     forwarded: int = 0
+    mcast_recv: int = 0
     delivered: int = 0
     published: int = 0
     pub_recv: dict[str, int] = field(default_factory=dict)
@@ -200,6 +203,10 @@ class Node:
         self._member_urls: dict[tuple[int, bytes], str] = {}  # (tport_id, peer) -> its url
         self._mesh_dialed: set[tuple[int, bytes]] = set()
         self._queue_turn: dict[str, int] = {}
+        self._macs: dict[bytes, MacKey] = {}
+        self._fwd_cache: dict[tuple[bytes, int, bytes], tuple[int, ...]] = {}
+        self._fwd_version: tuple[int, int, int] = (-1, -1, -1)
+        self._filters_version = 0  # bumped whenever a peer's filter changes
         self._consistency_version = -1
         self._consistency_ok = False
         self._out: list[Action] = []
@@ -253,11 +260,53 @@ class Node:
         if conn is not None:
             self.counters.frames_in += 1
             try:
-                self._receive(conn, data, now_ns)
+                if not self._forward_fast(conn, data, now_ns):
+                    self._receive(conn, data, now_ns)
             except (WireError, MalformedMessage) as exc:
                 self.counters.bad_frames += 1
                 log.debug("bad frame from conn %d: %s", conn_id, exc)
         return self._flush(now_ns)
+
+    def _forward_fast(self, conn: Conn, data: bytes, now_ns: int) -> bool:
+        """The router's hot path: a multicast frame from a known source, which this node
+        only forwards. Header read without decoding, MAC checked with the cached key, the
+        forwarding set looked up by (source, path, subject hash). False: take the full path."""
+        head = peek(data)
+        if head.msg_type != MsgType.MCAST or not conn.active:
+            return False
+        if self.subs and self.subs.match(head.subject.decode(errors="surrogateescape")):
+            return False  # also delivered here: the full path checks sequence and loss
+        source = head.bridge
+        key = self._mac_key(source)
+        if key is None or source == self.bridge:
+            return False
+        if not key.verify(data):
+            self.counters.bad_mac += 1
+            return True
+        self.counters.mcast_recv += 1
+        path = (head.opt >> 3) & 3
+        conns = self._forward_set(source, path, head.subject, head.subject_hash)
+        sent = 0
+        for conn_id in conns:
+            if conn_id != conn.conn_id:
+                sent += 1
+                self._out.append(Send(conn_id, data))
+        self.counters.frames_out += sent
+        self.counters.forwarded += sent
+        if not sent:
+            peer = self.peers[source]
+            peer.loss.not_sub += 1
+            peer.loss.not_sub_time = now_ns
+        return True
+
+    def _mac_key(self, source: bytes) -> MacKey | None:
+        peer = self.peers.get(source)
+        if peer is None or peer.session_key is None:
+            return None
+        cached = self._macs.get(source)
+        if cached is None or cached.key != peer.session_key:
+            cached = self._macs[source] = MacKey(peer.session_key)
+        return cached
 
     def tick(self, now_ns: int) -> list[Action]:
         hb = self.params.heartbeat_ns
@@ -735,11 +784,13 @@ class Node:
             self._request("adj", peer.bridge, via, now_ns)
             return
         peer.sub_seqno = seqno
+        self._filters_version += 1
         self._put_sub_seqno(peer)
 
     def _set_bloom(self, peer: Peer, seqno: int, raw: object, now_ns: int) -> None:
         if isinstance(raw, bytes) and seqno >= peer.sub_seqno:
             peer.bloom = BloomFilter.from_bytes(raw)
+            self._filters_version += 1
             peer.sub_seqno = seqno
             peer.bloom_stale = False
             self._put_sub_seqno(peer)
@@ -985,18 +1036,40 @@ class Node:
         self._deliver_local(source, subject, data, now_ns, own=False, transit=forwarded > 0)
 
     def _forward_mcast(self, data: bytes, source: bytes, hashes: SubjectHashes, path: int, came: Conn | None) -> int:
-        def matches(b: bytes) -> bool:
-            peer = self.peers.get(b)
-            return peer is not None and isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes)
-
         sent = 0
-        for link in self.routes.forward_links(source, path, matches):
-            conn = self._conn_for(link.tport_id, link.peer_bridge)
-            if conn is not None and conn is not came:
+        for conn_id in self._forward_set(source, path, hashes.subject, hashes.full):
+            if came is None or conn_id != came.conn_id:
                 sent += 1
-                self._emit(conn.conn_id, data)
+                self._emit(conn_id, data)
         self.counters.forwarded += sent
         return sent
+
+    def _forward_set(self, source: bytes, path: int, subject: bytes, h: int) -> tuple[int, ...]:
+        """Connections a multicast from `source` on `path` goes out on, pruned by the
+        filters behind each link; cached until the link state or any filter changes."""
+        version = (self.db.version, self._filters_version, len(self.conns))
+        if version != self._fwd_version:
+            self._fwd_cache.clear()
+            self._fwd_version = version
+        key = (source, path, subject)
+        conns = self._fwd_cache.get(key)
+        if conns is None:
+            hashes = SubjectHashes(subject, h)
+
+            def matches(b: bytes) -> bool:
+                peer = self.peers.get(b)
+                return peer is not None and isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes)
+
+            out = []
+            for link in self.routes.forward_links(source, path, matches):
+                conn = self._conn_for(link.tport_id, link.peer_bridge)
+                if conn is not None:
+                    out.append(conn.conn_id)
+            conns = tuple(out)
+            if len(self._fwd_cache) >= FORWARD_CACHE_LIMIT:
+                self._fwd_cache.clear()
+            self._fwd_cache[key] = conns
+        return conns
 
     def _deliver_local(self, source: bytes, subject: str, data: bytes | bytearray, now_ns: int, own: bool,
                        transit: bool = False, no_echo: object | None = None) -> None:

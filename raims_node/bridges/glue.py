@@ -1,0 +1,357 @@
+"""The asyncio side of the client-protocol bridges: listeners, one Protocol per
+connection, and backpressure between connections (issue 8 points 4 and 5).
+
+CONVENTIONS 4 and 5: a `SessionProtocol` owns only its transport and flow control; the
+sans-IO session (nats_session / redis_session) does the protocol. No task per
+connection: input is fed from `data_received`, and output is written at the end of it.
+A session woken by a delivery caused elsewhere joins the `FlowGate`'s list of
+connections to flush: the list is flushed at the end of the `data_received` that caused
+the deliveries (a publish reaches a local subscriber's socket without a loop turn, and
+one burst of input makes one write per subscriber), or by one `call_soon` when the
+deliveries came from a link to another node. Output goes to the transport in chunks of
+at most WRITE_CHUNK and only while the transport accepts more (between `pause_writing`
+and `resume_writing` nothing is taken), so unsent output stays in the session where its
+limits see it.
+
+Flow control (decisions; flow.py describes the session's side):
+- A connection whose session is `paused` (its output above the high-water mark) stops
+  being read.
+- A congested consumer also closes the hub's `FlowGate`: every bridge connection stops
+  being read, so that local publishers wait instead of burying the consumer (nats-server
+  would cut it at once). The gate holds for at most CONGESTION_DEADLINE_S per consumer;
+  after that the consumer no longer holds it until it drains below its low-water mark,
+  so one client that stops reading cannot stall the node: it grows to the hard limit and
+  is disconnected as a slow consumer. Links to other nodes are never paused.
+- A closing session's last output is written and the transport closed; a client that
+  does not read it is aborted after CLOSE_GRACE_S. Closes with an error are counted per
+  transport (slow consumers, other errors) and logged.
+
+Transport fields (manual "NATS", "Redis"): `listen` (default 127.0.0.1 here, where the
+manual says `*`: a bridge on every interface must be asked for), `port` (0 or absent: an
+ephemeral port), `service` (default `_nats` / `_redis`), `network` (accepted and
+ignored with a log line: networks joined by name are not implemented, links come from
+the configuration), and for NATS `user` / `password` / `token`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
+
+from raims_node.bridges.errors import BridgeError, SlowConsumer
+
+if TYPE_CHECKING:
+    from raims_node.bridges.hub import BridgeHub
+    from raims_node.bridges.router_bus import RouterBus
+    from raims_node.config.tree import TransportConfig
+
+DEFAULT_HOST = "127.0.0.1"
+WRITE_CHUNK = 256 * 1024
+CONGESTION_DEADLINE_S = 2.0
+CLOSE_GRACE_S = 5.0
+
+
+class BridgeStartError(BridgeError):
+    """A bridge transport could not start (bad settings, address in use)."""
+
+
+class BridgeSession(Protocol):
+    """What the glue uses of NatsSession and RedisSession."""
+
+    client_id: int
+    msgs_in: int
+    msgs_out: int
+    bytes_out: int
+
+    @property
+    def buffered(self) -> int: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
+    def close_error(self) -> BridgeError | None: ...
+
+    def data_received(self, data: bytes) -> None: ...
+
+    def pending_output(self, max_bytes: int | None = None) -> bytes: ...
+
+    def connection_lost(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeSettings:
+    """The fields of one `type: nats | redis` transport record."""
+
+    hosts: tuple[str, ...]
+    port: int
+    service: str
+    network: str | None = None
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+
+    @classmethod
+    def of(cls, cfg: TransportConfig, default_service: str) -> BridgeSettings:
+        route = cfg.route
+
+        def text(key: str) -> str | None:
+            value = route.get(key)
+            return None if value is None else str(value)
+
+        return cls(tuple(cfg.listen) or (DEFAULT_HOST,), cfg.port or 0,
+                   text("service") or default_service, text("network"),
+                   text("user"), text("password"), text("token"))
+
+
+class FlowGate:
+    """The flow state shared by a daemon's bridge connections: the connections with
+    output to write, and the gate that holds every connection's reading while a consumer
+    is congested."""
+
+    def __init__(self, deadline_s: float = CONGESTION_DEADLINE_S) -> None:
+        self.deadline_s = deadline_s
+        self.conns: set[SessionProtocol] = set()
+        self._holders: dict[SessionProtocol, asyncio.TimerHandle] = {}
+        self._expired: set[SessionProtocol] = set()
+        self._dirty: list[SessionProtocol] = []
+        self._flush_scheduled = False
+
+    def wake(self, proto: SessionProtocol) -> None:
+        """`proto` has output: flush it at the end of the current input, or soon."""
+        self._dirty.append(proto)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        while self._dirty:
+            dirty, self._dirty = self._dirty, []
+            for proto in dirty:
+                proto.flush()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._holders)
+
+    def congested(self, proto: SessionProtocol, on: bool) -> None:
+        if on:
+            if proto in self._holders or proto in self._expired:
+                return
+            loop = asyncio.get_running_loop()
+            self._holders[proto] = loop.call_later(self.deadline_s, self._release, proto, True)
+            if len(self._holders) == 1:
+                self._apply()
+        else:
+            self._release(proto, False)
+
+    def remove(self, proto: SessionProtocol) -> None:
+        self.conns.discard(proto)
+        self._release(proto, False)
+
+    def _release(self, proto: SessionProtocol, expired: bool) -> None:
+        if expired:
+            self._expired.add(proto)
+        else:
+            self._expired.discard(proto)
+        handle = self._holders.pop(proto, None)
+        if handle is not None:
+            handle.cancel()
+            if not self._holders:
+                self._apply()
+
+    def _apply(self) -> None:
+        for proto in list(self.conns):
+            proto.update_reading()
+
+
+class SessionProtocol(asyncio.Protocol):
+    """One client connection: feeds its session, writes its output, applies flow control."""
+
+    def __init__(self, server: BridgeServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.session: BridgeSession | None = None
+        self.bytes_in = 0
+        self._loop = asyncio.get_running_loop()
+        self._write_paused = False
+        self._read_paused = False
+        self._flush_pending = False
+        self._congested = False
+        self._closing = False
+
+    def new_session(self, client_id: int, client_ip: str | None) -> BridgeSession:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        peer = self.transport.get_extra_info("peername")
+        self.session = self.new_session(self.server.hub.next_client_id(),
+                                        peer[0] if isinstance(peer, tuple) else None)
+        self.server.opened(self)
+        self.update_reading()
+        self.flush()
+
+    def data_received(self, data: bytes) -> None:
+        self.bytes_in += len(data)
+        assert self.session is not None
+        self.session.data_received(data)
+        self.flush()
+        self.server.hub.gate.flush()  # the subscribers it delivered to, without a loop turn
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        session = self.session
+        if session is not None:
+            session.connection_lost()
+            self.server.closed(self, session)
+
+    # ------------------------------------------------------------ output and flow
+
+    def wakeup(self) -> None:
+        """The session has output (a delivery from elsewhere, or it is closing)."""
+        if not self._flush_pending and self.transport is not None:
+            self._flush_pending = True
+            self.server.hub.gate.wake(self)
+
+    def flush(self) -> None:
+        self._flush_pending = False
+        transport, session = self.transport, self.session
+        if transport is None or session is None:
+            return
+        if session.closing:
+            if not self._closing:
+                self._closing = True
+                self.server.closing(session)
+                transport.write(session.pending_output())
+                transport.close()
+                self._loop.call_later(CLOSE_GRACE_S, transport.abort)
+            return
+        while not self._write_paused and session.buffered:
+            transport.write(session.pending_output(WRITE_CHUNK))
+        if session.paused != self._congested:
+            self._congested = session.paused
+            self.server.hub.gate.congested(self, self._congested)
+            self.update_reading()
+
+    def update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self.session is None:
+            return
+        want = self._congested or self.server.hub.gate.closed
+        if want != self._read_paused:
+            self._read_paused = want
+            if want:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class BridgeServer:
+    """One running bridge transport: its listeners, connections and counters."""
+
+    kind: ClassVar[str] = ""
+    default_service: ClassVar[str] = ""
+    protocol: ClassVar[type[SessionProtocol]] = SessionProtocol
+
+    def __init__(self, hub: BridgeHub, name: str, settings: BridgeSettings) -> None:
+        self.hub = hub
+        self.name = name
+        self.settings = settings
+        self.bus: RouterBus = hub.bus(settings.service)
+        self.log = logging.getLogger(f"raims.bridge.{self.kind}")
+        self.servers: list[asyncio.Server] = []
+        self.bound: list[str] = []
+        self.conns: set[SessionProtocol] = set()
+        self.slow_consumers = 0
+        self.error_closes = 0  # closed for another error: protocol, authorization, stale
+        # totals of the connections already closed
+        self._closed = {"bytes_in": 0, "bytes_out": 0, "msgs_in": 0, "msgs_out": 0}
+
+    async def listen(self) -> list[str]:
+        """Bind every listen address; the bound "host:port" strings."""
+        loop = asyncio.get_running_loop()
+        port = self.settings.port
+        for host in self.settings.hosts:
+            bind = None if host in ("*", "") else host
+            try:
+                server = await loop.create_server(lambda: self.protocol(self), bind, port)
+            except OSError as exc:
+                self.close()
+                raise BridgeStartError(
+                    f"transport {self.name!r} listen {host}:{port} failed: {exc.strerror}") from None
+            self.servers.append(server)
+            for sock in server.sockets:
+                addr = sock.getsockname()
+                self.bound.append(f"[{addr[0]}]:{addr[1]}" if ":" in addr[0] else f"{addr[0]}:{addr[1]}")
+        if self.settings.network:
+            self.log.info("transport %s: network %r ignored, links come from the configuration",
+                          self.name, self.settings.network)
+        return self.bound
+
+    def opened(self, proto: SessionProtocol) -> None:
+        self.conns.add(proto)
+        self.hub.gate.conns.add(proto)
+
+    def closed(self, proto: SessionProtocol, session: BridgeSession) -> None:
+        self.conns.discard(proto)
+        self.hub.gate.remove(proto)
+        totals = self._closed
+        totals["bytes_in"] += proto.bytes_in
+        totals["bytes_out"] += session.bytes_out
+        totals["msgs_in"] += session.msgs_in
+        totals["msgs_out"] += session.msgs_out
+
+    def closing(self, session: BridgeSession) -> None:
+        """The session ends; count and log why when it is an error."""
+        error = session.close_error
+        if error is None:
+            return
+        if isinstance(error, SlowConsumer):
+            self.slow_consumers += 1
+        else:
+            self.error_closes += 1
+        self.log.info("%s client %d closed: %s", self.name, session.client_id, error)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
+        for proto in list(self.conns):
+            proto.close()
+
+    def port_row(self, label: str) -> dict[str, Any]:
+        """The `show ports` row of this transport (counters of live and closed clients)."""
+        totals = dict(self._closed)
+        for proto in self.conns:
+            s = proto.session
+            if s is not None:
+                totals["bytes_in"] += proto.bytes_in
+                totals["bytes_out"] += s.bytes_out
+                totals["msgs_in"] += s.msgs_in
+                totals["msgs_out"] += s.msgs_out
+        return {
+            "tport": label, "type": self.kind, "cost": "", "fd": len(self.conns),
+            "bs": totals["bytes_out"], "br": totals["bytes_in"],
+            "ms": totals["msgs_out"], "mr": totals["msgs_in"], "lat": "", "idle": "",
+            "fl": "L", "address": ", ".join(self.bound),
+        }
+

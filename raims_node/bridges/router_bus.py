@@ -1,0 +1,281 @@
+"""The `Bus` of one service namespace on a running daemon (issue 8, bus.py's contract).
+
+Manual "Services and Networks": the NATS and Redis transports with the same `service`
+share one namespace, so they share one `RouterBus`. "Subjects", "NATS subject rules",
+"Redis subject rules", "The _INBOX subject", "Notification of message loss".
+
+Mapping into the Rai MS network (decisions):
+
+- A client subject `s` is `f"{service}.{s}"` inside the node (`_nats.s`, `_redis.s` by
+  default); patterns likewise, with their syntax. The prefix is stripped on delivery.
+  Reply subjects travel as the client wrote them: a reply is only ever published to in
+  the same namespace, where the bus adds the prefix again.
+- Redis shard channels (`shard_subject(c)` = `_SHARD.c`) map to `_SHARD.{service}.c`,
+  outside the `{service}.` space, so that no pattern of the namespace (glob `*`, NATS
+  `>`) can match them, as the contract requires, and PUBSUB CHANNELS / SHARDCHANNELS
+  list disjoint sets.
+- The service name must be a plain dotted name (no wildcard or glob characters): it is
+  pasted in front of patterns of both syntaxes, where such characters would change
+  their meaning.
+- Echo: a publisher whose `echo` is False is named as the node's `no_echo` owner.
+- `_INBOX.` replies route like any subject: the bloom filters carry the message only
+  toward the nodes whose requester subscribed to it, which is the point-to-point path
+  when there is one requester (the envelope optimisation is not done).
+- Queue groups are the node's (one member among all nodes, marker subjects `_QUEUE.*`,
+  which the bus never lists).
+- `publish` returns the local deliveries plus the number of remote nodes whose bloom
+  filter matches the subject (each such node counts once, whatever its number of
+  subscribers: the filters carry no counts). `numsub` likewise counts each remote node
+  holding the channel in its replicated subject list as one subscriber; `numpat` counts
+  the distinct patterns of the namespace in the network, of both syntaxes.
+- `has_interest` (NATS no-responders) is True when a local subscription matches or a
+  remote node's filter does; a bloom false positive makes a request time out instead
+  of failing fast, never the reverse.
+- Subjects that the network cannot carry (not valid UTF-8, which the wire requires, or
+  longer than a frame's subject) are refused: such a subscription is recorded by the
+  client's session but never matches, such a publish reaches nobody (count 0); both are
+  counted in `refused`. A Redis glob raims cannot compile (see raims_node.subject.glob)
+  is likewise counted in `bad_patterns` and matches nothing.
+- Local fast path: when no remote node's filter matches, a publish is delivered to the
+  local subscriptions directly, without building, signing and decoding a frame (a
+  multicast to no one); the node's `published` / `delivered` counters are kept. Queue
+  groups then have only local members and are served round robin. Remote interest is
+  cached per subject until the link-state database changes version, which the node
+  bumps whenever a peer's filter or subject list changes (`put_peer` with its new
+  sub seqno) and whenever a peer comes or goes.
+- Loss (issue 8 point 5): a delivery that reports a sequence gap gives NATS and Redis
+  clients nothing extra; the node's loss counters (`show loss`) record it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from raims_node.bloom import BloomFilter, SubjectHashes
+from raims_node.bridges.bus import SHARD_PREFIX, ClientHandle, PatternSyntax
+from raims_node.bridges.errors import BridgeError
+from raims_node.router.actions import Deliver
+from raims_node.subject import MAX_SUBJECT_LEN, SubjectError, compile_pattern
+
+if TYPE_CHECKING:
+    from raims_node.daemon import Daemon
+
+# Room left in a frame's subject for the `_S.JOIN.` / `_P.PSUB.` / `_QUEUE.q.sub.` wrappers.
+SUBJECT_HEADROOM = 32
+ROUTE_CACHE_LIMIT = 65536
+_FORBIDDEN_IN_SERVICE = frozenset("*>?[]\\ \t\r\n")
+
+
+class InvalidService(BridgeError):
+    """A service name that cannot prefix subjects and patterns."""
+
+
+def check_service(service: str) -> None:
+    bad = sorted(set(service) & _FORBIDDEN_IN_SERVICE)
+    if not service or bad or any(not t for t in service.split(".")):
+        raise InvalidService(f"service {service!r} must be a dotted name without {bad or 'empty tokens'}")
+
+
+class _Owner:
+    """What the node sees as the owner of one client's subscriptions."""
+
+    __slots__ = ("bus", "client")
+
+    def __init__(self, bus: RouterBus, client: ClientHandle) -> None:
+        self.bus = bus
+        self.client = client
+
+    def on_deliver(self, d: Deliver) -> None:
+        self.client.deliver(d.sid, self.bus.outside(d.subject), d.reply, d.headers, d.payload)
+
+
+class RouterBus:
+    """One service namespace of a daemon's node, as the client sessions see it."""
+
+    def __init__(self, daemon: Daemon, service: str) -> None:
+        check_service(service)
+        self.daemon = daemon
+        self.node = daemon.node
+        self.service = service
+        self.prefix = service + "."
+        self._plen = len(self.prefix)
+        self._shard_head = SHARD_PREFIX + self.prefix
+        self._owners: dict[ClientHandle, _Owner] = {}
+        self._routes: dict[str, tuple[str, int]] = {}
+        self._routes_version = -1
+        self._queue_turn: dict[str, int] = {}
+        self.refused = 0
+        self.bad_patterns = 0
+
+    # ------------------------------------------------------------ names
+
+    def inside(self, subject: str) -> str:
+        """The node's subject for a client subject of this namespace."""
+        if subject.startswith(SHARD_PREFIX):
+            return self._shard_head + subject[len(SHARD_PREFIX):]
+        return self.prefix + subject
+
+    def outside(self, internal: str) -> str:
+        """The client subject of a node subject of this namespace (inverse of `inside`)."""
+        if internal.startswith(self._shard_head):
+            return SHARD_PREFIX + internal[len(self._shard_head):]
+        return internal[self._plen:]
+
+    def _carriable(self, internal: str, extra: int = 0) -> bool:
+        """Whether the wire can carry `internal` (UTF-8, within a frame's subject)."""
+        if internal.isascii():
+            size = len(internal)
+        else:
+            try:
+                size = len(internal.encode())
+            except UnicodeEncodeError:
+                size = MAX_SUBJECT_LEN + 1
+        if size + extra + SUBJECT_HEADROOM > MAX_SUBJECT_LEN:
+            self.refused += 1
+            return False
+        return True
+
+    # ------------------------------------------------------------ subscriptions
+
+    def _owner(self, client: ClientHandle) -> _Owner:
+        owner = self._owners.get(client)
+        if owner is None:
+            owner = self._owners[client] = _Owner(self, client)
+        return owner
+
+    def subscribe(self, client: ClientHandle, sid: str, subject: str,
+                  queue: str | None = None) -> None:
+        internal = self.inside(subject)
+        if self._carriable(internal, len(queue) if queue else 0):
+            self.daemon.subscribe(self._owner(client), sid, internal, queue)
+
+    def psubscribe(self, client: ClientHandle, sid: str, pattern: str,
+                   syntax: PatternSyntax, queue: str | None = None) -> None:
+        internal = self.prefix + pattern
+        if not self._carriable(internal, len(queue) if queue else 0):
+            return
+        try:
+            self.daemon.psubscribe(self._owner(client), sid, internal, syntax, queue)
+        except SubjectError:  # the node checks the pattern before changing anything
+            self.bad_patterns += 1
+
+    def unsubscribe(self, client: ClientHandle, sid: str) -> None:
+        owner = self._owners.get(client)
+        if owner is not None:
+            self.daemon.unsubscribe(owner, sid)
+
+    def drop_client(self, client: ClientHandle) -> None:
+        owner = self._owners.pop(client, None)
+        if owner is not None:
+            self.daemon.drop_owner(owner)
+
+    # ------------------------------------------------------------ publish
+
+    def publish(self, client: ClientHandle | None, subject: str, reply: str | None,
+                headers: bytes | None, payload: bytes) -> int:
+        internal, remote = self._route(subject)
+        no_echo = self._owners.get(client) if client is not None and not client.echo else None
+        if remote:
+            if not self._carriable(internal) or (reply is not None and not self._carriable(reply)):
+                return 0
+            return self.daemon.publish(internal, payload, reply, headers, no_echo) + remote
+        # the local fast path: a multicast to no remote node, without a frame
+        node = self.node
+        node.counters.published += 1
+        n = 0
+        groups: dict[str, list[tuple[object, str]]] | None = None
+        for sub in node.subs.match(internal):  # a fresh list: deliveries may unsubscribe
+            owner = sub.owner
+            if owner is no_echo:
+                continue
+            if sub.queue is not None:
+                if groups is None:
+                    groups = {}
+                groups.setdefault(sub.queue_marker or "", []).append((owner, sub.sid))
+                continue
+            n += 1
+            if type(owner) is _Owner and owner.bus is self:
+                owner.client.deliver(sub.sid, subject, reply, headers, payload)
+            else:
+                self._hand(owner, sub.sid, internal, reply, headers, payload)
+        if groups is not None:
+            for marker, members in groups.items():
+                turn = self._queue_turn.get(marker, 0)
+                self._queue_turn[marker] = turn + 1
+                owner, sid = members[turn % len(members)]
+                n += 1
+                if type(owner) is _Owner and owner.bus is self:
+                    owner.client.deliver(sid, subject, reply, headers, payload)
+                else:
+                    self._hand(owner, sid, internal, reply, headers, payload)
+        node.counters.delivered += n
+        return n
+
+    def _hand(self, owner: object, sid: str, internal: str, reply: str | None,
+              headers: bytes | None, payload: bytes) -> None:
+        """A delivery to an owner outside this namespace (console, web, a nested service)."""
+        handler = getattr(owner, "on_deliver", None)
+        if handler is not None:
+            handler(Deliver(owner, sid, internal, reply, payload, self.node.bridge, 0, headers))
+
+    def _route(self, subject: str) -> tuple[str, int]:
+        """(node subject, remote nodes whose bloom filter matches it), cached per client
+        subject until the link-state database changes version."""
+        version = self.node.db.version
+        routes = self._routes
+        if version != self._routes_version or len(routes) >= ROUTE_CACHE_LIMIT:
+            routes.clear()
+            self._routes_version = version
+        route = routes.get(subject)
+        if route is None:
+            internal = self.inside(subject)
+            route = routes[subject] = (internal, self._remote_nodes(internal))
+        return route
+
+    def _remote_nodes(self, internal: str) -> int:
+        peers = self.node.peers
+        if not peers:
+            return 0
+        hashes = SubjectHashes(internal)
+        return sum(1 for peer in peers.values()
+                   if isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes))
+
+    def has_interest(self, subject: str) -> bool:
+        internal, remote = self._route(subject)
+        return remote > 0 or bool(self.node.subs.match(internal))
+
+    # ------------------------------------------------------------ introspection (Redis PUBSUB)
+
+    def _literals(self, shard: bool) -> tuple[str, list[tuple[str, int]]]:
+        """The head of the space and (internal subject, holders) network-wide."""
+        head = self._shard_head if shard else self.prefix
+        node = self.node
+        out = [(s, node.subs.count(s)) for s in node.subs.subjects() if s.startswith(head)]
+        for peer in node.peers.values():
+            out += [(s, 1) for s in peer.subjects if s.startswith(head)]
+        return head, out
+
+    def channels(self, pattern: str | None, shard: bool = False) -> list[str]:
+        head, literals = self._literals(shard)
+        names = {s[len(head):] for s, _ in literals}
+        if pattern is not None:
+            try:
+                compiled = compile_pattern(pattern, "glob")
+            except SubjectError:
+                return []
+            names = {n for n in names if compiled.matches(n)}
+        return sorted(names)
+
+    def numsub(self, channels: list[str], shard: bool = False) -> list[int]:
+        head, literals = self._literals(shard)
+        counts: dict[str, int] = {}
+        for s, k in literals:
+            counts[s] = counts.get(s, 0) + k
+        return [counts.get(head + c, 0) for c in channels]
+
+    def numpat(self) -> int:
+        node = self.node
+        found = {p for p in node.subs.patterns() if p[1].startswith(self.prefix)}
+        for peer in node.peers.values():
+            found.update(p for p in peer.patterns if p[1].startswith(self.prefix))
+        return len(found)

@@ -1,0 +1,279 @@
+"""nats-py 2.16 against ms_server's NATS transport: one node, and the manual's A-D graph.
+
+Every wait is on an event with a deadline: a message, a callback, an exception. Across
+nodes a subscription takes effect once its `_S.JOIN` reaches the publisher's node, so
+cross-node tests first publish probes until the subscriber sees one (`settle`), then a
+marker that every earlier probe precedes (same source, same subject: same path, in order).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from tests.integration.harness import MANUAL_GRAPH
+from tests.integration.test_bridges_net import BridgeNet, Transport, start_network
+
+WAIT_S = 10
+SECURE: Transport = {"tport": "secure", "type": "nats", "route": {"port": 0, "user": "alice", "password": "s3cret"}}
+
+
+@pytest.fixture(scope="module")
+def one(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeNet]:
+    net = start_network(tmp_path_factory.mktemp("one"), "node A\n", [SECURE])
+    yield net
+    net.stop()
+
+
+@pytest.fixture(scope="module")
+def abcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeNet]:
+    net = start_network(tmp_path_factory.mktemp("abcd"), MANUAL_GRAPH)
+    yield net
+    net.stop()
+
+
+class Clients:
+    """nats-py connections opened by a test, closed at its end."""
+
+    def __init__(self) -> None:
+        self.open: list[Client] = []
+
+    async def __call__(self, net: BridgeNet, node: str, tport: str = "nats", **kw: Any) -> Client:
+        nc = await nats.connect(f"nats://127.0.0.1:{net.port(node, tport)}", connect_timeout=5,
+                                max_reconnect_attempts=0, **kw)
+        self.open.append(nc)
+        return nc
+
+
+@pytest.fixture
+async def connect() -> AsyncIterator[Clients]:
+    clients = Clients()
+    yield clients
+    for nc in clients.open:
+        if not nc.is_closed:
+            await nc.close()
+
+
+async def settle(pub: Client, subject: str, *subs: Subscription) -> None:
+    """Publish probes on `subject` until every sub got one, then drain every probe."""
+    deadline = time.monotonic() + WAIT_S
+    waiting = list(subs)
+    while waiting:
+        await pub.publish(subject, b"probe")
+        await pub.flush()
+        for sub in list(waiting):
+            try:
+                await sub.next_msg(timeout=0.1)
+                waiting.remove(sub)
+            except NatsTimeout:
+                pass
+        assert time.monotonic() < deadline, f"no probe on {subject} reached every subscriber"
+    await pub.publish(subject, b"settled")
+    for sub in subs:
+        while (await sub.next_msg(timeout=WAIT_S)).data != b"settled":
+            pass
+
+
+async def collect(sub: Subscription, n: int) -> list[Msg]:
+    return [await sub.next_msg(timeout=WAIT_S) for _ in range(n)]
+
+
+# ---------------------------------------------------------------- one node
+
+async def test_pub_sub_wildcards_and_echo(one: BridgeNet, connect: Clients) -> None:
+    nc = await connect(one, "A")
+    star = await nc.subscribe("orders.*")
+    full = await nc.subscribe("orders.>")
+    exact = await nc.subscribe("orders.new")
+    await nc.flush()
+    for subject in ("orders.new", "orders.old.x", "other.new", "orders.done"):
+        await nc.publish(subject, subject.encode())
+    assert [m.subject for m in await collect(full, 3)] == ["orders.new", "orders.old.x", "orders.done"]
+    assert [m.data for m in await collect(star, 2)] == [b"orders.new", b"orders.done"]
+    assert [m.subject for m in await collect(exact, 1)] == ["orders.new"]
+    assert star.pending_msgs == exact.pending_msgs == 0  # orders.done came after everything
+    quiet = await connect(one, "A", no_echo=True)
+    mine = await quiet.subscribe("echo.test")
+    other = await nc.subscribe("echo.test")
+    await quiet.flush()
+    await nc.flush()
+    await quiet.publish("echo.test", b"1")
+    await quiet.flush()  # the server has "1" before "2" is sent
+    await nc.publish("echo.test", b"2")
+    assert [m.data for m in await collect(other, 2)] == [b"1", b"2"]
+    assert (await mine.next_msg(timeout=WAIT_S)).data == b"2"  # its own "1" never came back
+
+
+async def test_headers_request_reply_and_no_responders(one: BridgeNet, connect: Clients) -> None:
+    server, client = await connect(one, "A"), await connect(one, "A")
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b"re:" + msg.data)
+
+    await server.subscribe("svc.echo", cb=answer)
+    hdr = await server.subscribe("with.headers")
+    await server.flush()
+    reply = await client.request("svc.echo", b"ping", timeout=WAIT_S)
+    assert reply.data == b"re:ping"
+    assert reply.subject.startswith("_INBOX.")
+    await client.publish("with.headers", b"body", headers={"Trace-Id": "42", "X": "y"})
+    msg = await hdr.next_msg(timeout=WAIT_S)
+    assert (msg.data, msg.headers) == (b"body", {"Trace-Id": "42", "X": "y"})
+    with pytest.raises(NoRespondersError):
+        await client.request("nobody.home", b"?", timeout=WAIT_S)
+
+
+async def test_unsubscribe_with_max_ends_the_subscription_in_the_server(one: BridgeNet, connect: Clients) -> None:
+    nc, other = await connect(one, "A"), await connect(one, "A")
+    limited = await nc.subscribe("limited")
+    await limited.unsubscribe(limit=2)
+    watcher = await nc.subscribe("limited")
+    await nc.flush()
+    for i in range(4):
+        await other.publish("limited", b"%d" % i)
+    assert [m.data for m in await collect(watcher, 4)] == [b"0", b"1", b"2", b"3"]
+    assert [m.data for m in await collect(limited, 2)] == [b"0", b"1"]
+    await watcher.unsubscribe()
+    await nc.flush()
+    # the server dropped `limited` after 2: nobody is left to answer a request
+    with pytest.raises(NoRespondersError):
+        await other.request("limited", b"?", timeout=WAIT_S)
+
+
+async def test_flush_and_drain(one: BridgeNet, connect: Clients) -> None:
+    nc, pub = await connect(one, "A"), await connect(one, "A")
+    got: list[bytes] = []
+
+    async def slow(msg: Msg) -> None:
+        await asyncio.sleep(0)
+        got.append(msg.data)
+
+    await nc.subscribe("drain.me", cb=slow)
+    await nc.flush(timeout=WAIT_S)
+    for i in range(20):
+        await pub.publish("drain.me", b"%d" % i)
+    await pub.flush(timeout=WAIT_S)
+    probe = await nc.subscribe("drain.probe")  # answered after the 20 were written to nc
+    await nc.flush()
+    await pub.publish("drain.probe", b"")
+    await probe.next_msg(timeout=WAIT_S)
+    await nc.drain()
+    assert nc.is_closed
+    assert got == [b"%d" % i for i in range(20)]
+    with pytest.raises(NoRespondersError):  # drain unsubscribed in the server
+        await pub.request("drain.me", b"?", timeout=WAIT_S)
+
+
+async def test_user_and_password(one: BridgeNet, connect: Clients) -> None:
+    nc = await connect(one, "A", "secure", user="alice", password="s3cret")
+    sub = await nc.subscribe("secured")
+    await nc.publish("secured", b"ok")
+    assert (await sub.next_msg(timeout=WAIT_S)).data == b"ok"
+    errors: list[Exception] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(exc)
+
+    with pytest.raises(Exception):  # noqa: B017  nats-py raises its own error type per version
+        await connect(one, "A", "secure", user="alice", password="wrong", error_cb=on_error,
+                      allow_reconnect=False)
+    assert any("authorization violation" in str(e).lower() for e in errors)
+
+
+async def test_reconnect_after_restart_resubscribes(tmp_path: Path, connect: Clients) -> None:
+    net = start_network(tmp_path, "node A\n")
+    try:
+        reconnected = asyncio.Event()
+
+        async def on_reconnect() -> None:
+            reconnected.set()
+
+        nc = await nats.connect(f"nats://127.0.0.1:{net.port('A')}", reconnected_cb=on_reconnect,
+                                reconnect_time_wait=0.1, max_reconnect_attempts=-1)
+        connect.open.append(nc)
+        sub = await nc.subscribe("survives.restart")
+        await nc.flush()
+        net.restart("A")
+        await asyncio.wait_for(reconnected.wait(), WAIT_S * 2)
+        await nc.flush(timeout=WAIT_S)  # the SUB replayed on reconnect is in the new server
+        pub = await connect(net, "A")
+        await pub.publish("survives.restart", b"after")
+        assert (await sub.next_msg(timeout=WAIT_S)).data == b"after"
+    finally:
+        net.stop()
+
+
+# ---------------------------------------------------------------- the A-D network
+
+async def test_pub_sub_across_the_network(abcd: BridgeNet, connect: Clients) -> None:
+    a, d = await connect(abcd, "A"), await connect(abcd, "D")
+    wild = await d.subscribe("net.*.tick")
+    full = await d.subscribe("net.>")
+    await d.flush()
+    await settle(a, "net.x.tick", wild, full)
+    await a.publish("net.y.tick", b"1", headers={"Seq": "1"})
+    await a.publish("net.y.tock", b"2")
+    await a.publish("net.z.tick", b"3")
+    assert [(m.subject, m.data) for m in await collect(wild, 2)] == [("net.y.tick", b"1"), ("net.z.tick", b"3")]
+    got = await collect(full, 3)
+    assert [m.subject for m in got] == ["net.y.tick", "net.y.tock", "net.z.tick"]
+    assert got[0].headers == {"Seq": "1"}
+
+
+async def test_request_reply_with_inbox_across_the_network(abcd: BridgeNet, connect: Clients) -> None:
+    a, d = await connect(abcd, "A"), await connect(abcd, "D")
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(msg.data.upper())
+
+    await d.subscribe("far.svc", cb=answer)
+    await d.flush()
+    deadline = time.monotonic() + WAIT_S
+    while True:  # no responders until D's subscription reaches A
+        try:
+            reply = await a.request("far.svc", b"hello", timeout=WAIT_S)
+            break
+        except NoRespondersError:
+            assert time.monotonic() < deadline, "the subscription on D never reached A"
+            await asyncio.sleep(0.05)
+    assert reply.data == b"HELLO"
+    with pytest.raises(NoRespondersError):
+        await a.request("far.nobody", b"?", timeout=WAIT_S)
+
+
+async def test_queue_group_spreads_across_nodes_exactly_once(abcd: BridgeNet, connect: Clients) -> None:
+    a = await connect(abcd, "A")
+    members: dict[str, list[Subscription]] = {}
+    watchers = []
+    for node in ("B", "C", "D", "D"):
+        nc = await connect(abcd, node)
+        members.setdefault(node, []).append(await nc.subscribe("jobs", queue="workers"))
+        watchers.append(await nc.subscribe("jobs"))  # sees every message, after its member's
+        await nc.flush()
+    await settle(a, "jobs", *watchers)
+    await settle(a, "jobs", *watchers)  # a second round: every node has every member by now
+    for sub in (s for subs in members.values() for s in subs):
+        while sub.pending_msgs:
+            await sub.next_msg(timeout=WAIT_S)  # probes, spread as they happened to be
+    n = 60
+    for i in range(n):
+        await a.publish("jobs", b"%d" % i)
+    await a.publish("jobs", b"end")
+    for w in watchers:
+        assert [m.data for m in await collect(w, n + 1)][-1] == b"end"
+    per_node = {node: [(await s.next_msg(timeout=WAIT_S)).data for s in subs for _ in range(s.pending_msgs)]
+                for node, subs in members.items()}
+    got = {node: [d for d in msgs if d.isdigit()] for node, msgs in per_node.items()}  # no probes
+    assert sorted(d for msgs in got.values() for d in msgs) == sorted(b"%d" % i for i in range(n))
+    assert sum(1 for msgs in got.values() if msgs) >= 2, got  # spread over the nodes

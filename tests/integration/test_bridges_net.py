@@ -1,0 +1,165 @@
+"""The network of the bridge tests, and ms_server starting (or refusing) bridge transports.
+
+`start_network` writes the config as harness.graph_config does, adds a `nats` and a
+`redis` transport (port 0) plus any extra bridge transports, starts one ms_server per
+node with `-t <links> nats.listen redis.listen ...`, reads each bridge's real port from
+its "listening on" line (bridges are listed after the node's links, in order) and waits
+for the network to converge. `restart` brings a node back on the same bridge ports, as a
+client reconnecting to its server expects.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.harness import PYTHON, NodeProc, graph_config
+
+CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
+Transport = dict[str, Any]
+BRIDGES: tuple[Transport, ...] = ({"tport": "nats", "type": "nats", "route": {"port": 0}},
+                                  {"tport": "redis", "type": "redis", "route": {"port": 0}})
+
+
+@dataclass
+class BridgeNet:
+    tmp: Path
+    cfg: Path
+    args: dict[str, list[str]]  # ms_server arguments per node
+    bridges: list[str]  # bridge transports started on every node, in order
+    nodes: dict[str, NodeProc] = field(default_factory=dict)
+    ports: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> tport -> port
+
+    def port(self, node: str, tport: str = "nats") -> int:
+        return self.ports[node][tport]
+
+    def start(self, name: str, cfg: Path | None = None) -> NodeProc:
+        args = list(self.args[name])
+        args[args.index("-d") + 1] = str(cfg or self.cfg)
+        node = self.nodes[name] = NodeProc(name, args, self.tmp)
+        return node
+
+    def read_ports(self, name: str) -> None:
+        args = self.args[name]
+        links = sum(1 for a in args if a.endswith(".listen")) - len(self.bridges)
+        found = _listen_ports(self.nodes[name], links + len(self.bridges))
+        self.ports[name] = dict(zip(self.bridges, found[links:], strict=True))
+
+    def converge(self, names: list[str] | None = None, timeout: float = 30.0) -> None:
+        for name in names or list(self.nodes):
+            self.nodes[name].wait_for(CONVERGED.format(n=len(self.args) - 1), timeout)
+
+    def restart(self, name: str, sig: int = signal.SIGTERM) -> NodeProc:
+        """Stop `name` and start it again with its bridges on the same ports."""
+        self.nodes[name].stop(sig)
+        data = yaml.safe_load(self.cfg.read_text())
+        for t in data["transports"]:
+            if t["tport"] in self.ports[name]:
+                t["route"]["port"] = self.ports[name][t["tport"]]
+        fixed = self.tmp / f"fixed_{name}.yaml"
+        fixed.write_text(yaml.safe_dump(data, sort_keys=False))
+        node = self.start(name, fixed)
+        self.read_ports(name)
+        return node
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            node.stop()
+
+
+def _listen_ports(node: NodeProc, count: int, timeout: float = 20.0) -> list[int]:
+    """The ports of the first `count` "listening on" lines, waiting for them."""
+    ports: list[int] = []
+    seen = 0
+    while len(ports) < count:
+        node.wait_for(r"listening on", timeout, after=seen)
+        lines = list(node.lines)
+        for line in lines[seen:]:
+            if "listening on " in line:
+                ports.append(int(line.rpartition(":")[2]))
+        seen = len(lines)
+    return ports[:count]
+
+
+def start_network(tmp: Path, graph: str, extra: list[Transport] | None = None,
+                  heartbeat: str = "1 sec") -> BridgeNet:
+    """Every node of `graph` with the nats, redis and `extra` bridge transports; converged."""
+    cfg, commands = graph_config(tmp, graph, heartbeat, web=False)
+    data = yaml.safe_load(cfg.read_text())
+    bridges = [*BRIDGES, *(extra or [])]
+    data.setdefault("transports", []).extend(bridges)
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    net = BridgeNet(tmp, cfg, {}, [str(b["tport"]) for b in bridges])
+    for command in commands:
+        args = command.split()[1:]
+        if "-t" not in args:
+            args.append("-t")
+        # -t is the last option: the bridges listen after the node's link listeners
+        net.args[args[args.index("-u") + 1]] = args + [f"{b}.listen" for b in net.bridges]
+    try:
+        for name in net.args:  # all at once: connectors retry until their listener is up
+            net.start(name)
+        for name in net.args:
+            net.read_ports(name)
+        net.converge()
+    except BaseException:
+        net.stop()
+        raise
+    return net
+
+
+@pytest.fixture
+def one_node(tmp_path: Path) -> Iterator[BridgeNet]:
+    net = start_network(tmp_path, "node A\n")
+    yield net
+    net.stop()
+
+
+def test_bridges_listen_on_their_own_ports(one_node: BridgeNet) -> None:
+    ports = one_node.ports["A"]
+    assert set(ports) == {"nats", "redis"} and ports["nats"] != ports["redis"]
+    with socket.create_connection(("127.0.0.1", ports["nats"]), timeout=5) as s:
+        assert s.recv(4096).startswith(b"INFO {")
+    with socket.create_connection(("127.0.0.1", ports["redis"]), timeout=5) as s:
+        s.sendall(b"PING\r\n")
+        assert s.recv(64) == b"+PONG\r\n"
+
+
+@pytest.mark.parametrize(("route", "kind", "how", "error"), [
+    ({"port": 0}, "nats", "connect", "only listens"),
+    ({"port": 0, "service": "a.*"}, "redis", "listen", "must be a dotted name"),
+    ({"port": 0, "service": "a..b"}, "nats", "listen", "must be a dotted name"),
+])
+def test_bad_bridge_transports_stop_the_server(tmp_path: Path, route: dict[str, object], kind: str,
+                                               how: str, error: str) -> None:
+    cfg, _ = graph_config(tmp_path, "node A\n", web=False)
+    data = yaml.safe_load(cfg.read_text())
+    data.setdefault("transports", []).append({"tport": "bad", "type": kind, "route": route})
+    cfg.write_text(yaml.safe_dump(data))
+    out = subprocess.run([PYTHON, "-m", "raims_node.server", "-d", str(cfg), "-u", "A", "-t", f"bad.{how}"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 3
+    assert error in out.stderr
+
+
+def test_a_bridge_port_in_use_stops_the_server(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg, _ = graph_config(tmp_path, "node A\n", web=False)
+        data = yaml.safe_load(cfg.read_text())
+        data.setdefault("transports", []).append({"tport": "n", "type": "nats", "route": {"port": port}})
+        cfg.write_text(yaml.safe_dump(data))
+        out = subprocess.run([PYTHON, "-m", "raims_node.server", "-d", str(cfg), "-u", "A", "-t", "n.listen"],
+                             capture_output=True, text=True, timeout=30)
+    assert out.returncode == 3
+    assert f"transport 'n' listen 127.0.0.1:{port} failed" in out.stderr
