@@ -20,7 +20,7 @@ debs:
 	@scripts/ensure_debs.sh $(DEBS_TEST)
 
 lint: deps
-	$(VENV)/bin/ruff check raims_node tests bench
+	$(VENV)/bin/ruff check raims_node spark_app tests bench
 
 typecheck: deps
 	$(VENV)/bin/mypy

@@ -1,0 +1,39 @@
+"""Errors of the Spark side of raims: one root, `SparkAppError`, under `raims_node.RaimsError`.
+
+Every error carries the values that caused it (table, column, path, setting) so that a
+failed rollout says what to fix without a debugger.
+"""
+
+from __future__ import annotations
+
+from raims_node import RaimsError
+
+
+class SparkAppError(RaimsError):
+    """Root of every error raised by spark_app."""
+
+
+class SessionError(SparkAppError):
+    """The SparkSession cannot be built or is not fit for a rollout."""
+
+
+class LakeError(SparkAppError):
+    """A Delta table cannot be written or read."""
+
+
+class SchemaError(LakeError):
+    """A schema file under data/schemas/ is missing or malformed."""
+
+
+class SchemaViolation(LakeError):
+    """Rows do not match their table's declared schema; names the table and the column."""
+
+    def __init__(self, table: str, column: str, problem: str) -> None:
+        super().__init__(f"table {table!r}, column {column!r}: {problem}")
+        self.table = table
+        self.column = column
+        self.problem = problem
+
+
+class QualityError(SparkAppError):
+    """An expectation suite under data/schemas/expectations/ is missing or malformed."""

@@ -1,0 +1,231 @@
+"""The lake: append-only Delta tables of network snapshots, one folder per table.
+
+Issue "The main job", item 6, and DESIGN.md "Delta without Maven". `Lake(path, spark)`
+writes `<path>/<table>` for the tables declared in data/schemas/ (see `schemas`),
+partitioned by date, after enforcing the declared schema on the rows. Two writers
+produce the same standard Delta tables:
+- `spark-delta`: `DataFrame.write.format("delta")`, when the session has Delta
+  (Databricks, or a cluster with the delta-spark jars);
+- `delta-rs`: `deltalake.write_deltalake` on the driver, everywhere else (local runs:
+  the delta-spark jars would come from Maven, which this machine cannot reach).
+Reading is through Spark either way: `format("delta")`, or the `raims_delta` Python data
+source over delta-rs (`datasource`), so `register_views()` makes every table a SQL view.
+
+Decisions where the issue is silent:
+- A write of zero rows creates the table (with its schema) if it does not exist and is
+  otherwise a no-op: a snapshot with no subscriptions still leaves a queryable table.
+- Schemas may grow: a nullable column added to a schema file is merged into an existing
+  table on the next write; any other difference from the table (a column dropped or
+  retyped, other partitioning) is a LakeError naming the table and the column.
+- Views are pinned to the table version current when they are created (Spark plans the
+  scan then); the lake re-creates its views after each of its own writes, and
+  `register_views()` again picks up writes made by other processes.
+- The rows given to `write` are a snapshot, small enough for the driver (it collected
+  them); a Spark DataFrame is converted to Arrow on the driver for the same enforcement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final, TypeAlias
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_app import datasource
+from spark_app.errors import LakeError
+from spark_app.schemas import TableSchema, load_schemas
+from spark_app.session import DATA_SOURCE_NOT_FOUND, has_delta
+
+SNAPSHOT_COLUMN: Final = "snapshot_id"
+
+Rows: TypeAlias = pa.Table | Sequence[Mapping[str, Any]] | DataFrame
+
+
+class Backend(StrEnum):
+    SPARK_DELTA = "spark-delta"
+    DELTA_RS = "delta-rs"
+
+
+def select_backend(delta_in_spark: bool) -> Backend:
+    """Spark's own Delta writer when the session has one, else delta-rs."""
+    return Backend.SPARK_DELTA if delta_in_spark else Backend.DELTA_RS
+
+
+class Lake:
+    def __init__(
+        self,
+        path: str | Path,
+        spark: SparkSession,
+        *,
+        backend: Backend | None = None,
+        schemas: Mapping[str, TableSchema] | None = None,
+    ) -> None:
+        text = str(path)
+        self.path = text if "://" in text or text.startswith("dbfs:") else str(Path(text).resolve())
+        self.spark = spark
+        self.backend = backend if backend is not None else select_backend(has_delta(spark))
+        self.schemas = dict(schemas) if schemas is not None else load_schemas()
+        self._views: set[str] = set()
+        if self.backend is Backend.DELTA_RS:
+            datasource.register(spark)
+
+    def table_path(self, table: str) -> str:
+        return f"{self.path.rstrip('/')}/{table}"
+
+    def schema(self, table: str) -> TableSchema:
+        try:
+            return self.schemas[table]
+        except KeyError:
+            raise LakeError(
+                f"unknown table {table!r} (tables: {', '.join(sorted(self.schemas))})"
+            ) from None
+
+    def exists(self, table: str) -> bool:
+        path = self.table_path(table)
+        if self.backend is Backend.DELTA_RS:
+            from deltalake import DeltaTable
+
+            return bool(DeltaTable.is_deltatable(path))
+        try:
+            _ = self.spark.read.format("delta").load(path).schema
+        except Exception as exc:  # Spark raises a bare Py4JJavaError when Delta is absent
+            if DATA_SOURCE_NOT_FOUND in str(exc):
+                raise LakeError(
+                    f"backend {self.backend} needs Delta in the Spark session, "
+                    f"which has none (table {path})"
+                ) from None
+            return False
+        return True
+
+    def tables(self) -> list[str]:
+        """The declared tables that exist in the lake."""
+        return [t for t in sorted(self.schemas) if self.exists(t)]
+
+    def write(self, table: str, rows: Rows) -> int:
+        """Append `rows` to `table` after enforcing its schema; returns the rows written.
+
+        Raises SchemaViolation (naming table and column) when the rows do not fit.
+        """
+        schema = self.schema(table)
+        data = schema.conform(rows.toArrow() if isinstance(rows, DataFrame) else rows)
+        existed = self.exists(table)
+        if existed and data.num_rows == 0:
+            return 0
+        merge = existed and self._added_columns(schema)
+        if self.backend is Backend.DELTA_RS:
+            from deltalake import write_deltalake
+
+            write_deltalake(
+                self.table_path(table),
+                data,
+                mode="append",
+                partition_by=list(schema.partition_by) or None,
+                schema_mode="merge" if merge else None,
+            )
+        else:
+            writer = self.spark.createDataFrame(data).write.format("delta").mode("append")
+            if merge:
+                writer = writer.option("mergeSchema", "true")
+            writer.partitionBy(*schema.partition_by).save(self.table_path(table))
+        if table in self._views:
+            self._create_view(table)
+        return data.num_rows
+
+    def _added_columns(self, schema: TableSchema) -> bool:
+        """Whether the schema file has nullable columns the table lacks (to be merged);
+        raises LakeError for any other difference between the two."""
+        table_schema = self._table_arrow_schema(schema.table)
+        declared = datasource.spark_arrow_schema(schema.arrow_schema())
+        for field in table_schema:
+            if field.name not in declared.names:
+                raise LakeError(
+                    f"table {schema.table!r} has column {field.name!r}, "
+                    "which its schema file no longer declares"
+                )
+            want = declared.field(field.name).type
+            if datasource.spark_arrow_type(field.type) != want:
+                raise LakeError(
+                    f"table {schema.table!r}, column {field.name!r}: the table "
+                    f"holds {field.type}, the schema file declares {want}"
+                )
+        added = [f for f in declared if f.name not in table_schema.names]
+        for field in added:
+            if not field.nullable:
+                raise LakeError(
+                    f"table {schema.table!r}: new column {field.name!r} must be "
+                    "nullable to be added to existing rows"
+                )
+        return bool(added)
+
+    def _table_arrow_schema(self, table: str) -> pa.Schema:
+        path = self.table_path(table)
+        if self.backend is Backend.DELTA_RS:
+            from deltalake import DeltaTable
+
+            dt = DeltaTable(path)
+            partitions = tuple(dt.metadata().partition_columns)
+            if partitions != self.schema(table).partition_by:
+                raise LakeError(
+                    f"table {table!r} is partitioned by {partitions}, "
+                    f"its schema file says {self.schema(table).partition_by}"
+                )
+            return datasource.spark_arrow_schema(pa.schema(dt.schema().to_arrow()))
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(self.spark.read.format("delta").load(path).schema)
+
+    def read(self, table: str, version: int | None = None) -> DataFrame:
+        """`table` as a Spark DataFrame (read lazily by the executors), optionally at a
+        past version."""
+        self.schema(table)
+        path = self.table_path(table)
+        if self.backend is Backend.SPARK_DELTA:
+            reader = self.spark.read.format("delta")
+            if version is not None:
+                reader = reader.option("versionAsOf", str(version))
+            return reader.load(path)
+        if not self.exists(table):
+            raise LakeError(f"table {table!r} does not exist at {path}")
+        reader = self.spark.read.format(datasource.SOURCE_NAME).option("path", path)
+        if version is not None:
+            reader = reader.option("version", str(version))
+        return reader.load()
+
+    def _create_view(self, table: str) -> None:
+        self.read(table).createOrReplaceTempView(table)
+        self._views.add(table)
+
+    def register_views(self, tables: Iterable[str] | None = None) -> list[str]:
+        """A temporary view named after each existing table (all declared tables by
+        default), so `spark.sql("SELECT ... FROM links")` works; returns the names."""
+        names = [
+            t for t in (tables if tables is not None else sorted(self.schemas)) if self.exists(t)
+        ]
+        for table in names:
+            self._create_view(table)
+        return names
+
+    def snapshot(
+        self, snapshot_id: str, tables: Iterable[str] | None = None
+    ) -> dict[str, pa.Table]:
+        """The rows of one snapshot, table by table (a snapshot fits in the driver: it is
+        what one collection produced); tables that do not exist are left out."""
+        out: dict[str, pa.Table] = {}
+        for table in tables if tables is not None else sorted(self.schemas):
+            if not self.exists(table):
+                continue
+            if self.backend is Backend.DELTA_RS:
+                from deltalake import DeltaTable
+
+                got = DeltaTable(self.table_path(table)).to_pyarrow_table(
+                    filters=[(SNAPSHOT_COLUMN, "=", snapshot_id)]
+                )
+                out[table] = got.cast(datasource.spark_arrow_schema(got.schema))
+            else:
+                from pyspark.sql.functions import col
+
+                out[table] = self.read(table).where(col(SNAPSHOT_COLUMN) == snapshot_id).toArrow()
+        return out

@@ -1,0 +1,254 @@
+"""The lake on real Delta files (delta-rs) read through real Spark (local mode)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from spark_app.datasource import FilesPartition, plan_partitions
+from spark_app.errors import LakeError, SchemaViolation
+from spark_app.lake import Backend, Lake, select_backend
+from spark_app.schemas import SCHEMA_DIR, TABLES, load_schemas, parse_schema
+from tests.spark.synthetic import NODES, snapshot_rows
+
+DAY1 = datetime(2026, 3, 20, 23, 59, 58, tzinfo=UTC)
+DAY2 = DAY1 + timedelta(seconds=4)
+
+
+def counts(spark: SparkSession, sql: str) -> dict[object, int]:
+    return {row[0]: row[1] for row in spark.sql(sql).collect()}
+
+
+def test_write_append_and_query_through_views(spark: SparkSession, lake: Lake) -> None:
+    rows = snapshot_rows("s1", DAY1)
+    assert lake.write("links", rows["links"]) == len(rows["links"])
+    assert lake.register_views() == ["links"]
+    per_node = len(rows["links"]) // len(NODES)
+    assert counts(spark, "SELECT node, count(*) FROM links GROUP BY node") == dict.fromkeys(
+        NODES, per_node
+    )
+
+    lake.write("links", snapshot_rows("s2", DAY2)["links"])  # the view follows the lake's writes
+    assert counts(spark, "SELECT snapshot_id, count(*) FROM links GROUP BY snapshot_id") == {
+        "s1": len(rows["links"]),
+        "s2": len(rows["links"]),
+    }
+    reverse = spark.sql("""
+        SELECT count(*) FROM links a LEFT JOIN links b
+          ON a.snapshot_id = b.snapshot_id AND a.node = b.node AND a.user = b.adj AND a.adj = b.user
+        WHERE a.adj IS NOT NULL AND b.user IS NULL""").collect()[0][0]
+    assert reverse == 0
+
+
+def test_every_table_gets_its_declared_schema(spark: SparkSession, lake: Lake) -> None:
+    rows = snapshot_rows("s1", DAY1)
+    for _ in range(2):  # the second write appends to tables of every column type
+        for table in TABLES:
+            lake.write(table, rows.get(table, []))  # validations: zero rows still create the table
+    assert lake.register_views() == sorted(TABLES)
+    schemas = load_schemas()
+    for table in TABLES:
+        got = spark.table(table).schema
+        want = from_arrow_schema(schemas[table].arrow_schema())
+        assert [(f.name, f.dataType) for f in got] == [(f.name, f.dataType) for f in want], table
+        assert spark.table(table).count() == 2 * len(rows.get(table, [])), table
+    peers = spark.sql("SELECT node, count(DISTINCT bridge) FROM peers GROUP BY node").collect()
+    assert {r[0]: r[1] for r in peers} == dict.fromkeys(NODES, len(NODES))
+    stages = spark.sql("SELECT stage_seconds['converge'] FROM rollouts").collect()[0][0]
+    assert stages == 2.0
+
+
+def test_sql_create_view_using_the_source_with_time_travel(spark: SparkSession, lake: Lake) -> None:
+    lake.write("peers", snapshot_rows("s1", DAY1)["peers"])
+    lake.write("peers", snapshot_rows("s2", DAY1)["peers"])
+    path = lake.table_path("peers")
+    spark.sql(f"CREATE OR REPLACE TEMP VIEW peers_now USING raims_delta OPTIONS (path '{path}')")
+    spark.sql(
+        f"CREATE OR REPLACE TEMP VIEW peers_v0 USING raims_delta OPTIONS (path '{path}', version '0')"
+    )
+    n = len(NODES) ** 2
+    assert spark.sql("SELECT count(*) FROM peers_now").collect()[0][0] == 2 * n
+    assert spark.sql("SELECT count(*) FROM peers_v0").collect()[0][0] == n
+    assert lake.read("peers", version=0).count() == n
+
+
+def test_tables_are_partitioned_by_utc_date(spark: SparkSession, lake: Lake) -> None:
+    lake.write("events", snapshot_rows("s1", DAY1)["events"])
+    lake.write("events", snapshot_rows("s2", DAY2)["events"])
+    table = DeltaTable(lake.table_path("events"))
+    assert table.metadata().partition_columns == ["date"]
+    assert sorted(p["date"] for p in table.partitions()) == ["2026-03-20", "2026-03-21"]
+    assert {Path(f).parent.name for f in table.file_uris()} == {
+        "date=2026-03-20",
+        "date=2026-03-21",
+    }
+    lake.register_views(["events"])
+    assert counts(
+        spark, "SELECT string(date), count(DISTINCT snapshot_id) FROM events GROUP BY date"
+    ) == {"2026-03-20": 1, "2026-03-21": 1}
+
+
+def test_reads_follow_the_delta_log_not_the_folder(spark: SparkSession, lake: Lake) -> None:
+    lake.write("loss", snapshot_rows("s1", DAY1)["loss"])
+    lake.write("loss", snapshot_rows("s2", DAY1)["loss"])
+    DeltaTable(lake.table_path("loss")).delete("snapshot_id = 's1'")
+    parquet_files = list(Path(lake.table_path("loss")).rglob("*.parquet"))
+    assert len(parquet_files) >= 2  # the deleted rows' file is still in the folder
+    lake.register_views(["loss"])
+    assert counts(spark, "SELECT snapshot_id, count(*) FROM loss GROUP BY snapshot_id") == {
+        "s2": len(NODES) * (len(NODES) - 1)
+    }
+
+
+def test_many_files_are_read_in_full(spark: SparkSession, lake: Lake) -> None:
+    for i in range(5):
+        lake.write("counters", snapshot_rows(f"s{i}", DAY1 + timedelta(days=i))["counters"])
+    assert lake.read("counters").count() == 5 * len(NODES) ** 2
+
+
+def test_plan_partitions_groups_files_by_size() -> None:
+    files = [("a", 60), ("b", 50), ("c", 10), ("d", 200), ("e", 1)]
+    assert plan_partitions(files, 100) == [
+        FilesPartition(("a",)),
+        FilesPartition(("b", "c")),
+        FilesPartition(("d",)),
+        FilesPartition(("e",)),
+    ]
+    assert plan_partitions([], 100) == [FilesPartition(())]
+
+
+def test_schema_violation_writes_nothing(lake: Lake) -> None:
+    rows = snapshot_rows("s1", DAY1)["links"]
+    lake.write("links", rows)
+    bad = [{k: v for k, v in r.items() if k != "cost4"} for r in rows]
+    with pytest.raises(SchemaViolation, match="table 'links', column 'cost4': missing"):
+        lake.write("links", bad)
+    assert DeltaTable(lake.table_path("links")).version() == 0
+
+
+def test_unknown_table(lake: Lake) -> None:
+    with pytest.raises(LakeError, match="unknown table 'link'"):
+        lake.write("link", [])
+
+
+def test_spark_dataframe_rows_are_enforced_too(spark: SparkSession, lake: Lake) -> None:
+    rows = snapshot_rows("s1", DAY1)["routes"]
+    df = spark.createDataFrame(load_schemas()["routes"].conform(rows).drop_columns(["date"]))
+    assert lake.write("routes", df) == len(rows)
+    with pytest.raises(SchemaViolation, match="column 'fd': missing"):
+        lake.write("routes", df.drop("fd"))
+
+
+def test_snapshot_returns_only_that_snapshot(lake: Lake) -> None:
+    for sid, at in (("s1", DAY1), ("s2", DAY2)):
+        rows = snapshot_rows(sid, at)
+        lake.write("peers", rows["peers"])
+        lake.write("links", rows["links"])
+    got = lake.snapshot("s2", ["peers", "links", "subs"])
+    assert sorted(got) == ["links", "peers"]
+    assert set(got["peers"].column("snapshot_id").to_pylist()) == {"s2"}
+    assert got["links"].num_rows == len(snapshot_rows("s2", DAY2)["links"])
+
+
+def _schemas_with(edit) -> dict:  # type: ignore[no-untyped-def]
+    raw = json.loads((SCHEMA_DIR / "links.json").read_text())
+    edit(raw["columns"])
+    return {**load_schemas(), "links": parse_schema(raw)}
+
+
+def test_a_new_nullable_column_is_merged(spark: SparkSession, tmp_path: Path) -> None:
+    rows = snapshot_rows("s1", DAY1)["links"]
+    Lake(tmp_path, spark).write("links", rows)
+    grown = _schemas_with(
+        lambda cols: cols.insert(-1, {"name": "note", "type": "string", "nullable": True})
+    )
+    lake = Lake(tmp_path, spark, schemas=grown)
+    lake.write("links", [{**r, "note": "new"} for r in rows])
+    notes = (
+        pa.table(DeltaTable(lake.table_path("links")).to_pyarrow_table()).column("note").to_pylist()
+    )
+    assert sorted(notes, key=str) == [None] * len(rows) + ["new"] * len(rows)
+
+
+def test_a_retyped_column_is_refused(spark: SparkSession, tmp_path: Path) -> None:
+    rows = snapshot_rows("s1", DAY1)["links"]
+    Lake(tmp_path, spark).write("links", rows)
+    retyped = _schemas_with(
+        lambda cols: next(c for c in cols if c["name"] == "cost").update(type="long")
+    )
+    with pytest.raises(LakeError, match="table 'links', column 'cost': the table holds int32"):
+        Lake(tmp_path, spark, schemas=retyped).write("links", rows)
+
+
+def test_backend_selection(spark: SparkSession, lake: Lake) -> None:
+    assert select_backend(True) is Backend.SPARK_DELTA
+    assert select_backend(False) is Backend.DELTA_RS
+    assert lake.backend is Backend.DELTA_RS  # local Spark has no Delta jars
+
+
+def test_spark_delta_writer_gets_the_declared_types(spark: SparkSession) -> None:
+    """The spark-delta backend hands Delta `createDataFrame(conformed rows)`: check that
+    every table keeps its declared Spark types on the way (UTC timestamps, maps, arrays)."""
+    rows = snapshot_rows("s1", DAY1)
+    for table, schema in load_schemas().items():
+        df = spark.createDataFrame(schema.conform(rows.get(table, [])))
+        want = from_arrow_schema(schema.arrow_schema())
+        assert [(f.name, f.dataType) for f in df.schema] == [(f.name, f.dataType) for f in want]
+
+
+def test_spark_delta_backend_needs_delta_in_the_session(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    lake = Lake(tmp_path, spark, backend=Backend.SPARK_DELTA)
+    with pytest.raises(LakeError, match="backend spark-delta needs Delta in the Spark session"):
+        lake.write("links", snapshot_rows("s1", DAY1)["links"])
+    assert not Path(lake.table_path("links")).exists()
+
+
+LOCAL_CLUSTER_SCRIPT = """
+import json, sys
+from datetime import UTC, datetime
+from spark_app.lake import Lake
+from spark_app.session import LOCAL_CLUSTER_MASTER, build_session
+from tests.spark.synthetic import snapshot_rows
+
+spark = build_session(LOCAL_CLUSTER_MASTER, app_name="raims-test-cluster")
+lake = Lake(sys.argv[1], spark)
+lake.write("links", snapshot_rows("s1", datetime(2026, 3, 20, tzinfo=UTC))["links"])
+lake.register_views()
+rows = spark.sql("SELECT node, count(*) FROM links GROUP BY node").collect()
+executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+print(json.dumps({"counts": {r[0]: r[1] for r in rows}, "executors": executors}))
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+def test_views_work_on_a_local_cluster_with_executor_jvms(tmp_path: Path) -> None:
+    """The source is shipped to separate executor JVMs' Python workers (the rollout's
+    local master), which cannot import spark_app: it travels by value."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", LOCAL_CLUSTER_SCRIPT, str(tmp_path / "lake")],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    per_node = len(snapshot_rows("s1", DAY1)["links"]) // len(NODES)
+    assert got == {"counts": dict.fromkeys(NODES, per_node), "executors": 2}
