@@ -100,6 +100,9 @@ RPC_RETRIES = 3
 PARK_LIMIT = 64  # frames kept per unknown source until its sync reply arrives
 PARK_SOURCES = 256
 FORWARD_CACHE_LIMIT = 65536
+INBOX_WINDOW = 64
+EARLY_LIMIT = 64  # link updates held per peer while waiting for the ones before them
+INBOX_MASK = (1 << INBOX_WINDOW) - 1
 VERSION = "raims-0.1.0"
 
 
@@ -148,6 +151,7 @@ class Counters:
     no_route: int = 0
     forwarded: int = 0
     mcast_recv: int = 0
+    ibx_repeat: int = 0
     delivered: int = 0
     published: int = 0
     pub_recv: dict[str, int] = field(default_factory=dict)
@@ -204,6 +208,8 @@ class Node:
         self._mesh_dialed: set[tuple[int, bytes]] = set()
         self._queue_turn: dict[str, int] = {}
         self._macs: dict[bytes, MacKey] = {}
+        self._link_wanted: dict[bytes, int] = {}  # peer -> newest link seqno seen in a delta
+        self._early: dict[bytes, dict[int, tuple[bool, LinkRecord]]] = {}  # held link updates
         self._fwd_cache: dict[tuple[bytes, int, bytes], tuple[int, ...]] = {}
         self._fwd_version: tuple[int, int, int] = (-1, -1, -1)
         self._filters_version = 0  # bumped whenever a peer's filter changes
@@ -430,7 +436,7 @@ class Node:
             peer = self.peers.get(frame.bridge)
             seqno = frame.get(Fid.SEQNO)
             if peer is not None and isinstance(seqno, int) and peer.session_key == self._hs_key(frame.bridge):
-                peer.inbox_recv = max(peer.inbox_recv, seqno)  # auth shares the inbox stream
+                self._inbox_accept(peer, seqno, now_ns)  # auth shares the inbox stream
             return
         if conn.peer is None or not conn.active:
             self.counters.unauthenticated += 1
@@ -648,6 +654,8 @@ class Node:
         for key in [k for k in self._pending if k[1] == b]:
             del self._pending[key]
         self._parked.pop(b, None)
+        self._link_wanted.pop(b, None)
+        self._early.pop(b, None)
         self.events.add(now_ns, Ev.SEND_PEER_DEL, user=peer.user, data=reason)
         if reason == "bye":
             self._bcast(S.Z_DEL, [(Fid.SYNC_BRIDGE, b)], now_ns)
@@ -713,8 +721,16 @@ class Node:
                         data="add" if add else "remove")
         result = self.db.apply_delta(peer.bridge, get_int(d, Fid.LINK_STATE), add, link)
         if isinstance(result, NeedsSync):
-            self._request("adj", peer.bridge, via, now_ns)
+            # hold the update until the gap before it is filled (by a reply or the missing
+            # update); ask the origin itself when a path to it is known, since a neighbour
+            # may be as far behind as we are
+            early = self._early.setdefault(peer.bridge, {})
+            if len(early) < EARLY_LIMIT:
+                early[result.got] = (add, link)
+            self._link_wanted[peer.bridge] = max(self._link_wanted.get(peer.bridge, 0), result.got)
+            self._request("adj", peer.bridge, peer.bridge if self._routable(peer.bridge) else via, now_ns)
         elif result.changed:
+            self._replay_early(peer.bridge)
             if add and link.peer_bridge not in self.peers and link.peer_bridge != self.bridge:
                 self._request("sync", link.peer_bridge, via, now_ns)
             if not add:
@@ -836,18 +852,34 @@ class Node:
         frame = decode_frame(data)
         d = frame.as_dict()
         seqno = get_int(d, Fid.SEQNO)
-        if seqno <= peer.inbox_recv:
-            peer.loss.repeat += 1
-            peer.loss.repeat_time = now_ns
+        if not self._inbox_accept(peer, seqno, now_ns):
+            self.counters.ibx_repeat += 1
             return
-        if seqno > peer.inbox_recv + 1 and peer.inbox_recv:
-            peer.loss.ibx_loss += seqno - peer.inbox_recv - 1
-            peer.loss.ibx_time = now_ns
-        peer.inbox_recv = seqno
         via = conn.peer or peer.bridge
         handler = _INBOX_HANDLERS.get(suffix)
         if handler is not None:
             handler(self, peer, d, via, now_ns)
+
+    @staticmethod
+    def _inbox_accept(peer: Peer, seqno: int, now_ns: int) -> bool:
+        """Replay check of a peer's inbox stream with a window of INBOX_WINDOW seqnos:
+        routes change while a network converges, so inbox messages may arrive out of
+        order; a gap counts as loss until (unless) the late message arrives."""
+        high = peer.inbox_recv
+        if seqno > high:
+            shift = seqno - high
+            peer.inbox_seen = ((peer.inbox_seen << shift) | 1) & INBOX_MASK if shift < INBOX_WINDOW else 1
+            if high and shift > 1:
+                peer.loss.ibx_loss += shift - 1
+                peer.loss.ibx_time = now_ns
+            peer.inbox_recv = seqno
+            return True
+        off = high - seqno
+        if off >= INBOX_WINDOW or (peer.inbox_seen >> off) & 1:
+            return False
+        peer.inbox_seen |= 1 << off
+        peer.loss.ibx_loss = max(0, peer.loss.ibx_loss - 1)
+        return True
 
     def _request(self, kind: str, about: bytes, via: bytes | None, now_ns: int, retry: bool = False) -> None:
         if via is None or about == self.bridge:
@@ -945,6 +977,15 @@ class Node:
             self._request("sync", about, peer.bridge, now_ns)
             return
         self._apply_state(target, d, s, peer.bridge, now_ns)
+        wanted = self._link_wanted.get(about, 0)
+        rec = self.db.peer(about)
+        if rec is not None and rec.link_seqno < wanted:
+            # the reply is older than an update we saw: ask again after a timeout, of the
+            # origin when a path to it is known (no tight loop between lagging nodes)
+            self._pending.setdefault(("adj", about), _Pending(
+                "adj", about, about if self._routable(about) else peer.bridge, now_ns + self.params.rpc_timeout_ns))
+        else:
+            self._link_wanted.pop(about, None)
 
     def _in_mesh_req(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         """A mesh member tells us its url: answer with the other members we know, and
@@ -1002,7 +1043,9 @@ class Node:
 
     def _apply_state(self, target: Peer, d: dict[int, object], s: PeerSummary, via: bytes, now_ns: int) -> None:
         links = parse_links(target.bridge, d.get(Fid.ADJACENCY))
+        before = set(self.db.links(target.bridge))
         result = self.db.apply_full(target.bridge, s.link_seqno, links)
+        self._replay_early(target.bridge)
         if s.sub_seqno >= target.sub_seqno and Fid.SUB_LIST in d:
             target.subjects, target.patterns = parse_sub_list(d[Fid.SUB_LIST])
         self._set_bloom(target, s.sub_seqno, d.get(Fid.BLOOM), now_ns)
@@ -1013,9 +1056,27 @@ class Node:
         for link in links:
             if link.peer_bridge != self.bridge and link.peer_bridge not in self.peers:
                 self._request("sync", link.peer_bridge, via, now_ns)
-        if result.changed:
-            self._prune_unreachable(now_ns)
+        if result.changed and not before <= set(links):
+            self._prune_unreachable(now_ns)  # only a removed link can strand a peer
         self._changed("sync_result")
+
+    def _replay_early(self, b: bytes) -> None:
+        """Apply held link updates of `b` that now follow on from its link seqno."""
+        early = self._early.get(b)
+        rec = self.db.peer(b)
+        while early and rec is not None:
+            nxt = early.pop(rec.link_seqno + 1, None)
+            if nxt is None:
+                for seqno in [s for s in early if s <= rec.link_seqno]:
+                    del early[seqno]
+                break
+            self.db.apply_delta(b, rec.link_seqno + 1, nxt[0], nxt[1])
+            rec = self.db.peer(b)
+        if not early:
+            self._early.pop(b, None)
+
+    def _routable(self, b: bytes) -> bool:
+        return self._neighbor_conn(b) is not None or bool(self.routes.next_hops(b, 0))
 
     def _summary(self, b: bytes) -> PeerSummary:
         if b == self.bridge:

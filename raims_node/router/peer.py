@@ -27,6 +27,7 @@ class Peer:
     neighbor: bool = False  # authenticated over one of our own connections
     inbox_sent: int = 0
     inbox_recv: int = 0
+    inbox_seen: int = 0  # bit i: seqno inbox_recv - i arrived
     hb_seqno: int = 0
     hb_time_ns: int = 0
     hb_link_sum: int = 0

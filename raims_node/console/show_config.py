@@ -1,0 +1,99 @@
+"""Show commands over the configuration: running, tport, users (manual, "Update and
+Show the Configuration", "show tport", "show user").
+
+Decisions where the manual is vague:
+- show running prints the loaded configuration tree as YAML, one row per line, without
+  private keys (`pri`): console output is read over telnet and the web. `show running
+  transport|service|user|group|parameter X` prints that section, X being a name or
+  `*` for all of it.
+- show tport: `state` is `running` when the node has a transport of that name, else `-`.
+- show users: the uid is filled for the users that are this node (0) or a live peer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raims_node.config.tree import ConfigTree, dump_yaml
+from raims_node.console.context import ConsoleContext, Handler
+from raims_node.console.errors import BadArguments
+from raims_node.console.names import ALL_USERS, Names
+from raims_node.console.result import CommandResult, Row
+
+NOT_RUNNING = "-"
+RUNNING = "running"
+
+
+def _config(ctx: ConsoleContext) -> ConfigTree:
+    if not isinstance(ctx.config, ConfigTree):
+        raise BadArguments("no configuration is loaded")
+    return ctx.config
+
+
+def _public(tree: ConfigTree) -> dict[str, Any]:
+    data = tree.to_dict()
+    if tree.services:
+        data["services"] = [s.to_dict(include_pri=False) for s in tree.services]
+    if tree.users:
+        data["users"] = [u.to_dict(include_pri=False) for u in tree.users]
+    return data
+
+
+def _wanted(name: str, args: list[str]) -> bool:
+    return not args or args[0] in (ALL_USERS, name)
+
+
+def show_running(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    return CommandResult.lines("running", dump_yaml(_public(_config(ctx))))
+
+
+def _section(key: str, field: str) -> Handler:
+    def handler(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+        data = _public(_config(ctx))
+        if key == "parameters":
+            chosen: Any = {k: v for k, v in data.get(key, {}).items() if _wanted(k, args)}
+        else:
+            chosen = [rec for rec in data.get(key, []) if _wanted(str(rec[field]), args)]
+        if not chosen and args:
+            raise BadArguments(f"no {field} {args[0]!r} in the configuration")
+        return CommandResult.lines("running", dump_yaml({key: chosen}))
+    return handler
+
+
+show_running_transport = _section("transports", "tport")
+show_running_service = _section("services", "svc")
+show_running_user = _section("users", "user")
+show_running_group = _section("groups", "group")
+show_running_parameter = _section("parameters", "parameter")
+
+
+def show_tport(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    cols = ["tport", "type", "state", "listen", "connect", "device"]
+    active = {t.name: t for t in ctx.node.tports}
+    rows: list[Row] = []
+    if isinstance(ctx.config, ConfigTree):
+        rows = [{"tport": t.tport, "type": t.type, "state": RUNNING if t.tport in active else NOT_RUNNING,
+                 "listen": t.listen or None, "connect": t.connect or None, "device": t.device}
+                for t in ctx.config.transports]
+    known = {r["tport"] for r in rows}
+    rows += [dict.fromkeys(cols) | {"tport": t.name, "type": t.type, "state": RUNNING}
+             for t in active.values() if t.name not in known]
+    rows = [r for r in rows if _wanted(str(r["tport"]), args)]
+    return CommandResult(cols, rows)
+
+
+def show_users(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    node = ctx.node
+    names = Names(node)
+    uids: dict[str, int | None] = {}
+    for b in reversed(names.users()):  # the lowest uid of a repeated name wins
+        uids[names.name(b)] = names.uid(b)
+    cols = ["uid", "user", "svc", "create", "expires"]
+    if isinstance(ctx.config, ConfigTree):
+        rows: list[Row] = [{"uid": uids.get(u.user), "user": u.user, "svc": u.svc, "create": u.create,
+                            "expires": u.expires} for u in ctx.config.users]
+    else:
+        rows = [{"uid": uids.get(names.name(b)), "user": names.name(b), "svc": node.service, "create": None,
+                 "expires": None} for b in names.users()]
+    rows = [r for r in rows if _wanted(str(r["user"]), args)]
+    return CommandResult(cols, rows)

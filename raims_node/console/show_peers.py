@@ -1,0 +1,150 @@
+"""Per-peer show commands: peers, loss, counters, sync, skew, inbox (manual, "The Show
+Commands").
+
+One row per user, this node first (`<user>.*`) where the manual prints it, then the
+live peers by uid. Cells the node has no value for are empty (None):
+- peers: lat/max/avg (the node records one latency per peer and no ping history);
+- sync: mc_req, mc_res, req_adj, res_adj, ping_adj (the node has no `_M.sync` RPC);
+  link_sum and sub_sum of a peer are those its last heartbeat carried, so only
+  directly connected peers have them, as the manual says;
+- skew: ref, ping, pong, time (no ping exchange yet), and hb/lat while they are 0;
+- inbox: send_type and recv_type (the node counts inbox sequences, not their types).
+
+Decision where the manual is vague: `show peers` accepts one of `zombie` (the peers
+removed, instead of the live ones), `nonce`, `start` or `user` (the order of the rows).
+"""
+
+from __future__ import annotations
+
+from raims_node.bloom import BloomFilter
+from raims_node.console.context import ConsoleContext
+from raims_node.console.errors import BadArguments
+from raims_node.console.names import Names, tport_label
+from raims_node.console.result import Cell, CommandResult, Kind, Row
+from raims_node.router.node import Node
+from raims_node.router.peer import Peer
+from raims_node.wire.subjects import bridge_b64
+
+PEER_ORDERS = {"nonce": "bridge", "start": "time", "user": "user"}  # argument -> column sorted
+ZOMBIE = "zombie"
+
+
+def _sort_key(value: Cell) -> tuple[int, str]:
+    return (value, "") if isinstance(value, int) else (0, str(value))
+
+
+def _nonzero(value: int) -> int | None:
+    return value or None
+
+
+def _bloom_count(peer: Peer) -> int | None:
+    return peer.bloom.count if isinstance(peer.bloom, BloomFilter) else None
+
+
+def show_peers(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    node = ctx.node
+    names = Names(node)
+    if args and args[0] != ZOMBIE and args[0] not in PEER_ORDERS:
+        raise BadArguments(f"show peers takes {ZOMBIE} or an order ({', '.join(PEER_ORDERS)}), not {args[0]!r}")
+    cols = ["user", "bridge", "sub", "seq", "link", "lat", "max", "avg", "time", "tport", "cost"]
+    rows: list[Row]
+    if args and args[0] == ZOMBIE:
+        rows = [_peer_row(node, names, p, live=False) for p in node.zombies.values()]
+    else:
+        rows = [{
+            "user": names.user(node.bridge), "bridge": bridge_b64(node.bridge), "sub": node.bloom.count,
+            "seq": node.sub_seqno, "link": node.link_seqno, "lat": None, "max": None, "avg": None,
+            "time": node.start_ns, "tport": None, "cost": None,
+        }]
+        rows += [_peer_row(node, names, p, live=True) for p in node.peers.values()]
+        if args:
+            col = PEER_ORDERS[args[0]]
+            rows.sort(key=lambda r: _sort_key(r[col]))
+    kinds = {"lat": Kind.DURATION, "max": Kind.DURATION, "avg": Kind.DURATION, "time": Kind.TIME}
+    return CommandResult(cols, rows, kinds=kinds)
+
+
+def _peer_row(node: Node, names: Names, peer: Peer, live: bool) -> Row:
+    rec = node.db.peer(peer.bridge) if live else None
+    hops = node.routes.next_hops(peer.bridge, 0) if live else ()
+    return {
+        "user": names.user(peer.bridge), "bridge": bridge_b64(peer.bridge), "sub": _bloom_count(peer),
+        "seq": peer.sub_seqno, "link": rec.link_seqno if rec is not None else None,
+        "lat": _nonzero(peer.latency_ns), "max": None, "avg": None, "time": peer.start_ns,
+        "tport": tport_label(hops[0].tport_name, hops[0].tport_id) if hops else None,
+        "cost": node.routes.path_cost(peer.bridge, 0) if hops else None,
+    }
+
+
+def show_loss(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    names = Names(ctx.node)
+    cols = ["user", "repeat", "rep_time", "not_sub", "not_time", "msg_loss", "loss_time", "ibx_loss", "ibx_time"]
+    rows: list[Row] = []
+    for b, peer in ctx.node.peers.items():
+        loss = peer.loss
+        rows.append({
+            "user": names.user(b), "repeat": loss.repeat, "rep_time": _nonzero(loss.repeat_time),
+            "not_sub": loss.not_sub, "not_time": _nonzero(loss.not_sub_time),
+            "msg_loss": loss.msg_loss, "loss_time": _nonzero(loss.loss_time),
+            "ibx_loss": loss.ibx_loss, "ibx_time": _nonzero(loss.ibx_time),
+        })
+    return CommandResult(cols, rows, kinds={c: Kind.TIME for c in cols if c.endswith("_time")})
+
+
+def show_counters(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    node = ctx.node
+    names = Names(node)
+    cols = ["user", "start", "hb_seqno", "hb_time", "snd_ibx", "rcv_ibx", "ping_snd", "ping_stime",
+            "pong_rcv", "ping_rcv"]
+    rows: list[Row] = [dict.fromkeys(cols) | {"user": names.user(node.bridge), "start": node.start_ns}]
+    for b, p in node.peers.items():
+        rows.append({
+            "user": names.user(b), "start": p.start_ns, "hb_seqno": p.hb_seqno, "hb_time": _nonzero(p.hb_time_ns),
+            "snd_ibx": p.inbox_sent, "rcv_ibx": p.inbox_recv, "ping_snd": p.ping_sent,
+            "ping_stime": _nonzero(p.ping_time_ns), "pong_rcv": p.pong_recv, "ping_rcv": p.ping_recv,
+        })
+    return CommandResult(cols, rows, kinds={"start": Kind.TIME, "hb_time": Kind.TIME, "ping_stime": Kind.TIME})
+
+
+def show_sync(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    node = ctx.node
+    names = Names(node)
+    cols = ["user", "start", "link_seqno", "link_sum", "sub_seqno", "sub_sum", "hb_diff", "mc_req", "mc_res",
+            "req_adj", "res_adj", "ping_adj"]
+    sums = node.db.seqno_sums()
+    rows: list[Row] = [dict.fromkeys(cols) | {
+        "user": names.user(node.bridge), "start": node.start_ns, "link_seqno": node.link_seqno,
+        "link_sum": sums.link_sum, "sub_seqno": node.sub_seqno, "sub_sum": sums.sub_sum,
+    }]
+    for b, p in node.peers.items():
+        rec = node.db.peer(b)
+        rows.append(dict.fromkeys(cols) | {
+            "user": names.user(b), "start": p.start_ns, "link_seqno": rec.link_seqno if rec else None,
+            "link_sum": p.hb_link_sum if p.neighbor else None, "sub_seqno": p.sub_seqno,
+            "sub_sum": p.hb_sub_sum if p.neighbor else None, "hb_diff": p.hb_diff,
+        })
+    return CommandResult(cols, rows, kinds={"start": Kind.TIME})
+
+
+def show_skew(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    names = Names(ctx.node)
+    cols = ["user", "lat", "hb", "ref", "ping", "pong", "time"]
+    rows: list[Row] = []
+    for b, p in ctx.node.peers.items():
+        rows.append(dict.fromkeys(cols) | {
+            "user": names.user(b), "lat": _nonzero(p.latency_ns), "hb": _nonzero(p.skew_ns),
+        })
+    kinds = {c: Kind.DURATION for c in ("lat", "hb", "ping", "pong")} | {"time": Kind.TIME}
+    return CommandResult(cols, rows, kinds=kinds)
+
+
+def show_inbox(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    names = Names(ctx.node)
+    cols = ["user", "send_seqno", "send_type", "recv_seqno", "recv_type"]
+    rows: list[Row] = []
+    peers = ctx.node.peers
+    for b in [b for b in names.find(args[0]) if b in peers] if args else list(peers):
+        p = peers[b]
+        rows.append(dict.fromkeys(cols) | {"user": names.user(b), "send_seqno": p.inbox_sent,
+                                           "recv_seqno": p.inbox_recv})
+    return CommandResult(cols, rows, group="user", blank_repeats=True)

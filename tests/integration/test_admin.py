@@ -1,0 +1,133 @@
+"""The web transport on real processes: ?show JSON, /healthz, websocket pub/sub across
+the A-D network, and a 5-node mesh discovered from one connect address each (issue 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import yaml
+
+from tests.integration.harness import MANUAL_GRAPH, NodeProc, graph_config, poll
+
+SHOWS = ["show peers", "show adjacency", "show routes", "show subs", "show ports", "show tree",
+         "show graph", "show events", "show loss", "show counters", "show sync", "show blooms"]
+
+
+def get_json(addr: str, query: str) -> tuple[int, object]:
+    url = f"http://{addr}/?{query.replace(' ', '%20')}" if query else f"http://{addr}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def web_addr(node: NodeProc) -> str:
+    return node.wait_for(r"web listening on (\S+)", 10).group(1)
+
+
+@pytest.fixture
+def abcd_web(tmp_path: Path) -> Iterator[dict[str, NodeProc]]:
+    cfg, commands = graph_config(tmp_path, MANUAL_GRAPH, web=True)
+    nodes: dict[str, NodeProc] = {}
+    try:
+        for command in commands:
+            args = command.split()[1:] + ["web.listen"]
+            args[args.index("-d") + 1] = str(cfg)
+            node = NodeProc(args[args.index("-u") + 1], args, tmp_path)
+            nodes[node.name] = node
+            web_addr(node)
+        for node in nodes.values():
+            node.wait_for(r"network converges .* 3 uids authenticated", 30)
+        yield nodes
+    finally:
+        for node in nodes.values():
+            node.stop()
+
+
+def test_show_commands_as_json_and_health(abcd_web: dict[str, NodeProc]) -> None:
+    addrs = {name: web_addr(n) for name, n in abcd_web.items()}
+    status, body = get_json(addrs["A"], "")
+    assert status == 200 and body["converged"] is True and body["peers"] == 3  # type: ignore[index]
+    for query in SHOWS:
+        status, rows = get_json(addrs["A"], query)
+        assert status == 200 and isinstance(rows, list), query
+    adjacency = {}
+    for name, addr in addrs.items():
+        _, rows = get_json(addr, "show adjacency")
+        adjacency[name] = sorted((r["user"].split(".")[0], r["adj"].split(".")[0], r["cost"]) for r in rows)  # type: ignore[index, union-attr]
+    assert all(v == adjacency["A"] for v in adjacency.values())  # every node's LSDB view agrees
+    assert len(adjacency["A"]) == 10
+    for user, adj, cost in adjacency["A"]:
+        assert (adj, user, cost) in adjacency["A"]  # consistent: listed by both ends
+    _, routes = get_json(addrs["A"], "show routes")
+    d_routes = [r for r in routes if r["user"] and r["user"].startswith("D")]  # type: ignore[index, union-attr]
+    assert d_routes[0]["cost"] == 400 and d_routes[0]["tport"].startswith("link_ab")  # type: ignore[index]
+    status, err = get_json(addrs["A"], "show nosuchthing")
+    assert status == 400 and "error" in err  # type: ignore[operator]
+
+
+async def _ws_pubsub(pub_addr: str, sub_addr: str) -> list[dict[str, object]]:
+    async with aiohttp.ClientSession() as http, http.ws_connect(f"http://{sub_addr}/ws") as sub, \
+            http.ws_connect(f"http://{pub_addr}/ws") as pub:
+        await sub.send_json({"sub": "RSF.IBM.N"})
+        assert (await sub.receive_json(timeout=5)) == {"ok": True}
+        got: list[dict[str, object]] = []
+        for attempt in range(50):  # until D's subscription reached A (bounded)
+            await pub.send_json({"pub": "RSF.IBM.N", "data": f"probe {attempt}"})
+            await pub.receive_json(timeout=5)
+            try:
+                got.append(await sub.receive_json(timeout=0.2))
+                break
+            except TimeoutError:
+                continue
+        for i in range(20):
+            await pub.send_json({"pub": "RSF.IBM.N", "data": f"m{i}"})
+            await pub.receive_json(timeout=5)
+        while len(got) < 21:
+            got.append(await sub.receive_json(timeout=5))
+        return got
+
+
+def test_publish_at_a_reaches_a_subscriber_at_d(abcd_web: dict[str, NodeProc]) -> None:
+    got = asyncio.run(_ws_pubsub(web_addr(abcd_web["A"]), web_addr(abcd_web["D"])))
+    assert [m["data"] for m in got[1:]] == [f"m{i}" for i in range(20)]
+    assert all(m["subject"] == "RSF.IBM.N" and m["loss"] == 0 for m in got)
+
+
+def _own_links(addr: str) -> int:
+    _, rows = get_json(addr, "show adjacency")
+    return sum(1 for r in rows if r["user"].endswith(".*"))  # type: ignore[index, union-attr]
+
+
+def test_five_node_mesh_from_one_connect_address_each(tmp_path: Path) -> None:
+    cfg, _ = graph_config(tmp_path, "node A B C D E\ntcp_link_ab A B : 100\n", web=True)
+    data = yaml.safe_load(cfg.read_text())
+    data["transports"].append({"tport": "mesh", "type": "mesh",
+                               "route": {"listen": "127.0.0.1", "connect": "127.0.0.1", "port": 0}})
+    nodes: dict[str, NodeProc] = {}
+    prev = 0
+    try:
+        for name in "ABCDE":  # each knows one address: the previous member's listener
+            data["transports"][-1]["route"]["port"] = prev
+            cfg_n = tmp_path / f"mesh_{name}.yaml"
+            cfg_n.write_text(yaml.safe_dump(data))
+            how = "mesh.listen" if name == "A" else "mesh.connect"
+            node = NodeProc(name, ["-d", str(cfg_n), "-u", name, "-t", how, "web.listen"], tmp_path)
+            nodes[name] = node
+            prev = int(node.wait_for(r"listening on 127\.0\.0\.1:(\d+)", 10).group(1))
+        for node in nodes.values():
+            node.wait_for(r"network converges .* 4 uids authenticated", 30)
+        for name, node in nodes.items():
+            addr = web_addr(node)
+            assert poll(lambda addr=addr: _own_links(addr) == 4, 10), name
+    finally:
+        for node in nodes.values():
+            node.stop()

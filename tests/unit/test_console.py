@@ -1,0 +1,352 @@
+"""The console's show commands against a converged simulated network: the manual's
+4-node graph (tcp_link_ab A B : 200, bc 100, ac 200, bd 200, dc 300), each command's
+rows checked against the nodes' real state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from raims_node.config.gen_key import new_network_config
+from raims_node.config.tree import from_dict
+from raims_node.console import ConsoleContext, Names, execute, render_json, render_text, tport_label
+from raims_node.linkstate import graph_from_db, parse_graph
+from raims_node.router.actions import Deliver, Send
+from raims_node.router.node import NS, Node
+from raims_node.router.sim import SimNetwork
+from raims_node.wire.subjects import bridge_b64
+from tests.sim.conftest import creds_factory
+
+GRAPH = [("link_ab", "A", "B", 200), ("link_bc", "B", "C", 100), ("link_ac", "A", "C", 200),
+         ("link_bd", "B", "D", 200), ("link_dc", "D", "C", 300)]
+LOST = 3  # messages of A that D never sees
+
+
+def _publish_frames(node: Node, subject: str, n: int, now: int) -> list[bytes]:
+    """n messages of `node` on `subject`, as the frames it sends (the network never
+    carries them: the test hands them to a receiver itself)."""
+    frames = []
+    for i in range(n):
+        sends = [a.data for a in node.publish(subject, b"%d" % i, now) if isinstance(a, Send)]
+        assert sends, f"{subject} has no subscriber reachable from {node.user}"
+        frames.append(sends[0])
+    return frames
+
+
+@pytest.fixture(scope="module")
+def net() -> SimNetwork:
+    net = SimNetwork(creds_factory(), seed=5)
+    for name in "ABCD":
+        net.add_node(name)
+    for link, a, b, cost in GRAPH:
+        net.add_link(link, a, b, (cost,) * 4)
+    net.run_until(net.converged, timeout_ns=10 * NS)
+    net.subscribe("A", "RSF.IBM.N")
+    net.psubscribe("A", "RSF.>", "rv")
+    net.subscribe("D", "LOSS.X")
+    net.subscribe("B", "NOSUB.Y")
+    net.run_until(lambda: net.interest_known("D", "LOSS.X") and net.interest_known("A", "RSF.IBM.N")
+                  and net.interest_known("B", "NOSUB.Y"))
+    net.run_for(3 * NS)  # heartbeats carry the new sums
+    # inject at D, on its link from B, what A publishes: a gap, a repeat, an unwanted subject
+    a, d = net.nodes["A"].node, net.nodes["D"].node
+    frames = _publish_frames(a, "LOSS.X", 2 + LOST, net.now)
+    conn = net.links["link_bd"].conn_b
+    d.on_frame(conn, frames[0], net.now)
+    delivered = [x for x in d.on_frame(conn, frames[-1], net.now) if isinstance(x, Deliver)]
+    assert [x.loss for x in delivered] == [LOST]
+    assert not [x for x in d.on_frame(conn, frames[-1], net.now) if isinstance(x, Deliver)]
+    d.on_frame(conn, _publish_frames(a, "NOSUB.Y", 1, net.now)[0], net.now)
+    return net
+
+
+def ctx(net: SimNetwork, name: str, **kw: object) -> ConsoleContext:
+    return ConsoleContext(net.nodes[name].node, **kw)  # type: ignore[arg-type]
+
+
+def rows(net: SimNetwork, name: str, line: str, **kw: object) -> list[dict[str, object]]:
+    res = execute(ctx(net, name, **kw), line)
+    assert res.error is None, res.error
+    assert all(list(r) == res.columns for r in res.rows) or res.plain
+    return res.rows
+
+
+def label(net: SimNetwork, at: str, user: str) -> str:
+    return Names(net.nodes[at].node).user(net.nodes[user].node.bridge)
+
+
+def tport(net: SimNetwork, at: str, link: str) -> str:
+    t = next(t for t in net.nodes[at].node.tports if t.name == link)
+    return tport_label(t.name, t.tport_id)
+
+
+def test_user_labels_number_peers_and_star_this_node(net: SimNetwork) -> None:
+    names = Names(net.nodes["A"].node)
+    labels = [names.user(b) for b in names.users()]
+    assert labels[0] == "A.*"
+    assert sorted(lbl.split(".")[0] for lbl in labels[1:]) == ["B", "C", "D"]
+    assert sorted(lbl.split(".")[1] for lbl in labels[1:]) == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("at", "ABCD")
+def test_adjacency_lists_each_link_on_both_ends(net: SimNetwork, at: str) -> None:
+    got = {(r["user"], r["adj"], r["tport"], r["type"], r["cost"]) for r in rows(net, at, "show adjacency")}
+    want = set()
+    for link, a, b, cost in GRAPH:
+        for x, y in ((a, b), (b, a)):
+            want.add((label(net, at, x), label(net, at, y), tport(net, x, link), "tcp", cost))
+    assert got == want
+    assert len(rows(net, at, "adj")) == 2 * len(GRAPH)
+
+
+def test_routes_reach_d_through_b_at_cost_400(net: SimNetwork) -> None:
+    got = [r for r in rows(net, "A", "show routes") if r["user"] == label(net, "A", "D")]
+    assert got[0]["tport"] == tport(net, "A", "link_ab")
+    assert got[0]["cost"] == 400
+    assert got[0]["path"] == [0, 1, 2, 3]
+    assert got[0]["state"] == ["inbox"]  # not a direct link: no heartbeat
+    # the other link of A reaches D without coming back through A: A-C-D
+    assert [(r["tport"], r["cost"], r["path"]) for r in got[1:]] == [(tport(net, "A", "link_ac"), 500, [])]
+    b = [r for r in rows(net, "A", "routes 3") if r["user"] == label(net, "A", "B")]
+    assert (b[0]["tport"], b[0]["cost"], b[0]["state"]) == (tport(net, "A", "link_ab"), 200, ["inbox", "hb"])
+    assert [(r["tport"], r["cost"]) for r in b[1:]] == [(tport(net, "A", "link_ac"), 300)]  # A-C-B
+    text = render_text(execute(ctx(net, "A"), "routes"))
+    assert f"| {tport(net, 'A', 'link_ab')} | inbox,hb |  200 | 0,1,2,3 |" in text
+
+
+def test_routes_fill_fd_and_route_from_the_daemons_port_rows(net: SimNetwork) -> None:
+    ab = tport(net, "A", "link_ab")
+    ports = [{"tport": ab, "fd": 9, "address": "B@tcp://10.0.0.2:9000"}]
+    got = [r for r in rows(net, "A", "routes", ports=lambda: ports) if r["tport"] == ab]
+    assert {(r["fd"], r["route"]) for r in got} == {(9, "B@tcp://10.0.0.2:9000")}
+
+
+def test_path_gives_first_hop_and_total_cost(net: SimNetwork) -> None:
+    got = {r["dest"]: (r["tport"], r["cost"], r["path_cost"]) for r in rows(net, "A", "show path 2")}
+    ab, ac = tport(net, "A", "link_ab"), tport(net, "A", "link_ac")
+    assert got == {label(net, "A", "B"): (ab, 200, 200), label(net, "A", "C"): (ac, 200, 200),
+                   label(net, "A", "D"): (ab, 200, 400)}
+
+
+def test_tree_from_this_node_and_from_another(net: SimNetwork) -> None:
+    got = {r["dest"]: (r["source"], r["cost"]) for r in rows(net, "A", "show tree")}
+    assert got == {"B": ("A.*", 200), "C": ("A.*", 200), "D": (label(net, "A", "B"), 400)}
+    first = [r for r in rows(net, "A", "tree") if r["cost"] == 200]
+    assert sorted(r["set"] for r in first) == [0, 1]
+    got = {r["dest"]: (r["source"], r["cost"]) for r in rows(net, "A", "tree D")}
+    d, b = label(net, "A", "D"), label(net, "A", "B")
+    assert got == {"B": (d, 200), "C": (d, 300), "A": (b, 400)}
+
+
+def test_forward_lists_the_links_each_source_is_forwarded_on(net: SimNetwork) -> None:
+    def table(at: str) -> dict[object, set[object]]:
+        out: dict[object, set[object]] = {}
+        for r in rows(net, at, "show forward"):
+            out.setdefault(r["source"], set())
+            if r["tport"] is not None:
+                out[r["source"]].add(r["tport"])
+        return out
+
+    a = table("A")
+    assert a == {"A.*": {tport(net, "A", "link_ab"), tport(net, "A", "link_ac")},
+                 label(net, "A", "B"): set(), label(net, "A", "C"): set(), label(net, "A", "D"): set()}
+    b = table("B")  # T(A) = A-B, A-C, B-D; T(D) = D-B, D-C, B-A
+    assert b[label(net, "B", "A")] == {tport(net, "B", "link_bd")}
+    assert b[label(net, "B", "D")] == {tport(net, "B", "link_ab")}
+
+
+def test_graph_is_the_database_graph_and_parses_back(net: SimNetwork) -> None:
+    node = net.nodes["C"].node
+    lines = [r["graph"] for r in rows(net, "C", "show graph")]
+    assert lines == graph_from_db(node.db, node.bridge).text().splitlines()
+    graph = parse_graph("\n".join(lines))
+    assert graph.start == "C"
+    assert {(gl.name, frozenset(gl.nodes), gl.cost[0]) for gl in graph.links} == {
+        (link, frozenset((a, b)), cost) for link, a, b, cost in GRAPH}
+
+
+def test_peers_rows_follow_the_node(net: SimNetwork) -> None:
+    a = net.nodes["A"].node
+    got = rows(net, "A", "show peers")
+    assert got[0]["user"] == "A.*"
+    assert (got[0]["bridge"], got[0]["link"], got[0]["seq"]) == (bridge_b64(a.bridge), a.link_seqno, a.sub_seqno)
+    assert got[0]["sub"] == a.bloom.count == 2
+    by_user = {r["user"]: r for r in got[1:]}
+    d = net.nodes["D"].node
+    row = by_user[label(net, "A", "D")]
+    rec = a.db.peer(d.bridge)
+    assert rec is not None
+    assert (row["bridge"], row["link"], row["time"]) == (bridge_b64(d.bridge), rec.link_seqno, d.start_ns)
+    assert (row["tport"], row["cost"], row["sub"]) == (tport(net, "A", "link_ab"), 400, 1)
+    assert row["lat"] is None  # no ping has measured it
+    assert rows(net, "A", "pe zombie") == []
+    assert [r["bridge"] for r in rows(net, "A", "show peers nonce")] == sorted(str(r["bridge"]) for r in got)
+    by_start = [r["time"] for r in rows(net, "A", "show peers start")]
+    assert by_start == sorted(r["time"] for r in got)  # type: ignore[type-var]
+    assert "takes zombie" in str(execute(ctx(net, "A"), "peers bogus").error)
+
+
+def test_zombies_are_the_peers_removed() -> None:
+    net = SimNetwork(creds_factory(), seed=9)
+    for name in "ABC":
+        net.add_node(name)
+    net.add_link("ab", "A", "B")
+    net.add_link("bc", "B", "C")
+    net.run_until(net.converged, timeout_ns=10 * NS)
+    c = net.nodes["C"].node
+    net.bye("C")
+    net.run_until(lambda: c.bridge not in net.nodes["A"].node.peers, timeout_ns=5 * NS)
+    got = rows(net, "A", "show peers zombie")
+    assert [(r["bridge"], r["link"], r["cost"]) for r in got] == [(bridge_b64(c.bridge), None, None)]
+    assert str(got[0]["user"]).startswith("C.")
+    assert [r["user"] for r in rows(net, "A", "peers")][1:] == [label(net, "A", "B")]
+
+
+def test_loss_counts_what_was_injected(net: SimNetwork) -> None:
+    got = {r["user"]: r for r in rows(net, "D", "show loss")}
+    a = got[label(net, "D", "A")]
+    now = net.now
+    assert (a["msg_loss"], a["loss_time"]) == (LOST, now)
+    assert (a["repeat"], a["rep_time"]) == (1, now)
+    assert (a["not_sub"], a["not_time"]) == (1, now)
+    assert (a["ibx_loss"], a["ibx_time"]) == (0, None)
+    for user in "BC":
+        r = got[label(net, "D", user)]
+        assert (r["repeat"], r["not_sub"], r["msg_loss"], r["ibx_loss"]) == (0, 0, 0, 0)
+
+
+def test_seqno_shows_both_windows(net: SimNetwork) -> None:
+    sent = {r["subject"]: r for r in rows(net, "A", "show seqno")}
+    assert sent["LOSS.X"]["source"] == "ipc"
+    assert sent["LOSS.X"]["seqno"] == 2 + LOST
+    got = rows(net, "D", "seqno LOSS")
+    assert [(r["source"], r["subject"], r["seqno"]) for r in got] == [(label(net, "D", "A"), "LOSS.X", 2 + LOST)]
+    assert got[0]["start"] <= net.now  # type: ignore[operator]
+
+
+def test_subs_local_rows_and_what_is_known_of_others(net: SimNetwork) -> None:
+    got = rows(net, "A", "show subs")
+    mine = {(r["subject"], r["type"], r["count"]) for r in got if r["user"] == "A.*"}
+    assert mine == {("RSF.IBM.N", "sub", 1), ("RSF.>", "rv", 1)}
+    others = {(r["user"], r["subject"], r["type"], r["count"]) for r in got if r["user"] != "A.*"}
+    assert others == {(label(net, "A", "D"), "LOSS.X", "sub", None), (label(net, "A", "B"), "NOSUB.Y", "sub", None)}
+    assert [(r["user"], r["subject"]) for r in rows(net, "A", "subs * IBM")] == [("A.*", "RSF.IBM.N")]
+    assert [(r["subject"], r["type"]) for r in rows(net, "D", "subs A RSF.>")] == [("RSF.>", "rv")]
+    assert [r["subject"] for r in rows(net, "A", "subs D")] == ["LOSS.X"]
+
+
+def test_blooms_group_the_peers_behind_each_link(net: SimNetwork) -> None:
+    a = net.nodes["A"].node
+    got = {r["tport"]: r for r in rows(net, "A", "show blooms")}
+    ab = got[tport(net, "A", "link_ab")]
+    assert sorted(ab["bloom"]) == ["B", "D"]  # type: ignore[arg-type]
+    assert got[tport(net, "A", "link_ac")]["bloom"] == ["C"]
+    blooms = [a.peers[net.nodes[n].node.bridge].bloom for n in "BD"]
+    assert ab["total"] == sum(f.count for f in blooms) == 2  # type: ignore[attr-defined]
+    local = got[None]
+    assert (local["dest"], local["subs"], local["total"]) == ("ipc", 1, 2)
+
+
+def test_match_names_the_peers_whose_bloom_passes(net: SimNetwork) -> None:
+    assert [r["user"] for r in rows(net, "C", "show match LOSS.X")] == [label(net, "C", "D")]
+    assert [r["user"] for r in rows(net, "C", "show match RSF.ANY.O")] == [label(net, "C", "A")]
+
+
+def test_counters_sync_inbox_skew_follow_the_peers(net: SimNetwork) -> None:
+    a = net.nodes["A"].node
+    b, d = net.nodes["B"].node, net.nodes["D"].node
+    counters = {r["user"]: r for r in rows(net, "A", "show counters")}
+    assert counters["A.*"]["start"] == a.start_ns and counters["A.*"]["hb_seqno"] is None
+    cb = counters[label(net, "A", "B")]
+    pb = a.peers[b.bridge]
+    assert pb.hb_seqno > 0
+    assert (cb["hb_seqno"], cb["hb_time"], cb["snd_ibx"], cb["rcv_ibx"]) == (
+        pb.hb_seqno, pb.hb_time_ns, pb.inbox_sent, pb.inbox_recv)
+    cd = counters[label(net, "A", "D")]
+    assert (cd["hb_seqno"], cd["hb_time"]) == (0, None)  # not a neighbour: no heartbeat
+
+    sync = {r["user"]: r for r in rows(net, "A", "show sync")}
+    sums = a.db.seqno_sums()
+    assert (sync["A.*"]["link_seqno"], sync["A.*"]["link_sum"], sync["A.*"]["sub_sum"]) == (
+        a.link_seqno, sums.link_sum, sums.sub_sum)
+    sb = sync[label(net, "A", "B")]
+    assert (sb["link_sum"], sb["sub_sum"]) == (b.db.seqno_sums().link_sum, b.db.seqno_sums().sub_sum)
+    assert sync[label(net, "A", "D")]["link_sum"] is None
+    assert sync[label(net, "A", "D")]["sub_seqno"] == d.sub_seqno
+
+    inbox = {r["user"]: r for r in rows(net, "A", "show inbox B")}
+    assert list(inbox) == [label(net, "A", "B")]
+    assert (inbox[label(net, "A", "B")]["send_seqno"], inbox[label(net, "A", "B")]["recv_seqno"]) == (
+        pb.inbox_sent, pb.inbox_recv)
+    skew = rows(net, "A", "show skew")
+    assert len(skew) == 3 and all(r["lat"] is None and r["ping"] is None for r in skew)
+
+
+def test_pubtype_and_events_are_the_node_counters(net: SimNetwork) -> None:
+    a = net.nodes["A"].node
+    got = rows(net, "A", "show pubtype")
+    assert {r["type"]: (r["recv_count"], r["send_count"]) for r in got} == {
+        t: (a.counters.pub_recv.get(t, 0), a.counters.pub_send.get(t, 0))
+        for t in a.counters.pub_recv.keys() | a.counters.pub_send.keys()}
+    order = [r["type"] for r in got]
+    assert order.index("u_peer_add") < order.index("u_adjacency") < order.index("mcast_subject")
+    events = rows(net, "A", "show events")
+    assert events == a.events.rows()
+    assert "converge" in [e["event"] for e in events]
+
+
+def test_ports_are_the_daemons_rows_filtered_by_transport(net: SimNetwork) -> None:
+    ports = [{"tport": "mesh.1", "type": "mesh", "fd": 18, "fl": "LX"},
+             {"tport": "mesh.2", "type": "mesh", "fd": 19, "bs": 3250008, "lat": 173_000},
+             {"tport": "meshy.3", "type": "mesh", "fd": 20}]
+    got = rows(net, "A", "show ports mesh", ports=lambda: ports)
+    assert [(r["tport"], r["fd"], r["bs"], r["address"]) for r in got] == [
+        ("mesh.1", 18, None, None), ("mesh.2", 19, 3250008, None)]
+    assert len(rows(net, "A", "ports", ports=lambda: ports)) == 3
+    assert "173us" in render_text(execute(ctx(net, "A", ports=lambda: ports), "ports mesh.2"))
+
+
+def test_configuration_commands_read_the_loaded_tree(net: SimNetwork) -> None:
+    data = new_network_config("test", ["A", "B", "Z"])
+    data["transports"] = [{"tport": "link_ab", "type": "tcp", "route": {"connect": "hostb", "port": 9000}},
+                          {"tport": "spare", "type": "tcp", "route": {"listen": "*", "port": 9001}}]
+    tree = from_dict(data)
+    text = [r["running"] for r in rows(net, "A", "show running", config=tree)]
+    assert "  - tport: link_ab" in text or "- tport: link_ab" in text
+    assert not [line for line in text if "pri:" in line]  # private keys stay out
+    one = [r["running"] for r in rows(net, "A", "run t spare", config=tree)]
+    assert one[0] == "transports:" and any("9001" in line for line in one) and not any("link_ab" in x for x in one)
+    assert execute(ctx(net, "A", config=tree), "run t nosuch").error == "no tport 'nosuch' in the configuration"
+    tports = {r["tport"]: r for r in rows(net, "A", "show tport", config=tree)}
+    assert (tports["link_ab"]["state"], tports["link_ab"]["connect"]) == ("running", ["hostb"])
+    assert (tports["spare"]["state"], tports["spare"]["listen"]) == ("-", ["*"])
+    assert tports["link_ac"]["state"] == "running"  # running, not configured
+    users = {r["user"]: r["uid"] for r in rows(net, "A", "show users", config=tree)}
+    assert users == {"A": 0, "B": Names(net.nodes["A"].node).uid(net.nodes["B"].node.bridge), "Z": None}
+    assert execute(ctx(net, "A"), "show running").error == "no configuration is loaded"
+
+
+def test_errors_name_the_bad_argument(net: SimNetwork) -> None:
+    c = ctx(net, "A")
+    assert "'7'" in str(execute(c, "show routes 7").error)
+    assert "no user 'Q'" in str(execute(c, "tree Q").error)
+    assert execute(c, "pi").error == "ping is not available in this console"
+    assert "ambiguous" in str(execute(c, "s").error)
+
+
+SHOW_LINES = ["help", "peers", "adj", "routes", "path 1", "tree B", "forward 2", "graph", "subs", "seqno",
+              "blooms", "ports", "events", "loss", "counters", "sync", "pubtype", "inbox", "skew", "tport",
+              "users", "match RSF.X", "logs"]
+
+
+@pytest.mark.parametrize("line", SHOW_LINES)
+def test_json_is_the_rows_and_text_has_a_line_per_row(net: SimNetwork, line: str) -> None:
+    logs: Callable[[], list[str]] = lambda: ["network converges 0.004 secs", "second line"]  # noqa: E731
+    res = execute(ctx(net, "A", log_lines=logs), line)
+    assert res.error is None
+    assert json.loads(render_json(res)) == res.rows
+    text = render_text(res).splitlines()
+    rules = sum(1 for t in text[2:] if set(t) <= set("-+"))
+    assert len(text) == len(res.rows) + (0 if res.plain else 2 + rules)
