@@ -4,10 +4,10 @@ Commands").
 One row per user, this node first (`<user>.*`) where the manual prints it, then the
 live peers by uid. Cells the node has no value for are empty (None):
 - peers: lat/max/avg (the node records one latency per peer and no ping history);
-- sync: mc_req, mc_res, req_adj, res_adj, ping_adj (the node has no `_M.sync` RPC);
+- sync: mc_req, mc_res, req_adj, res_adj (the node has no `_M.sync` RPC);
   link_sum and sub_sum of a peer are those its last heartbeat carried, so only
   directly connected peers have them, as the manual says;
-- skew: ref, ping, pong, time (no ping exchange yet), and hb/lat while they are 0;
+- skew: ref and ping (the node keeps the pong estimate only), and hb/lat while they are 0;
 - inbox: send_type and recv_type (the node counts inbox sequences, not their types).
 
 Decision where the manual is vague: `show peers` accepts one of `zombie` (the peers
@@ -70,7 +70,8 @@ def _peer_row(node: Node, names: Names, peer: Peer, live: bool) -> Row:
     return {
         "user": names.user(peer.bridge), "bridge": bridge_b64(peer.bridge), "sub": _bloom_count(peer),
         "seq": peer.sub_seqno, "link": rec.link_seqno if rec is not None else None,
-        "lat": _nonzero(peer.latency_ns), "max": None, "avg": None, "time": peer.start_ns,
+        "lat": _nonzero(peer.latency_ns), "max": _nonzero(peer.lat_max_ns),
+        "avg": peer.lat_sum_ns // peer.pong_recv if peer.pong_recv else None, "time": peer.start_ns,
         "tport": tport_label(hops[0].tport_name, hops[0].tport_id) if hops else None,
         "cost": node.routes.path_cost(peer.bridge, 0) if hops else None,
     }
@@ -121,7 +122,7 @@ def show_sync(ctx: ConsoleContext, args: list[str]) -> CommandResult:
         rows.append(dict.fromkeys(cols) | {
             "user": names.user(b), "start": p.start_ns, "link_seqno": rec.link_seqno if rec else None,
             "link_sum": p.hb_link_sum if p.neighbor else None, "sub_seqno": p.sub_seqno,
-            "sub_sum": p.hb_sub_sum if p.neighbor else None, "hb_diff": p.hb_diff,
+            "sub_sum": p.hb_sub_sum if p.neighbor else None, "hb_diff": p.hb_diff, "ping_adj": p.ping_adj,
         })
     return CommandResult(cols, rows, kinds={"start": Kind.TIME})
 
@@ -133,6 +134,8 @@ def show_skew(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     for b, p in ctx.node.peers.items():
         rows.append(dict.fromkeys(cols) | {
             "user": names.user(b), "lat": _nonzero(p.latency_ns), "hb": _nonzero(p.skew_ns),
+            "pong": p.pong_skew_ns if p.pong_recv else None,
+            "time": ctx.now_ns() + p.pong_skew_ns if p.pong_recv else None,
         })
     kinds = {c: Kind.DURATION for c in ("lat", "hb", "ping", "pong")} | {"time": Kind.TIME}
     return CommandResult(cols, rows, kinds=kinds)

@@ -225,6 +225,7 @@ class Node:
                             session_key=self.session_key)
         self._hello: bytes | None = None
         self._next_hb_ns = now_ns
+        self._next_ping_ns = now_ns + self.params.heartbeat_ns * 3 // 2
         self.db.put_peer(PeerRecord(self.bridge, self.user, now_ns))
         self.db.apply_full(self.bridge, 0, ())
         self.events.add(now_ns, Ev.STARTUP, user=self.user)
@@ -322,6 +323,8 @@ class Node:
                 self._link_down(conn, now_ns, "hb_timeout")
         if now_ns >= self._next_hb_ns:
             self._heartbeat(now_ns)
+        if now_ns >= self._next_ping_ns:
+            self._ping(now_ns)
         for key, p in list(self._pending.items()):
             if now_ns >= p.deadline_ns:
                 if p.tries >= RPC_RETRIES or p.about not in self.peers and p.kind == "adj":
@@ -588,6 +591,41 @@ class Node:
         if conn.hb_disagree >= HB_DIFF_LIMIT and not self._pending:
             conn.hb_disagree = 0
             self._send_inbox(peer.bridge, "add_rte", self._peer_db_fields(peer.bridge), now_ns)
+
+    def _ping(self, now_ns: int) -> None:
+        """A ping to one random peer every 1.5 heartbeats: latency, clock skew, and a
+        check of its link and subscription seqnos against ours ("ping_adj")."""
+        self._next_ping_ns = now_ns + self.params.heartbeat_ns * 3 // 2
+        known = [b for b, p in self.peers.items() if p.session_key is not None]
+        if not known:
+            return
+        b = known[self.rng.randrange(len(known))]
+        peer = self.peers[b]
+        peer.ping_sent += 1
+        peer.ping_time_ns = now_ns
+        self._send_inbox(b, "ping", [(Fid.STAMP, now_ns), (Fid.LINK_STATE, self.link_seqno),
+                                     (Fid.SUB_SEQNO, self.sub_seqno)], now_ns)
+
+    def _in_ping(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        peer.ping_recv += 1
+        self._send_inbox(peer.bridge, "pong", [(Fid.STAMP, get_int(d, Fid.STAMP)), (Fid.TIME, now_ns)], now_ns)
+        rec = self.db.peer(peer.bridge)
+        if rec is not None and (get_int(d, Fid.LINK_STATE) > rec.link_seqno
+                                or get_int(d, Fid.SUB_SEQNO) > peer.sub_seqno):
+            peer.ping_adj += 1
+            self._request("adj", peer.bridge, peer.bridge, now_ns)
+
+    def _in_pong(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        sent = get_int(d, Fid.STAMP)
+        if sent <= 0 or sent > now_ns:
+            return
+        peer.pong_recv += 1
+        lat = now_ns - sent
+        peer.latency_ns = lat
+        peer.lat_max_ns = max(peer.lat_max_ns, lat)
+        peer.lat_sum_ns += lat
+        # their clock at the midpoint of the round trip, against ours
+        peer.pong_skew_ns = get_int(d, Fid.TIME) - (sent + lat // 2)
 
     def _uid_csum(self) -> bytes:
         acc = int.from_bytes(self.bridge)
@@ -1275,5 +1313,7 @@ _INBOX_HANDLERS: dict[str, Callable[[Node, Peer, dict[int, object], bytes, int],
     "adj_req": Node._in_adj_req,
     "adj_rpy": Node._in_adj_rpy,
     "mesh_req": Node._in_mesh_req,
+    "ping": Node._in_ping,
+    "pong": Node._in_pong,
     "mesh_rpy": Node._in_mesh_rpy,
 }

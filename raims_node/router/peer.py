@@ -37,7 +37,11 @@ class Peer:
     pong_recv: int = 0
     ping_recv: int = 0
     ping_time_ns: int = 0
-    latency_ns: int = 0
+    latency_ns: int = 0  # last ping round trip
+    lat_max_ns: int = 0
+    lat_sum_ns: int = 0  # over pong_recv round trips
+    pong_skew_ns: int = 0  # its clock minus ours, from the last pong
+    ping_adj: int = 0  # adjacency requests a ping's seqnos caused
     skew_ns: int = 0
     loss: LossCounters = field(default_factory=LossCounters)
     zombie_since_ns: int = 0

@@ -66,3 +66,18 @@ def test_wildcard_subscription_gets_matches_only(creds: Callable[[str], Credenti
     assert [d.subject for d in net.nodes["C"].delivered] == ["RSF.IBM.N", "RSF.MSFT.N"]
     assert [d.subject for d in net.nodes["B"].delivered] == [
         "RSF.IBM.N", "RSF.IBM.O", "RSF.MSFT.N", "RSF.IBM.N.X"]
+
+
+def test_pings_measure_latency_and_skew(creds: Callable[[str], Credentials]) -> None:
+    net = build(creds)
+    net.run_for(20 * NS)  # a ping every 1.5 heartbeats (1 s here) to a random peer
+    a = net.nodes["A"].node
+    pinged = [p for p in a.peers.values() if p.pong_recv]
+    assert pinged and all(p.ping_sent >= p.pong_recv for p in a.peers.values())
+    d = a.peers[net.nodes["D"].node.bridge]
+    if d.pong_recv:  # A-D is 2 hops of 1 ms each way: a round trip of 4 ms
+        assert d.latency_ns == 4_000_000 and d.lat_max_ns == 4_000_000
+    for p in pinged:
+        assert p.latency_ns in (2_000_000, 4_000_000) and abs(p.pong_skew_ns) <= 1_000_000
+    assert sum(s.node.peers[a.bridge].ping_recv for s in net.nodes.values() if s.node is not a) == \
+        sum(p.ping_sent for p in a.peers.values())

@@ -280,8 +280,13 @@ def test_counters_sync_inbox_skew_follow_the_peers(net: SimNetwork) -> None:
     assert list(inbox) == [label(net, "A", "B")]
     assert (inbox[label(net, "A", "B")]["send_seqno"], inbox[label(net, "A", "B")]["recv_seqno"]) == (
         pb.inbox_sent, pb.inbox_recv)
-    skew = rows(net, "A", "show skew")
-    assert len(skew) == 3 and all(r["lat"] is None and r["ping"] is None for r in skew)
+    skew = {r["user"]: r for r in rows(net, "A", "show skew")}
+    assert len(skew) == 3
+    for name in "BCD":
+        p = a.peers[net.nodes[name].node.bridge]
+        r = skew[label(net, "A", name)]
+        assert r["lat"] == (p.latency_ns or None)
+        assert r["pong"] == (p.pong_skew_ns if p.pong_recv else None)
 
 
 def test_pubtype_and_events_are_the_node_counters(net: SimNetwork) -> None:
