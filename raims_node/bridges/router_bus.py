@@ -31,8 +31,8 @@ Mapping into the Rai MS network (decisions):
 - `has_interest` (NATS no-responders) is True when a local subscription matches or a
   remote node's filter does; a bloom false positive makes a request time out instead
   of failing fast, never the reverse.
-- Subjects that the network cannot carry (not valid UTF-8, which the wire requires, or
-  longer than a frame's subject) are refused: such a subscription is recorded by the
+- Subjects are bytes on the wire (str with surrogateescape), so binary channels cross
+  nodes. Subjects that the network cannot carry (longer than a frame's subject) are refused: such a subscription is recorded by the
   client's session but never matches, such a publish reaches nobody (count 0); both are
   counted in `refused`. A Redis glob raims cannot compile (see raims_node.subject.glob)
   is likewise counted in `bad_patterns` and matches nothing.
@@ -123,13 +123,7 @@ class RouterBus:
 
     def _carriable(self, internal: str, extra: int = 0) -> bool:
         """Whether the wire can carry `internal` (UTF-8, within a frame's subject)."""
-        if internal.isascii():
-            size = len(internal)
-        else:
-            try:
-                size = len(internal.encode())
-            except UnicodeEncodeError:
-                size = MAX_SUBJECT_LEN + 1
+        size = len(internal) if internal.isascii() else len(internal.encode("utf-8", "surrogateescape"))
         if size + extra + SUBJECT_HEADROOM > MAX_SUBJECT_LEN:
             self.refused += 1
             return False

@@ -83,8 +83,10 @@ def _sub_entries(w: SubWindow) -> list[tuple[tuple[bytes, str], int]]:
 
 
 def show_pubtype(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    recv = ctx.node.counters.pub_recv
-    send = ctx.node.counters.pub_send
+    counters = ctx.node.counters
+    # multicast data is counted apart from the dict (the forwarding hot path)
+    recv = {**counters.pub_recv, **({"mcast_subject": counters.mcast_recv} if counters.mcast_recv else {})}
+    send = {**counters.pub_send, **({"mcast_subject": counters.published} if counters.published else {})}
     order = {t.name.lower(): t.value for t in PublishType}
     types = sorted(recv.keys() | send.keys(), key=lambda t: (order.get(t, len(order)), t))
     rows: list[Row] = [{"type": t, "recv_count": recv.get(t, 0), "send_count": send.get(t, 0)} for t in types]

@@ -185,6 +185,7 @@ class Node:
         self.bridge = bridge or self.rng.randbytes(16)
         self.start_ns = now_ns
         self.session_key = self.rng.randbytes(32)
+        self._mac = MacKey(self.session_key)
         self.db = LinkStateDB()
         self.routes = RouteTable(self.db, self.bridge)
         self.peers: dict[bytes, Peer] = {}
@@ -407,20 +408,20 @@ class Node:
         if headers:
             fields.append((Fid.HEADERS, headers))
         fields.append((Fid.DATA, payload))
-        sub = subject.encode()
+        sub = subject.encode("utf-8", "surrogateescape")
         hashes = SubjectHashes(sub)
         path = path_for_hash(hashes.full)
         frame = encode_frame(MsgType.MCAST, sub, self.bridge, fields, path_opt(path))
-        mac.sign(frame, self.session_key)
+        self._mac.sign(frame)
         self.counters.published += 1
-        self._count(self.counters.pub_send, S.PublishType.MCAST_SUBJECT.name.lower())
-        self._deliver_local(self.bridge, subject, frame, now_ns, own=True, no_echo=no_echo)
+        if self.subs:
+            self._deliver(self.bridge, subject, seqno, self.subs.match(subject), payload, reply, headers, 0, no_echo)
         self._forward_mcast(bytes(frame), self.bridge, hashes, path, None)
         return self._flush(now_ns)
 
     def interest(self, subject: str) -> tuple[int, int]:
         """(local subscriptions, remote nodes) a message on `subject` would reach."""
-        hashes = SubjectHashes(subject.encode())
+        hashes = SubjectHashes(subject.encode("utf-8", "surrogateescape"))
         remote = sum(1 for p in self.peers.values()
                      if isinstance(p.bloom, BloomFilter) and p.bloom.might_match(hashes))
         return len(self.subs.match(subject)), remote
@@ -456,10 +457,14 @@ class Node:
                 parked.append((conn.conn_id, data))
             self._request("sync", source, conn.peer, now_ns)
             return
-        if not mac.verify(data, peer.session_key):
+        key = self._mac_key(source)
+        if key is None or not key.verify(data):
             self.counters.bad_mac += 1
             return
-        self._count(self.counters.pub_recv, S.publish_type(head.subject.decode(errors="replace")).name.lower())
+        if head.msg_type == MsgType.MCAST:
+            self.counters.mcast_recv += 1
+        else:
+            self._count(self.counters.pub_recv, S.publish_type(head.subject.decode(errors="replace")).name.lower())
         if head.msg_type == MsgType.MCAST:
             self._on_mcast(conn, data, head.subject, head.subject_hash, source, head.opt, now_ns)
         elif head.msg_type == MsgType.INBOX:
@@ -705,7 +710,7 @@ class Node:
         self.bcast_seqno += 1
         frame = encode_frame(MsgType.RTR_ALERT, subject, self.bridge,
                              [(Fid.SEQNO, self.bcast_seqno), (Fid.TIME, now_ns), *fields])
-        mac.sign(frame, self.session_key)
+        self._mac.sign(frame)
         self._count(self.counters.pub_send, S.publish_type(subject).name.lower())
         self._seen((self.bridge, self.bcast_seqno))
         data = bytes(frame)
@@ -864,7 +869,7 @@ class Node:
         subject = S.inbox_subject(dest, suffix)
         frame = encode_frame(MsgType.INBOX, subject, self.bridge,
                              [(Fid.SEQNO, peer.inbox_sent), (Fid.TIME, now_ns), *fields])
-        mac.sign(frame, self.session_key)
+        self._mac.sign(frame)
         self._count(self.counters.pub_send, S.publish_type(subject).name.lower())
         self._route_inbox(dest, bytes(frame))
 
@@ -1129,7 +1134,7 @@ class Node:
     # ------------------------------------------------------------------ multicast data
 
     def _on_mcast(self, conn: Conn, data: bytes, sub: bytes, h: int, source: bytes, opt: int, now_ns: int) -> None:
-        subject = sub.decode()
+        subject = sub.decode("utf-8", "surrogateescape")
         path = (opt >> 3) & 3
         forwarded = self._forward_mcast(data, source, SubjectHashes(sub, h), path, conn)
         self._deliver_local(source, subject, data, now_ns, own=False, transit=forwarded > 0)
@@ -1196,6 +1201,13 @@ class Node:
         payload = d.get(Fid.DATA, b"")
         reply = d.get(Fid.REPLY)
         headers = d.get(Fid.HEADERS)
+        self._deliver(source, subject, seqno, subs, payload if isinstance(payload, bytes) else b"",
+                      reply if isinstance(reply, str) else None, headers if isinstance(headers, bytes) else None,
+                      loss, no_echo)
+
+    def _deliver(self, source: bytes, subject: str, seqno: int, subs: list[LocalSub], payload: bytes,
+                 reply: str | None, headers: bytes | None, loss: int, no_echo: object | None) -> None:
+        """One Deliver per plain subscription, one per queue group this node is chosen for."""
         groups: dict[str, list[LocalSub]] = {}
         targets = []
         for sub in subs:
@@ -1213,11 +1225,7 @@ class Node:
                 targets.append(members[turn % len(members)])
         for sub in targets:
             self.counters.delivered += 1
-            self._out.append(Deliver(
-                sub.owner, sub.sid, subject, reply if isinstance(reply, str) else None,
-                payload if isinstance(payload, bytes) else b"", source, loss,
-                headers if isinstance(headers, bytes) else None,
-            ))
+            self._out.append(Deliver(sub.owner, sub.sid, subject, reply, payload, source, loss, headers))
 
     def _queue_chosen(self, marker: str, source: bytes, seqno: int) -> bool:
         """Whether this node delivers a message to its member of a queue group: every
@@ -1233,7 +1241,7 @@ class Node:
 
     def _send_signed(self, conn: Conn, subject: str, fields: Fields, now_ns: int, mtype: MsgType) -> None:
         frame = encode_frame(mtype, subject, self.bridge, fields)
-        mac.sign(frame, self.session_key)
+        self._mac.sign(frame)
         self._count(self.counters.pub_send, S.publish_type(subject).name.lower())
         self._emit(conn.conn_id, bytes(frame))
 

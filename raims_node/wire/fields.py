@@ -22,6 +22,7 @@ Decisions where the manual is silent:
 - A null string (the dumps' `expires_s2 : null`) is a zero-length string and decodes as
   None; encoding "" produces the same bytes.
 - Nested messages nest at most MAX_NESTING levels deep.
+- Strings are UTF-8 with `surrogateescape`: any bytes round-trip (binary Redis channels).
 """
 
 from __future__ import annotations
@@ -271,7 +272,7 @@ def encode_field(out: bytearray, fid: int, value: object, depth: int = 0) -> Non
         if value is None:
             raw = b""
         elif isinstance(value, str):
-            raw = value.encode()
+            raw = value.encode("utf-8", "surrogateescape")
         else:
             raise BadField(f"{fid_name(fid)}: expected a string, got {type(value).__name__}")
         if len(raw) > MAX_STRING:
@@ -362,13 +363,7 @@ def decode_fields(
             off += 2
             if end - off < n + (n & 1):
                 raise Truncated(f"{fid_name(fid)}: string of {n} bytes, {end - off} left", off)
-            if n == 0:
-                value = None
-            else:
-                try:
-                    value = bytes(buf[off : off + n]).decode()
-                except UnicodeDecodeError as exc:
-                    raise BadField(f"{fid_name(fid)}: string is not UTF-8: {exc.reason}", off) from None
+            value = bytes(buf[off : off + n]).decode("utf-8", "surrogateescape") if n else None
             off += n + (n & 1)
         elif ftype == FieldType.LONG_OPAQUE:
             if desc & FIXED_BIT:

@@ -17,6 +17,8 @@ Implements the manual's "Message Framing" (seed 000):
   size in bytes 4..7 (in place of the hash, which the reader then computes from the
   subject). A real frame is never smaller than 40 bytes, so 0 is free to mean this.
 - The version bit is 1; frames with version 0 are rejected.
+- Subjects are bytes on the wire (Redis channels are binary); as `str` they are UTF-8
+  with `surrogateescape`, so every byte string round-trips.
 - `peek` is the router fast path: one struct unpack, no field decoding.
 """
 
@@ -134,7 +136,7 @@ def encode_frame(
     opt: int = 0,
 ) -> bytearray:
     """Encode a frame with a zeroed digest (crypto.mac signs it in place)."""
-    sub = subject.encode() if isinstance(subject, str) else subject
+    sub = subject.encode("utf-8", "surrogateescape") if isinstance(subject, str) else subject
     if len(bridge) != BRIDGE_LEN:
         raise BadHeader(f"bridge must be {BRIDGE_LEN} bytes, got {len(bridge)}")
     if len(sub) > MAX_SUBJECT:
@@ -222,10 +224,7 @@ def decode_frame(buf: bytes | bytearray | memoryview) -> Frame:
             f"frame size says {total} bytes, buffer has {len(buf)}", len(buf) if total > len(buf) else total
         )
     raw_sub = bytes(buf[SUBJECT_OFFSET : SUBJECT_OFFSET + slen])
-    try:
-        subject = raw_sub.decode()
-    except UnicodeDecodeError as exc:
-        raise BadHeader(f"subject is not UTF-8: {exc.reason}", SUBJECT_OFFSET) from None
+    subject = raw_sub.decode("utf-8", "surrogateescape")
     fields = decode_fields(buf, SUBJECT_OFFSET + slen + (slen & 1), total)
     return Frame(MsgType(mtype), opt, subject, h if h else subject_hash(raw_sub), bridge, digest, fields)
 

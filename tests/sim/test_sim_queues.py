@@ -62,3 +62,14 @@ def test_no_echo_and_replicated_subject_lists(creds: Callable[[str], Credentials
     net.run_until(net.converged, timeout_ns=5 * NS)
     e = net.nodes["E"].node
     assert "chat" in e.peers[d_bridge].subjects and ("rv", "chat.>") in e.peers[d_bridge].patterns
+
+
+def test_binary_subjects_cross_the_network(creds: Callable[[str], Credentials]) -> None:
+    net = build(creds)
+    subject = b"chan\xff\x00\xfe".decode("utf-8", "surrogateescape")  # a Redis channel, not UTF-8
+    net.subscribe("D", subject)
+    net.run_until(lambda: net.interest_known("D", subject), timeout_ns=5 * NS)
+    net.publish("A", subject, b"payload")
+    net.run_for(50 * MS)
+    assert [(d.subject, d.payload) for d in net.nodes["D"].delivered] == [(subject, b"payload")]
+    assert subject in net.nodes["A"].node.peers[net.nodes["D"].node.bridge].subjects

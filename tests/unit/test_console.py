@@ -292,9 +292,11 @@ def test_counters_sync_inbox_skew_follow_the_peers(net: SimNetwork) -> None:
 def test_pubtype_and_events_are_the_node_counters(net: SimNetwork) -> None:
     a = net.nodes["A"].node
     got = rows(net, "A", "show pubtype")
-    assert {r["type"]: (r["recv_count"], r["send_count"]) for r in got} == {
-        t: (a.counters.pub_recv.get(t, 0), a.counters.pub_send.get(t, 0))
-        for t in a.counters.pub_recv.keys() | a.counters.pub_send.keys()}
+    expected = {t: (a.counters.pub_recv.get(t, 0), a.counters.pub_send.get(t, 0))
+                for t in a.counters.pub_recv.keys() | a.counters.pub_send.keys()}
+    expected["mcast_subject"] = (a.counters.mcast_recv, a.counters.published)
+    assert {r["type"]: (r["recv_count"], r["send_count"]) for r in got} == expected
+    assert a.counters.published > 0
     order = [r["type"] for r in got]
     assert order.index("u_peer_add") < order.index("u_adjacency") < order.index("mcast_subject")
     events = rows(net, "A", "show events")
