@@ -3,6 +3,8 @@ PYTHON_SYS ?= python3
 VENV       := .venv
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
+# What `make run` needs besides the venv: a JRE for Spark (any java on PATH will do).
+DEBS_RUN   := openjdk-17-jre-headless
 # Debian packages the test suite needs (installed when absent; CI runs as root).
 DEBS_TEST  := openjdk-17-jre-headless redis-server redis-tools nats-server
 
@@ -34,7 +36,8 @@ bench: deps
 	@set -e; for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b; done
 
 run: deps
-	$(PY) -m raims_node --version
+	@command -v java >/dev/null 2>&1 || scripts/ensure_debs.sh $(DEBS_RUN)
+	$(PY) spark_app/raims_rollout.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -151,7 +151,11 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
             cfg = tree.transport(name)
             admin = WebAdmin(daemon)
             host = (cfg.listen or ["127.0.0.1"])[0]
-            for addr in await admin.start("127.0.0.1" if host in ("*", "") else host, cfg.port or 0):
+            try:
+                bound = await admin.start("127.0.0.1" if host in ("*", "") else host, cfg.port or 0)
+            except OSError as exc:
+                raise DaemonError(f"transport {name!r} listen {host}:{cfg.port} failed: {exc.strerror}") from None
+            for addr in bound:
                 log.info("web listening on %s", addr)
                 daemon._say(f"listening on {addr}")
             webs.append(admin)

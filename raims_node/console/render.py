@@ -86,7 +86,7 @@ def render_text(result: CommandResult) -> str:
     if result.plain:
         col = result.columns[0]
         return "".join(f"{format_cell(row.get(col))}\n" for row in result.rows)
-    cols = result.columns
+    cols = [c for c in result.columns if c not in result.hidden]
     group = result.group
     cells: list[list[str] | None] = []  # None: a rule between groups
     prev: object = object()

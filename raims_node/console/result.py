@@ -45,6 +45,7 @@ class CommandResult:
     group: str | None = None
     blank_repeats: bool = False
     plain: bool = False
+    hidden: tuple[str, ...] = ()  # columns the table leaves out: data for JSON readers only
 
     @classmethod
     def failed(cls, message: str) -> CommandResult:

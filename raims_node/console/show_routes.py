@@ -26,6 +26,7 @@ Decisions where the manual is vague:
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable
 
 from raims_node.bloom import BloomFilter
@@ -150,11 +151,14 @@ def show_blooms(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     p = path_arg(args)
     names = Names(node)
     ports = _port_rows(ctx)
-    cols = ["fd", "dest", "tport", "bloom", "prefix", "detail", "subs", "total"]
+    cols = ["fd", "dest", "tport", "bloom", "prefix", "detail", "subs", "total", *_FILTER_COLUMNS]
     own = node.bloom
+    # the own row also carries the advertised filter (hidden columns: JSON only), which
+    # the Spark bloom audit re-hashes subscriptions against
     rows: list[Row] = [{"fd": None, "dest": "ipc", "tport": None, "bloom": [names.name(node.bridge)],
                         "prefix": own.prefix_mask, "detail": own.detail_mask, "subs": own.subject_count,
-                        "total": own.count}]
+                        "total": own.count, "filter": base64.b64encode(own.to_bytes()).decode(),
+                        "size_bits": own.size_bits, "num_hashes": own.num_hashes, "seed": own.seed}]
     behind: dict[bytes, LinkRecord] = {}  # peer -> link of this node it is reached through
     for e in node.routes.tree(node.bridge, p):  # parents come before their children
         behind[e.dest] = e.link if e.src == node.bridge else behind[e.src]
@@ -166,8 +170,12 @@ def show_blooms(ctx: ConsoleContext, args: list[str]) -> CommandResult:
             "tport": _label(link), "bloom": [names.name(b) for b in peers],
             "prefix": _union(f.prefix_mask for f in blooms), "detail": _union(f.detail_mask for f in blooms),
             "subs": sum(f.subject_count for f in blooms), "total": sum(f.count for f in blooms),
+            **dict.fromkeys(_FILTER_COLUMNS),
         })
-    return CommandResult(cols, rows, kinds={"prefix": Kind.HEX, "detail": Kind.HEX})
+    return CommandResult(cols, rows, kinds={"prefix": Kind.HEX, "detail": Kind.HEX}, hidden=_FILTER_COLUMNS)
+
+
+_FILTER_COLUMNS = ("filter", "size_bits", "num_hashes", "seed")
 
 
 def _union(masks: Iterable[int]) -> int:

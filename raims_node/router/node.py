@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import mmh3
 
+from raims_node import RaimsError
 from raims_node.bloom import BloomError, BloomFilter, SubjectHashes
 from raims_node.crypto import mac
 from raims_node.crypto.credentials import Credentials
@@ -82,7 +83,6 @@ from raims_node.wire import (
     Fields,
     Frame,
     MsgType,
-    WireError,
     decode_frame,
     encode_frame,
     path_opt,
@@ -152,6 +152,7 @@ class Counters:
     forwarded: int = 0
     mcast_recv: int = 0
     ibx_repeat: int = 0
+    internal_errors: int = 0
     delivered: int = 0
     published: int = 0
     pub_recv: dict[str, int] = field(default_factory=dict)
@@ -270,9 +271,12 @@ class Node:
             try:
                 if not self._forward_fast(conn, data, now_ns):
                     self._receive(conn, data, now_ns)
-            except (WireError, MalformedMessage) as exc:
+            except RaimsError as exc:  # malformed frame or field, impossible record
                 self.counters.bad_frames += 1
                 log.debug("bad frame from conn %d: %s", conn_id, exc)
+            except Exception:  # a bug must cost this frame only, never the node
+                self.counters.internal_errors += 1
+                log.exception("error handling a frame from conn %d", conn_id)
         return self._flush(now_ns)
 
     def _forward_fast(self, conn: Conn, data: bytes, now_ns: int) -> bool:

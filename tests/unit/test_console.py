@@ -4,6 +4,7 @@ rows checked against the nodes' real state."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 
@@ -247,6 +248,9 @@ def test_blooms_group_the_peers_behind_each_link(net: SimNetwork) -> None:
     assert ab["total"] == sum(f.count for f in blooms) == 2  # type: ignore[attr-defined]
     local = got[None]
     assert (local["dest"], local["subs"], local["total"]) == ("ipc", 1, 2)
+    assert base64.b64decode(str(local["filter"])) == a.bloom.to_bytes()  # for the Spark audit
+    assert (local["size_bits"], local["seed"]) == (a.bloom.size_bits, a.bloom.seed)
+    assert str(local["filter"]) not in render_text(execute(ctx(net, "A"), "show blooms"))
 
 
 def test_match_names_the_peers_whose_bloom_passes(net: SimNetwork) -> None:

@@ -1,0 +1,443 @@
+"""Driver-side orchestration of a rollout: its settings, the stages in order with their
+timings, the lake writes, the summary, and the teardown.
+
+Issue "The main job", items 1-9; DESIGN.md "Daemons on executors", "Delta without Maven".
+Stages: keys (plan, master keys, one export per node), start (deploy), converge,
+traffic, collect, write (the snapshot's tables), validate (the quality suites and the
+`validations` table); then one `rollouts` row for the run, whether it succeeded or not.
+
+Decisions where the issue is silent:
+- Settings come from a YAML file (conf/rollout.yaml); command-line options override it.
+  Relative paths (lake, run_dir, keys_dir, a graph file) are relative to the driver's
+  current directory and made absolute, so every host uses the same run directory path.
+- Nodes per host: given, else on a local master LOCAL_NODES in all (2 per executor on
+  local-cluster[2,...], 4 on local[N]), else 1 per host but at least MIN_NODES in all.
+- Bridges: those of the settings that this ms_server runs (raims_node.daemon); the traffic
+  check goes through NATS when the nodes have a NATS bridge and nats-py is installed,
+  else through the admin websocket.
+- On failure, once the start stage ran, every daemon of the service is stopped (by the
+  run directories, so also one that started but never listened) unless --keep-running; on success
+  they keep running on a cluster (the network is the product) and are stopped on a local
+  master (a demonstration) unless --keep-running.
+- The rollouts row is validated with the snapshot (its suite checks status and nodes)
+  as it stands before validation, then written with the validation count.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import re
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from pyspark.sql import SparkSession
+
+from raims_node import __version__ as raims_version
+from raims_node.linkstate import DEFAULT_COST
+from spark_app.errors import SparkAppError
+from spark_app.jobs import deploy, keys, topology
+from spark_app.jobs.collect import Snapshot, collect
+from spark_app.jobs.converge import converge
+from spark_app.jobs.errors import DaemonError, DeployError, PlanError, ValidationFailed
+from spark_app.jobs.hosts import executor_hosts
+from spark_app.jobs.teardown import Stopped, teardown
+from spark_app.jobs.traffic import VIA_NATS, VIA_WEBSOCKET, TrafficResult, TrafficSettings, traffic
+from spark_app.lake import Lake
+from spark_app.session import is_local_master
+
+LOCAL_NODES: Final = 4
+MIN_NODES: Final = 2
+BRIDGE_KINDS: Final = ("nats", "redis")
+
+
+@dataclass(frozen=True)
+class Settings:
+    service: str = "raims"
+    topology: str = topology.MESH_TOPOLOGY  # "mesh", or a graph file
+    nodes_per_host: int | None = None
+    lake: str = "lake"
+    keys_dir: str | None = None
+    run_dir: str = "run"
+    master: str | None = None
+    mesh_cost: int = DEFAULT_COST
+    ports: Mapping[str, int] = field(default_factory=dict)  # base ports: mesh, web, nats, redis
+    bridges: tuple[str, ...] = BRIDGE_KINDS
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"heartbeat": "1 sec"})
+    start_timeout_s: float = 30.0
+    converge_timeout_s: float = 60.0
+    traffic_timeout_s: float = 30.0
+    traffic_messages: int = 20
+    keep_running: bool = False
+    queries: bool = True
+
+
+_TOP_KEYS: Final = ("service", "topology", "nodes_per_host", "lake", "keys_dir", "run_dir", "master",
+                    "transports", "parameters", "timeouts", "traffic", "queries")
+_TRANSPORT_KINDS: Final = ("mesh", "web", *BRIDGE_KINDS)
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path or path.startswith("dbfs:") else str(Path(path).resolve())
+
+
+def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
+    """Settings from a rollout YAML file (None: the defaults), then `overrides` that are
+    not None; PlanError naming the file and key for anything unknown."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise PlanError(f"rollout config {str(path)!r}: {exc}") from None
+        if not isinstance(raw, dict):
+            raise PlanError(f"rollout config {str(path)!r} is not a mapping")
+    unknown = sorted(set(raw) - set(_TOP_KEYS))
+    transports = raw.get("transports") or {}
+    unknown += [f"transports.{k}" for k in sorted(set(transports) - set(_TRANSPORT_KINDS))]
+    if unknown:
+        raise PlanError(f"rollout config {str(path)!r}: unknown key(s) {unknown} (known: {', '.join(_TOP_KEYS)})")
+    timeouts, check = raw.get("timeouts") or {}, raw.get("traffic") or {}
+    values: dict[str, Any] = {k: raw[k] for k in ("service", "topology", "nodes_per_host", "lake", "keys_dir",
+                                                  "run_dir", "master", "queries") if raw.get(k) is not None}
+    if "mesh" in transports:
+        values["mesh_cost"] = int((transports["mesh"] or {}).get("cost", DEFAULT_COST))
+    if transports:
+        values["ports"] = {k: int((v or {}).get("port", 0)) for k, v in transports.items()}
+        values["bridges"] = tuple(k for k in BRIDGE_KINDS if k in transports)
+    if raw.get("parameters") is not None:
+        values["parameters"] = dict(raw["parameters"])
+    for key, name in (("start", "start_timeout_s"), ("converge", "converge_timeout_s"),
+                      ("traffic", "traffic_timeout_s")):
+        if key in timeouts:
+            values[name] = float(timeouts[key])
+    if "messages" in check:
+        values["traffic_messages"] = int(check["messages"])
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    for name in ("lake", "run_dir", "keys_dir"):
+        if values.get(name):
+            values[name] = _absolute(values[name])
+    if values.get("topology", topology.MESH_TOPOLOGY) != topology.MESH_TOPOLOGY:
+        values["topology"] = str(Path(values["topology"]).resolve())
+    return Settings(**values)
+
+
+def runnable_bridges(wanted: Sequence[str]) -> tuple[str, ...]:
+    """The bridges of `wanted` that this ms_server can run."""
+    try:
+        from raims_node.daemon import BRIDGE_TYPES
+    except ImportError:
+        return ()
+    return tuple(b for b in wanted if b in BRIDGE_TYPES)
+
+
+def traffic_via(bridges: Sequence[str]) -> str:
+    nats_client = importlib.util.find_spec("nats") is not None
+    return VIA_NATS if VIA_NATS in bridges and nats_client else VIA_WEBSOCKET
+
+
+def default_nodes_per_host(master: str, hosts: int) -> int:
+    total = LOCAL_NODES if is_local_master(master) else MIN_NODES
+    return max(1, math.ceil(total / hosts)) if is_local_master(master) or hosts < total else 1
+
+
+def progress_line(stage: str, seconds: float, text: str) -> str:
+    return f"[{stage:^10}] {seconds:6.1f}s  {text}"
+
+
+def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain text table: a header, a rule, and left-aligned cells."""
+    cells = [[str(c) for c in columns]] + [["" if v is None else str(v) for v in r] for r in rows]
+    width = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in width))
+    return "\n".join(lines)
+
+
+@dataclass
+class Outcome:
+    """What a rollout did: filled in stage by stage."""
+
+    snapshot_id: str
+    started_at: datetime
+    master: str = ""
+    hosts: int = 0
+    plan: topology.Plan | None = None
+    nodes: list[deploy.NodeRecord] = field(default_factory=list)
+    replaced: list[tuple[str, int]] = field(default_factory=list)
+    converged: bool | None = None
+    traffic: TrafficResult | None = None
+    written: dict[str, int] = field(default_factory=dict)
+    validations: int = 0
+    validations_failed: int | None = None
+    stages: dict[str, float] = field(default_factory=dict)
+    stopped: list[Stopped] = field(default_factory=list)
+    lake_backend: str = ""
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.error else "ok"
+
+
+class Rollout:
+    """One run of the rollout on a session; `run()` does every stage."""
+
+    def __init__(self, settings: Settings, spark: SparkSession, say: Callable[[str], None] = print) -> None:
+        self.settings = settings
+        self.spark = spark
+        self.say = say
+        now = datetime.now(UTC)
+        self.outcome = Outcome(f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}", now, str(spark.sparkContext.master))
+        self._lake: Lake | None = None
+        ship_source(spark)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[list[str]]:
+        """Time a stage and print one progress line; the stage appends its message."""
+        note: list[str] = []
+        t0 = time.perf_counter()
+        try:
+            yield note
+        finally:
+            seconds = time.perf_counter() - t0
+            self.outcome.stages[name] = round(seconds, 3)
+            self.say(progress_line(name, seconds, " ".join(note) or "failed"))
+
+    @property
+    def lake(self) -> Lake:
+        if self._lake is None:
+            self._lake = Lake(self.settings.lake, self.spark)
+            self.outcome.lake_backend = str(self._lake.backend)
+        return self._lake
+
+    # ------------------------------------------------------------------ stages
+
+    def plan(self) -> tuple[topology.Plan, keys.MasterKeys, list[list[deploy.NodeSpec]]]:
+        s, o = self.settings, self.outcome
+        with self.stage("keys") as note:
+            o.hosts = executor_hosts(self.spark)
+            if s.topology == topology.MESH_TOPOLOGY:
+                plan = topology.mesh_plan(o.hosts, s.nodes_per_host or default_nodes_per_host(o.master, o.hosts),
+                                          s.mesh_cost)
+            else:
+                plan = topology.graph_plan(s.topology, o.hosts, s.nodes_per_host)
+            o.plan = plan
+            master = keys.ensure_master_keys(keys.keys_dir(s.lake, s.service, s.keys_dir), s.service, plan.names)
+            parts = deploy.node_specs(plan, master, s.parameters, s.ports, runnable_bridges(s.bridges))
+            how = "created" if master.created else "loaded"
+            added = f", added {len(master.added)}" if master.added and not master.created else ""
+            note.append(f"{how} {master.directory} ({len(master.users)} users{added}); "
+                        f"{len(plan.nodes)} node configs for {o.hosts} host(s), {plan.waves} start wave(s)")
+        return plan, master, parts
+
+    def start(self, plan: topology.Plan, parts: Sequence[Sequence[deploy.NodeSpec]]) -> None:
+        s, o = self.settings, self.outcome
+        with self.stage("start") as note:
+            settings = deploy.DeploySettings(s.run_dir, s.service, plan.waves, s.start_timeout_s,
+                                             is_local_master(o.master))
+            try:
+                result = deploy.deploy(self.spark, parts, settings)
+            except DeployError as exc:
+                o.nodes = list(exc.started)
+                raise
+            o.nodes, o.replaced = result.nodes, result.stopped
+            note.append(f"{len(o.nodes)} daemons on {o.hosts} host(s) in {plan.waves} wave(s), "
+                        f"{len(o.replaced)} earlier daemon(s) stopped first")
+
+    def converge(self) -> None:
+        o = self.outcome
+        with self.stage("converge") as note:
+            o.converged = False
+            result = converge(self.spark, o.nodes, o.hosts, self.settings.converge_timeout_s)
+            o.converged = True
+            note.append(f"{len(o.nodes)} nodes agree on {result.links} links ({result.rounds} round(s))")
+
+    def traffic(self) -> None:
+        s, o = self.settings, self.outcome
+        with self.stage("traffic") as note:
+            via = traffic_via(runnable_bridges(s.bridges))
+            o.traffic = traffic(self.spark, o.nodes, o.hosts, TrafficSettings(
+                o.snapshot_id.replace("-", "_"), via, s.traffic_messages, s.traffic_timeout_s))
+            t = o.traffic
+            note.append(f"sent {t.sent}, received {t.received} of {t.expected} via {t.via}, each exactly once")
+
+    def collect(self) -> Snapshot:
+        o = self.outcome
+        with self.stage("collect") as note:
+            snap = collect(self.spark, o.nodes, o.hosts, o.snapshot_id)
+            total = sum(len(r) for r in snap.tables.values())
+            note.append(f"snapshot {o.snapshot_id}: {total} rows of {len(snap.tables)} tables "
+                        f"from {len(snap.nodes)} nodes")
+        return snap
+
+    def write(self, snap: Snapshot) -> None:
+        o = self.outcome
+        with self.stage("write") as note:
+            for table, rows in snap.tables.items():
+                o.written[table] = self.lake.write(table, rows)
+            note.append(f"{len(o.written)} tables, {sum(o.written.values())} rows into {self.settings.lake} "
+                        f"({self.lake.backend})")
+
+    def validate(self) -> None:
+        from spark_app.quality import validate_snapshot
+
+        o = self.outcome
+        with self.stage("validate") as note:
+            frames: dict[str, Any] = dict(self.lake.snapshot(o.snapshot_id, list(o.written)))
+            frames["rollouts"] = self.lake.schema("rollouts").conform([self.rollout_row()])
+            report = validate_snapshot(frames, snapshot_id=o.snapshot_id, collected_at=o.started_at)
+            o.written["validations"] = self.lake.write("validations", report.rows)
+            o.validations, o.validations_failed = len(report.rows), len(report.failed)
+            note.append(f"{o.validations} expectations on {len(frames)} tables: "
+                        f"{o.validations - o.validations_failed} passed, {o.validations_failed} failed"
+                        + (f" ({', '.join(report.failed)})" if report.failed else ""))
+            if report.failed:
+                raise ValidationFailed(report.summary())
+
+    def teardown(self) -> None:
+        o = self.outcome
+        with self.stage("teardown") as note:
+            o.stopped, errors = teardown(self.spark, max(o.hosts, 1), self.settings.run_dir, self.settings.service)
+            running = [x for x in o.stopped if x.pid is not None]
+            note.append(f"stopped {len(running)} daemon(s): "
+                        + (", ".join(f"{x.node} (pid {x.pid})" for x in running) or "none running"))
+            if errors:
+                raise DaemonError("; ".join(errors))
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> Outcome:
+        """Every stage; on failure the outcome says why and the error is raised after the
+        rollouts row is written and the daemons are stopped (unless kept)."""
+        s, o = self.settings, self.outcome
+        local = is_local_master(o.master)
+        try:
+            plan, _, parts = self.plan()
+            self.start(plan, parts)
+            self.converge()
+            self.traffic()
+            self.write(self.collect())
+            self.validate()
+        except Exception as exc:  # recorded in the rollouts row, then raised as RolloutFailed
+            o.error = str(exc) if isinstance(exc, SparkAppError) else _first_lines(exc)
+            cause: Exception | None = exc
+        else:
+            cause = None
+        finally:
+            self._record()
+            if "start" in o.stages and not s.keep_running and (local or o.error):
+                try:
+                    self.teardown()
+                except SparkAppError as exc:
+                    o.error = f"{o.error}; teardown: {exc}" if o.error else f"teardown: {exc}"
+        if o.error:
+            raise RolloutFailed(o.error, o) from cause
+        return o
+
+    def stop_all(self) -> Outcome:
+        """`--teardown`: stop every daemon of the service on every host."""
+        self.outcome.hosts = executor_hosts(self.spark)
+        self.teardown()
+        return self.outcome
+
+    def rollout_row(self) -> dict[str, Any]:
+        o, s = self.outcome, self.settings
+        plan = o.plan
+        return {
+            "snapshot_id": o.snapshot_id, "collected_at": o.started_at, "node": socket.gethostname(),
+            "service": s.service, "master": o.master, "topology": s.topology, "hosts": o.hosts,
+            "nodes": len(plan.nodes) if plan else 0, "nodes_per_host": plan.nodes_per_host() if plan else 0,
+            "lake_backend": o.lake_backend or "none", "raims_version": raims_version,
+            "spark_version": self.spark.version, "converged": o.converged,
+            "traffic_sent": o.traffic.sent if o.traffic else None,
+            "traffic_received": o.traffic.received if o.traffic else None,
+            "validations_failed": o.validations_failed, "status": o.status, "message": o.error,
+            "stage_seconds": dict(o.stages), "started_at": o.started_at, "finished_at": datetime.now(UTC),
+        }
+
+    def _record(self) -> None:
+        """Write the run's `rollouts` row; a lake that cannot be written is reported, and
+        does not hide the rollout's own error."""
+        try:
+            self.outcome.written["rollouts"] = self.lake.write("rollouts", [self.rollout_row()])
+        except SparkAppError as exc:
+            self.say(f"the rollouts row could not be written: {exc}")
+
+    # ------------------------------------------------------------------ reporting
+
+    def summary(self) -> str:
+        o = self.outcome
+        parts = [format_table(["stage", "seconds"], [*((k, f"{v:.1f}") for k, v in o.stages.items()),
+                                                      ("total", f"{sum(o.stages.values()):.1f}")])]
+        if o.nodes:
+            kinds = list(dict.fromkeys(t for n in o.nodes for t in n.listeners))
+            parts.append(format_table(["node", "executor", "pid", *kinds],
+                                      [(n.node, n.executor, n.pid, *(n.listeners.get(k) for k in kinds))
+                                       for n in o.nodes]))
+        if o.written:
+            parts.append(format_table(["table", "rows written"], sorted(o.written.items())))
+        t = o.traffic
+        parts.append(format_table(["snapshot", "status", "converged", "traffic", "validations failed"], [(
+            o.snapshot_id, o.status, o.converged, f"{t.received}/{t.expected} via {t.via}" if t else None,
+            f"{o.validations_failed} of {o.validations}" if o.validations_failed is not None else None)]))
+        return "\n\n".join(parts)
+
+    def queries(self) -> list[tuple[str, str]]:
+        """A few SQL queries over the lake's views, with their results as text."""
+        self.lake.register_views()
+        sid = self.outcome.snapshot_id
+        sqls = [
+            f"SELECT node, count(*) AS peers_seen FROM peers WHERE snapshot_id = '{sid}' GROUP BY node ORDER BY node",
+            f"SELECT node, count(*) AS links, min(cost) AS min_cost, max(cost) AS max_cost FROM links "
+            f"WHERE snapshot_id = '{sid}' GROUP BY node ORDER BY node",
+            f"SELECT suite, count(*) AS expectations, sum(CASE WHEN success THEN 0 ELSE 1 END) AS failed "
+            f"FROM validations WHERE snapshot_id = '{sid}' GROUP BY suite ORDER BY suite",
+            "SELECT snapshot_id, status, nodes, traffic_received, validations_failed FROM rollouts "
+            "ORDER BY started_at DESC LIMIT 3",
+        ]
+        out = []
+        for sql in sqls:
+            df = self.spark.sql(sql)
+            out.append((sql, format_table(df.columns, [tuple(r) for r in df.collect()])))
+        return out
+
+
+_PYTHON_ERROR = re.compile(r"^((?!org\.|java\.|py4j\.)[A-Za-z_][\w.]*(?:Error|Exception)\b.*)$", re.MULTILINE)
+
+
+def _first_lines(exc: Exception, lines: int = 3) -> str:
+    """An unexpected error in a few lines: a failed Spark job's message is pages of Java
+    trace around the Python error that matters, which is its last Python error line."""
+    text = str(exc).strip()
+    found = _PYTHON_ERROR.findall(text)
+    head = "\n".join(text.splitlines()[:lines])
+    return f"{type(exc).__name__}: {head}" + (f"\n  ... {found[-1]}" if found else "")
+
+
+def ship_source(spark: SparkSession) -> None:
+    """Make spark_app importable in the Python workers when it runs from a source tree
+    (a cluster installs the raims package on its executors instead; the extra path is
+    then harmless): the workers' PYTHONPATH comes from the context's environment."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = spark.sparkContext.environment
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        env["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+
+class RolloutFailed(SparkAppError):
+    """A rollout stage failed; `outcome` holds what was done."""
+
+    def __init__(self, message: str, outcome: Outcome) -> None:
+        super().__init__(message)
+        self.outcome = outcome

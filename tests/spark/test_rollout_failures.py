@@ -1,0 +1,126 @@
+"""Deploy-stage guarantees on the shared local[2] session (two barrier tasks on one host):
+a task receives its own nodes' keys only; a node that cannot start fails the rollout
+naming its host and log file; a second rollout reuses the keys and replaces the daemons.
+Real ms_server processes, stopped at the end of every test."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import socket
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark import cloudpickle
+from pyspark.sql import SparkSession
+
+from spark_app.controller import Rollout, RolloutFailed, Settings
+from spark_app.jobs import deploy, keys, topology
+from spark_app.jobs.hosts import run_per_host
+from spark_app.lake import Lake
+
+SERVER = b"raims_node.server"
+
+
+def raims_processes(under: Path) -> list[int]:
+    """Pids of ms_server processes whose command line names a path under `under`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes()
+            state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if SERVER in cmd and str(under).encode() in cmd and state != "Z":
+            found.append(int(proc.name))
+    return sorted(found)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Iterator[Settings]:
+    s = Settings(service="rtest", lake=str(tmp_path / "lake"), run_dir=str(tmp_path / "run"), nodes_per_host=2,
+                 bridges=("nats",), traffic_messages=5, converge_timeout_s=40, queries=False)
+    yield s
+    for pid in raims_processes(tmp_path):  # a failed assertion must not leave daemons behind
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _secrets(export: dict[str, Any]) -> list[str]:
+    return [u["pri"] for u in export["users"] if "pri" in u] + [s["pri"] for s in export["services"] if "pri" in s]
+
+
+def test_a_task_receives_only_the_keys_of_the_nodes_it_starts(spark: SparkSession, tmp_path: Path) -> None:
+    plan = topology.mesh_plan(hosts=2, nodes_per_host=2)
+    master = keys.ensure_master_keys(tmp_path / "keys", "rtest", plan.names)
+    parts = deploy.node_specs(plan, master, {}, {}, ["nats"])
+    own = {spec.node.name: _secrets(spec.export) for part in parts for spec in part}
+    assert all(len(v) == 1 for v in own.values())
+    master_secrets = _secrets(master.tree)  # the service's key and every user's
+
+    def probe(host: Any, ctx: Any, specs: list[deploy.NodeSpec]) -> Iterator[tuple[int, bytes]]:
+        yield host.partition, pickle.dumps(specs)  # everything the task was given
+
+    received = dict(run_per_host(spark, parts, probe))
+    for slot in range(plan.hosts):
+        data = received[slot].decode("latin-1")
+        mine = {n.name for n in plan.on_slot(slot)}
+        holds = {node for node, secret in own.items() if secret[0] in data}
+        assert holds == mine
+        assert not any(s in data for s in master_secrets)  # the master's sealed keys never travel
+    task = cloudpickle.dumps(deploy.deploy_task(deploy.DeploySettings(str(tmp_path), "rtest", 2, 5, True)))
+    assert not any(s.encode() in task for secrets in own.values() for s in secrets)
+
+
+def test_a_node_that_cannot_start_fails_the_rollout_naming_host_and_log(
+        spark: SparkSession, settings: Settings, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        rollout = Rollout(replace(settings, ports={"mesh": port}), spark, say=lambda _: None)
+        with pytest.raises(RolloutFailed) as failed:
+            rollout.run()
+    message = str(failed.value)
+    log = tmp_path / "run" / "rtest" / "node0" / "ms_server.log"
+    assert "node node0 on host 127.0.0.1" in message and f"log file {log}" in message
+    assert f"127.0.0.1:{port} failed" in message  # the daemon's own words, from its log
+    lake = Lake(settings.lake, spark)
+    (row,) = lake.read("rollouts").collect()
+    assert row.status == "failed" and "node0" in row.message and row.stage_seconds["start"] > 0
+    assert raims_processes(tmp_path) == []  # nothing was left running
+
+
+def test_a_second_rollout_reuses_the_keys_and_replaces_the_daemons(
+        spark: SparkSession, settings: Settings, tmp_path: Path) -> None:
+    quiet = replace(settings, keep_running=True)
+    first = Rollout(quiet, spark, say=lambda _: None)
+    plan, master, parts = first.plan()
+    first.start(plan, parts)
+    first.converge()
+    old = {n.node: n.pid for n in first.outcome.nodes}
+    assert sorted(old.values()) == raims_processes(tmp_path)
+
+    second = Rollout(quiet, spark, say=lambda _: None)
+    plan2, master2, parts2 = second.plan()
+    assert not master2.created and master2.added == ()
+    assert master2.tree["services"][0]["pub"] == master.tree["services"][0]["pub"]
+    second.start(plan2, parts2)
+    assert dict(second.outcome.replaced) == old  # every old daemon stopped first
+    new = {n.node: n.pid for n in second.outcome.nodes}
+    assert set(new) == set(old) and not set(new.values()) & set(old.values())
+    assert sorted(new.values()) == raims_processes(tmp_path)  # no duplicates, no orphans
+    second.converge()
+
+    lost = Path(second.outcome.nodes[0].directory) / "ms_server.pid"
+    lost.unlink()  # a daemon whose pid file is gone is still found, by its command line
+    stopped = Rollout(quiet, spark, say=lambda _: None).stop_all().stopped
+    assert {(s.node, s.pid) for s in stopped} == set(new.items())
+    assert raims_processes(tmp_path) == []
