@@ -6,9 +6,9 @@ STAMP      := $(VENV)/.installed
 # What `make run` needs besides the venv: a JRE for Spark (any java on PATH will do).
 DEBS_RUN   := openjdk-17-jre-headless
 # Debian packages the test suite needs (installed when absent; CI runs as root).
-DEBS_TEST  := openjdk-17-jre-headless redis-server redis-tools nats-server
+DEBS_TEST  := openjdk-17-jre-headless redis-server redis-tools nats-server shellcheck
 
-.PHONY: run test lint typecheck unit bench deps debs clean
+.PHONY: run test lint typecheck unit bench deps debs dist clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
@@ -22,7 +22,7 @@ debs:
 	@scripts/ensure_debs.sh $(DEBS_TEST)
 
 lint: deps
-	$(VENV)/bin/ruff check raims_node spark_app tests bench
+	$(VENV)/bin/ruff check raims_node spark_app notebooks tests bench
 
 typecheck: deps
 	$(VENV)/bin/mypy
@@ -38,6 +38,9 @@ bench: deps
 run: deps
 	@command -v java >/dev/null 2>&1 || scripts/ensure_debs.sh $(DEBS_RUN)
 	$(PY) spark_app/raims_rollout.py
+
+dist: deps
+	scripts/make_dist.sh dist
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -21,9 +21,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from _report import report  # noqa: E402
-
 from tests.integration.harness import MANUAL_GRAPH, NodeProc, graph_config  # noqa: E402
+
+from _report import report  # noqa: E402
 
 STAMP = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3})")
 

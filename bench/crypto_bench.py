@@ -14,8 +14,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _report import rate, report  # noqa: E402
-
 from raims_node.config import tree  # noqa: E402
 from raims_node.config.gen_key import new_network_config  # noqa: E402
 from raims_node.config.keyset import ServiceKeys  # noqa: E402
@@ -24,6 +22,8 @@ from raims_node.crypto.kdf import SALT_LEN, Kdf  # noqa: E402
 from raims_node.crypto.link_cipher import LinkCipher  # noqa: E402
 from raims_node.crypto.mac import MacKey  # noqa: E402
 from raims_node.wire import Fid, MsgType, encode_frame  # noqa: E402
+
+from _report import rate, report  # noqa: E402
 
 N_MAC = 200_000
 N_HANDSHAKE = 200

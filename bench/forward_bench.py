@@ -23,12 +23,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from _report import report  # noqa: E402
-
 from raims_node.config.tree import load  # noqa: E402
 from raims_node.daemon import Daemon  # noqa: E402
 from raims_node.router.actions import Send  # noqa: E402
 from tests.integration.harness import PYTHON, NodeProc, graph_config  # noqa: E402
+
+from _report import report  # noqa: E402
 
 FRAMES = 200_000
 BATCH = 2_000

@@ -30,8 +30,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _report import rate, report  # noqa: E402
-
 from raims_node.bloom import BloomFilter, SubjectHashes  # noqa: E402
 from raims_node.config.gen_key import new_network_config  # noqa: E402
 from raims_node.config.keyset import credentials  # noqa: E402
@@ -42,6 +40,8 @@ from raims_node.router.actions import Send  # noqa: E402
 from raims_node.router.node import NS, Node  # noqa: E402
 from raims_node.router.sim import MS, SimNetwork  # noqa: E402
 from raims_node.wire import peek  # noqa: E402
+
+from _report import rate, report  # noqa: E402
 
 FORWARD_NODES = 64
 FORWARD_TARGET = 200_000

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _report import rate, report  # noqa: E402
-
 from raims_node.wire import Fid, MsgType, decode_frame, encode_frame, peek  # noqa: E402
+
+from _report import rate, report  # noqa: E402
 
 N = 200_000
 SUBJECT = "RSF.EQUITY.IBM.N.LEVEL1.QUOTES.012345678"  # 40 bytes

@@ -179,6 +179,7 @@ class Outcome:
     written: dict[str, int] = field(default_factory=dict)
     validations: int = 0
     validations_failed: int | None = None
+    audit_findings: dict[str, int] = field(default_factory=dict)
     stages: dict[str, float] = field(default_factory=dict)
     stopped: list[Stopped] = field(default_factory=list)
     lake_backend: str = ""
@@ -304,6 +305,16 @@ class Rollout:
             if report.failed:
                 raise ValidationFailed(report.summary())
 
+    def audit(self) -> None:
+        """The routing, bloom and link-state audits of this snapshot (issue 10)."""
+        from spark_app.jobs.audit import run_audits
+
+        o = self.outcome
+        with self.stage("audit") as note:
+            result = run_audits(self.spark, self.lake, o.snapshot_id)
+            o.audit_findings = result.findings()
+            note.append(result.summary() or "audited")
+
     def teardown(self) -> None:
         o = self.outcome
         with self.stage("teardown") as note:
@@ -328,6 +339,7 @@ class Rollout:
             self.traffic()
             self.write(self.collect())
             self.validate()
+            self.audit()
         except Exception as exc:  # recorded in the rollouts row, then raised as RolloutFailed
             o.error = str(exc) if isinstance(exc, SparkAppError) else _first_lines(exc)
             cause: Exception | None = exc

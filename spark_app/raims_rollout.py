@@ -73,6 +73,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--keep-running", action="store_true",
                     help="leave the daemons running when a local run ends or a stage fails")
     ap.add_argument("--no-queries", action="store_true", help="do not print the SQL queries at the end")
+    ap.add_argument("--audit-only", action="store_true",
+                    help="only run the routing, bloom and link-state audits of an existing snapshot (--snapshot)")
+    ap.add_argument("--snapshot", metavar="ID", help="the snapshot id to audit with --audit-only")
     args = ap.parse_args(argv)
     if args.topology is not None:
         kind, rest = args.topology[0], args.topology[1:]
@@ -84,6 +87,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             ap.error(f"--topology takes 'mesh' or 'graph FILE', not {' '.join(args.topology)!r}")
     if args.nodes_per_host is not None and args.nodes_per_host < 1:
         ap.error("--nodes-per-host must be at least 1")
+    if args.audit_only and not args.snapshot:
+        ap.error("--audit-only needs --snapshot ID")
     return args
 
 
@@ -99,6 +104,14 @@ def resolve_master(cli: str | None, configured: str | None) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.audit_only:
+        from spark_app.controller import load_settings
+        from spark_app.jobs.audit import audit_only
+
+        settings = load_settings(args.config, lake=args.lake)
+        args.lake = str(settings.lake)
+        args.master = resolve_master(args.master, settings.master)
+        return audit_only(args)
     from spark_app.controller import Rollout, RolloutFailed, load_settings, progress_line
     from spark_app.errors import SparkAppError
     from spark_app.session import build_session

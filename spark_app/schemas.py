@@ -47,7 +47,9 @@ import pyarrow.compute as pc
 
 from spark_app.errors import SchemaError, SchemaViolation
 
-SCHEMA_DIR: Final = Path(__file__).resolve().parent.parent / "data" / "schemas"
+# in a checkout: data/schemas beside the package; in an installed wheel: packaged inside it
+_REPO_SCHEMAS = Path(__file__).resolve().parent.parent / "data" / "schemas"
+SCHEMA_DIR: Final = _REPO_SCHEMAS if _REPO_SCHEMAS.is_dir() else Path(__file__).resolve().parent / "data" / "schemas"
 COMMON_COLUMNS: Final = ("snapshot_id", "collected_at", "node")
 TABLES: Final = (
     "rollouts",
@@ -61,6 +63,10 @@ TABLES: Final = (
     "loss",
     "events",
     "validations",
+    "forward",
+    "audit_lsdb",
+    "audit_routes",
+    "audit_blooms",
 )
 TIMESTAMP_UNIT: Final = "us"
 TIMESTAMP_TZ: Final = "UTC"

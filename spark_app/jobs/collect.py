@@ -58,6 +58,7 @@ SOURCES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     "loss": ("show loss", ("user", "repeat", "rep_time", "not_sub", "not_time", "msg_loss", "loss_time",
                            "ibx_loss", "ibx_time")),
     "events": ("show events", ("stamp", "tport", "user", "peer", "event", "data")),
+    "forward": ("show forward", ("path", "source", "tport", "cost")),
 }
 DURATIONS: Final[Mapping[str, frozenset[str]]] = {
     "peers": frozenset({"lat", "max", "avg"}),
@@ -111,9 +112,20 @@ def table_rows(table: str, rows: Sequence[Mapping[str, Any]], head: Mapping[str,
     return out
 
 
+PER_PATH: Final = frozenset({"forward"})  # read once per multicast path, rows tagged with it
+NUM_PATHS: Final = 4
+
+
 def read_node(node: NodeRecord) -> dict[str, tuple[datetime, list[dict[str, Any]]]]:
     """Every source's rows from one node, with when they were read (on its host)."""
-    return {table: (datetime.now(UTC), admin.show(node.admin, command)) for table, (command, _) in SOURCES.items()}
+    out: dict[str, tuple[datetime, list[dict[str, Any]]]] = {}
+    for table, (command, _) in SOURCES.items():
+        if table in PER_PATH:
+            rows = [{**r, "path": p} for p in range(NUM_PATHS) for r in admin.show(node.admin, f"{command} {p}")]
+        else:
+            rows = admin.show(node.admin, command)
+        out[table] = (datetime.now(UTC), rows)
+    return out
 
 
 @dataclass(frozen=True)

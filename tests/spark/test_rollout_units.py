@@ -25,7 +25,7 @@ from raims_node.router.sim import SimNetwork
 from spark_app.controller import default_nodes_per_host, format_table, load_settings
 from spark_app.errors import SessionError
 from spark_app.jobs import daemons
-from spark_app.jobs.collect import SOURCES, table_rows
+from spark_app.jobs.collect import PER_PATH, SOURCES, table_rows
 from spark_app.jobs.converge import adjacency_links, disagreements
 from spark_app.jobs.deploy import NodeRecord, launch_for, node_specs
 from spark_app.jobs.errors import ClusterError, CollectError, PlanError
@@ -220,7 +220,9 @@ def test_real_console_rows_fit_every_snapshot_table(sim: SimNetwork) -> None:
     ctx = ConsoleContext(node=sim.nodes["B"].node, ports=lambda: [dict(PORT_ROW)])
     got = {}
     for table, (command, _) in SOURCES.items():
-        rows = table_rows(table, _console_rows(ctx, command), head)
+        raw = ([{**r, "path": p} for p in range(4) for r in _console_rows(ctx, f"{command} {p}")]
+               if table in PER_PATH else _console_rows(ctx, command))
+        rows = table_rows(table, raw, head)
         conformed = schemas[table].conform(rows)  # raises SchemaViolation on any mismatch
         assert conformed.num_rows == len(rows)
         got[table] = rows
@@ -232,6 +234,7 @@ def test_real_console_rows_fit_every_snapshot_table(sim: SimNetwork) -> None:
     assert own[0]["tport"] is None and all(r["prefix"] == "0" or r["prefix"].startswith("0x") for r in got["blooms"])
     assert got["ports"][0]["lat"] is None and got["ports"][0]["address"] == "127.0.0.1:4000"
     assert {r["event"] for r in got["events"]} >= {"converge"}
+    assert {r["path"] for r in got["forward"]} == {0, 1, 2, 3}
 
 
 def test_durations_become_seconds_and_masks_hex() -> None:
