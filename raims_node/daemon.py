@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,6 +84,8 @@ class Daemon:
         self.log_lines: list[str] = []
         self.on_log: list[Callable[[str], None]] = []
         self.dropped_links = 0
+        self.congested: set[int] = set()  # links above their write high-water mark
+        self.congestion_events = 0
         self.extra_ports: list[Callable[[], list[dict[str, object]]]] = []
         self.bridges = BridgeHub(self)
 
@@ -160,6 +163,9 @@ class Daemon:
         while True:
             await asyncio.sleep(TICK_S)
             self._apply(self.node.tick(time.time_ns()))
+            now = time.monotonic()
+            for link in list(self.links.values()):
+                link.check_write_timeout(now)
 
     # ------------------------------------------------------------------ sockets
 
@@ -168,6 +174,15 @@ class Daemon:
             return self.tree.transport(name)
         except Exception as exc:
             raise DaemonError(str(exc)) from None
+
+    def _family(self) -> int:
+        """`tcp_ipv4only` / `tcp_ipv6only`: resolve host names to one address family."""
+        p = self.tree.parameters
+        if p.flag("tcp_ipv4only"):
+            return socket.AF_INET
+        if p.flag("tcp_ipv6only"):
+            return socket.AF_INET6
+        return socket.AF_UNSPEC
 
     def _encrypt(self, cfg: TransportConfig) -> bool:
         off = cfg.noencrypt
@@ -193,7 +208,8 @@ class Daemon:
             if ephemeral and bind is None:
                 bind = "127.0.0.1"
             try:
-                server = await loop.create_server(lambda: self._protocol(run, False), bind, port)
+                server = await loop.create_server(lambda: self._protocol(run, False), bind, port,
+                                                  family=self._family())
             except OSError as exc:
                 raise DaemonError(f"transport {cfg.tport!r} listen {host}:{port} failed: {exc.strerror}") from None
             run.servers.append(server)
@@ -223,7 +239,8 @@ class Daemon:
         while not self.stopping:
             try:
                 _, proto = await asyncio.wait_for(
-                    loop.create_connection(lambda: self._protocol(run, True), addr[0], addr[1]), timeout)
+                    loop.create_connection(lambda: self._protocol(run, True), addr[0], addr[1],
+                                           family=self._family()), timeout)
             except (TimeoutError, OSError) as exc:
                 log.debug("connect %s:%d failed: %s", addr[0], addr[1], exc)
                 await asyncio.sleep(delay)
@@ -256,7 +273,23 @@ class Daemon:
             actions += on_frame(conn_id, frame, now)
         self._apply(actions)
 
+    def link_congested(self, conn_id: int, congested: bool) -> None:
+        """Backpressure: while any link's output is above its high-water mark, stop
+        reading from the other links (the sources of what is forwarded to it)."""
+        was = bool(self.congested)
+        if congested:
+            self.congested.add(conn_id)
+            self.congestion_events += 1
+        else:
+            self.congested.discard(conn_id)
+        if bool(self.congested) != was:
+            for cid, link in self.links.items():
+                if link.transport is not None and cid not in self.congested and not link.transport.is_closing():
+                    (link.transport.pause_reading if self.congested else link.transport.resume_reading)()
+
     def link_lost(self, conn_id: int, reason: str) -> None:
+        if conn_id in self.congested:
+            self.link_congested(conn_id, False)
         link = self.links.pop(conn_id, None)
         if link is not None and link.write_drops:
             self.dropped_links += 1

@@ -5,8 +5,9 @@ Encryption" (seed 000). The protocol owns the transport, the link cipher, the fr
 reader and write flow control; frames go to its owner, which drives the router node.
 
 Flow control (manual: `tcp_write_highwater`, `tcp_write_timeout`): above the
-high-water mark of buffered output the link reports itself congested (the daemon
-counts it and forwarding sources see `writable` false); a link whose buffer stays
+high-water mark of buffered output (asyncio's pause_writing) the link reports itself
+congested and the daemon stops reading from the other links, the sources of what it
+forwards, until the output drains to a quarter of the mark; a link whose buffer stays
 above the mark for longer than the write timeout, or which exceeds the hard limit,
 is dropped and counted.
 """
@@ -31,6 +32,7 @@ class LinkOwner(Protocol):
     def link_made(self, link: LinkProtocol) -> int: ...
     def link_frames(self, conn_id: int, frames: list[bytes]) -> None: ...
     def link_lost(self, conn_id: int, reason: str) -> None: ...
+    def link_congested(self, conn_id: int, congested: bool) -> None: ...
 
 
 class LinkProtocol(asyncio.Protocol):
@@ -70,6 +72,7 @@ class LinkProtocol(asyncio.Protocol):
         sock = transport.get_extra_info("sockname")
         self.peer_addr = _addr(peer)
         self.local_addr = _addr(sock)
+        self.transport.set_write_buffer_limits(high=self.highwater, low=self.highwater // 4)
         if self.cipher is not None:
             self.transport.write(self.cipher.hello)
         self.conn_id = self.owner.link_made(self)
@@ -132,16 +135,28 @@ class LinkProtocol(asyncio.Protocol):
         self.bytes_out += len(out)
         self.transport.write(out)
         buffered = self.transport.get_write_buffer_size()
-        if buffered > self.highwater:
-            now = time.monotonic()
-            if self._congested_since is None:
-                self._congested_since = now
-            elif now - self._congested_since > self.write_timeout_s or buffered > self.highwater * HARD_LIMIT_FACTOR:
-                self.write_drops += 1
-                self.close(f"write timeout: {buffered} bytes buffered for "
-                           f"{now - self._congested_since:.1f} s (tcp_write_timeout {self.write_timeout_s} s)")
-        else:
+        if buffered > self.highwater * HARD_LIMIT_FACTOR:
+            self.write_drops += 1
+            self.close(f"write buffer of {buffered} bytes exceeds {HARD_LIMIT_FACTOR} x tcp_write_highwater")
+
+    # asyncio flow control: above tcp_write_highwater the owner pauses the sources
+    def pause_writing(self) -> None:
+        if self._congested_since is None:
+            self._congested_since = time.monotonic()
+            self.owner.link_congested(self.conn_id, True)
+
+    def resume_writing(self) -> None:
+        if self._congested_since is not None:
             self._congested_since = None
+            self.owner.link_congested(self.conn_id, False)
+
+    def check_write_timeout(self, now: float) -> None:
+        """Drop a link whose output has not drained below the mark for tcp_write_timeout."""
+        if self._congested_since is not None and now - self._congested_since > self.write_timeout_s:
+            self.write_drops += 1
+            buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
+            self.close(f"write timeout: {buffered} bytes buffered for {now - self._congested_since:.1f} s "
+                       f"(tcp_write_timeout {self.write_timeout_s} s)")
 
     @property
     def writable(self) -> bool:
