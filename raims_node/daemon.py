@@ -76,6 +76,7 @@ class Daemon:
         self.creds = credentials(tree, user, svc)
         self.kdf = read_secrets(tree).kdf()
         self.node = Node(self.creds, now_ns=time.time_ns(), params=params_from(tree))
+        self.node.rem_handler = self.run_command
         self.links: dict[int, LinkProtocol] = {}
         self.running: dict[str, Running] = {}
         self._next_conn = 1
@@ -389,6 +390,23 @@ class Daemon:
         for extra in self.extra_ports:
             rows.extend(extra())
         return rows
+
+    def remote(self, user: str, command: str, owner: object) -> bool:
+        """`rem USER COMMAND`: the text comes back to `owner.on_deliver`; False when no
+        peer has that user name."""
+        dest = next((b for b, p in self.node.peers.items() if p.user == user), None)
+        if dest is None:
+            return False
+        self._apply(self.node.remote(dest, command, owner, time.time_ns()))
+        return True
+
+    def run_command(self, line: str) -> str:
+        """One console command, rendered as text (`rem` requests from other nodes)."""
+        from raims_node.console import ConsoleContext, execute, render_text
+
+        ctx = ConsoleContext(node=self.node, ports=self.port_rows, now_ns=time.time_ns, config=self.tree,
+                             log_lines=lambda: list(self.log_lines))
+        return render_text(execute(ctx, line))
 
     def healthy(self) -> bool:
         """Converged, or alone (no links configured to come up)."""

@@ -180,7 +180,9 @@ class _ConsoleSubscriber:
     def on_deliver(self, d: object) -> None:
         from raims_node.router.actions import Deliver
 
-        if isinstance(d, Deliver):
+        if isinstance(d, Deliver) and d.subject.startswith("rem."):
+            print(f"from {d.subject[4:]}:\n{d.payload.decode(errors='replace')}", flush=True)
+        elif isinstance(d, Deliver):
             loss = f" (lost {d.loss})" if d.loss else ""
             print(f"{d.subject}: {d.payload.decode(errors='replace')}{loss}", flush=True)
 
@@ -205,6 +207,8 @@ def console_line(daemon: Daemon, who: _ConsoleSubscriber, line: str) -> str | No
         else:
             daemon.psubscribe(who, subject, subject, "rv" if verb == "psub" else "glob")
         return f"{verb} {subject}"
+    if verb in ("rem", "remote") and len(words) == 3:
+        return "" if daemon.remote(words[1], words[2], who) else f"no peer named {words[1]!r}"
     if verb == "pub" and len(words) >= 2:
         daemon.publish(words[1], (words[2] if len(words) > 2 else "").encode())
         return ""

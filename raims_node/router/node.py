@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -101,6 +101,11 @@ PARK_LIMIT = 64  # frames kept per unknown source until its sync reply arrives
 PARK_SOURCES = 256
 FORWARD_CACHE_LIMIT = 65536
 INBOX_WINDOW = 64
+ACK_HISTORY = 1024
+ANYCAST_HOPS = 4  # nodes an anycast frame may try before it is dropped
+OPT_ACK = 1
+OPT_TRACE = 2
+OPT_ANY = 4
 EARLY_LIMIT = 64  # link updates held per peer while waiting for the ones before them
 INBOX_MASK = (1 << INBOX_WINDOW) - 1
 VERSION = "raims-0.1.0"
@@ -151,6 +156,7 @@ class Counters:
     no_route: int = 0
     forwarded: int = 0
     mcast_recv: int = 0
+    anycast: int = 0
     ibx_repeat: int = 0
     internal_errors: int = 0
     delivered: int = 0
@@ -210,6 +216,9 @@ class Node:
         self._mesh_dialed: set[tuple[int, bytes]] = set()
         self._queue_turn: dict[str, int] = {}
         self._macs: dict[bytes, MacKey] = {}
+        self.acks: deque[tuple[str, str, str, int, str, int]] = deque(maxlen=ACK_HISTORY)  # (kind, user, ...)
+        self._rem_token = 0
+        self._rem_waiters: dict[int, object] = {}
         self._link_wanted: dict[bytes, int] = {}  # peer -> newest link seqno seen in a delta
         self._early: dict[bytes, dict[int, tuple[bool, LinkRecord]]] = {}  # held link updates
         self._fwd_cache: dict[tuple[bytes, int, bytes], tuple[int, ...]] = {}
@@ -284,7 +293,7 @@ class Node:
         only forwards. Header read without decoding, MAC checked with the cached key, the
         forwarding set looked up by (source, path, subject hash). False: take the full path."""
         head = peek(data)
-        if head.msg_type != MsgType.MCAST or not conn.active:
+        if head.msg_type != MsgType.MCAST or not conn.active or head.opt & (OPT_ACK | OPT_TRACE):
             return False
         if self.subs and self.subs.match(head.subject.decode(errors="surrogateescape")):
             return False  # also delivered here: the full path checks sequence and loss
@@ -400,9 +409,13 @@ class Node:
 
     def publish(
         self, subject: str, payload: bytes, now_ns: int, reply: str | None = None, headers: bytes | None = None,
-        no_echo: object | None = None,
+        no_echo: object | None = None, opt: int = 0,
     ) -> list[Action]:
-        """Publish from a local client; `no_echo` names an owner that must not receive it."""
+        """Publish from a local client; `no_echo` names an owner that must not receive it.
+        `opt` may ask for acks from the receivers (OPT_ACK) or from every router on the
+        way (OPT_TRACE); the replies collect in `self.acks`. A reply subject of a NATS
+        style request (`_INBOX.`, after an optional namespace) is sent anycast: point to
+        point to one node whose filter matches, as the manual's `any` encapsulation."""
         seqno, start = self.pub_window.next_seqno(subject, now_ns)
         fields: Fields = [(Fid.SEQNO, seqno)]
         if start:
@@ -415,12 +428,41 @@ class Node:
         sub = subject.encode("utf-8", "surrogateescape")
         hashes = SubjectHashes(sub)
         path = path_for_hash(hashes.full)
-        frame = encode_frame(MsgType.MCAST, sub, self.bridge, fields, path_opt(path))
+        anycast = is_inbox_reply(subject)
+        if anycast:
+            opt |= OPT_ANY
+        frame = encode_frame(MsgType.MCAST, sub, self.bridge, fields, path_opt(path) | opt)
         self._mac.sign(frame)
         self.counters.published += 1
-        if self.subs:
-            self._deliver(self.bridge, subject, seqno, self.subs.match(subject), payload, reply, headers, 0, no_echo)
-        self._forward_mcast(bytes(frame), self.bridge, hashes, path, None)
+        local = self.subs.match(subject) if self.subs else []
+        if local:
+            self._deliver(self.bridge, subject, seqno, local, payload, reply, headers, 0, no_echo)
+        if anycast:
+            if not local:
+                self._anycast(bytes(frame), hashes, set(), now_ns, hops=0)
+        else:
+            self._forward_mcast(bytes(frame), self.bridge, hashes, path, None)
+        return self._flush(now_ns)
+
+    def _anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int) -> bool:
+        """Send a frame point to point to one node whose filter matches its subject (the
+        manual's `_I.<bridge>.any`); False when no untried node matches."""
+        nodes = sorted(b for b, p in self.peers.items()
+                       if b not in tried and isinstance(p.bloom, BloomFilter) and p.bloom.might_match(hashes))
+        if not nodes:
+            self.counters.no_route += 1
+            return False
+        dest = nodes[hashes.full % len(nodes)]
+        self.counters.anycast += 1
+        self._send_inbox(dest, "any", [(Fid.DATA, inner), (Fid.REF_CNT, hops)], now_ns)
+        return True
+
+    def remote(self, dest: bytes, command: str, owner: object, now_ns: int) -> list[Action]:
+        """Run a console command on another node (`rem`); its text comes back to `owner`
+        as a Deliver whose sid is the request's token."""
+        self._rem_token += 1
+        self._rem_waiters[self._rem_token] = owner
+        self._send_inbox(dest, "rem", [(Fid.TOKEN, self._rem_token), (Fid.DATA, command.encode())], now_ns)
         return self._flush(now_ns)
 
     def interest(self, subject: str) -> tuple[int, int]:
@@ -614,6 +656,49 @@ class Node:
         peer.ping_time_ns = now_ns
         self._send_inbox(b, "ping", [(Fid.STAMP, now_ns), (Fid.LINK_STATE, self.link_seqno),
                                      (Fid.SUB_SEQNO, self.sub_seqno)], now_ns)
+
+    def _in_any(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        """An anycast frame for us: deliver it, or, on a false match, pass it to another
+        matching node (at most ANYCAST_HOPS tries)."""
+        inner = d.get(Fid.DATA)
+        if not isinstance(inner, bytes):
+            raise MalformedMessage("any without an encapsulated frame")
+        head = peek(inner)
+        key = self._mac_key(head.bridge) if head.bridge != self.bridge else self._mac
+        if key is None or not key.verify(inner):
+            self.counters.bad_mac += 1
+            return
+        subject = head.subject.decode("utf-8", "surrogateescape")
+        if self._deliver_local(head.bridge, subject, inner, now_ns, own=False):
+            return
+        hops = get_int(d, Fid.REF_CNT) + 1
+        if hops < ANYCAST_HOPS:
+            self._anycast(inner, SubjectHashes(head.subject, head.subject_hash),
+                          {self.bridge, head.bridge, peer.bridge}, now_ns, hops)
+
+    def _in_ack(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int, kind: str = "ack") -> None:
+        self.acks.append((kind, peer.user, get_str(d, Fid.SUBJECT), get_int(d, Fid.REF_SEQNO),
+                          get_str(d, Fid.TPORT), now_ns))
+
+    def _in_trace(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        self._in_ack(peer, d, via, now_ns, "trace")
+
+    def _in_rem(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        """A console command from another node: run it (when a handler is set) and send
+        its text back on the numeric inbox `_I.<source>.<token>`."""
+        command = d.get(Fid.DATA)
+        token = get_int(d, Fid.TOKEN)
+        if not isinstance(command, bytes):
+            raise MalformedMessage("rem without a command")
+        text = (self.rem_handler(command.decode(errors="replace")) if self.rem_handler is not None
+                else "remote commands are not enabled on this node")
+        self._send_inbox(peer.bridge, str(token), [(Fid.DATA, text.encode())], now_ns)
+
+    def _in_reply(self, peer: Peer, suffix: str, d: dict[int, object], now_ns: int) -> None:
+        owner = self._rem_waiters.pop(int(suffix), None)
+        data = d.get(Fid.DATA)
+        if owner is not None and isinstance(data, bytes):
+            self._out.append(Deliver(owner, suffix, f"rem.{peer.user}", None, data, peer.bridge))
 
     def _in_ping(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         peer.ping_recv += 1
@@ -906,6 +991,8 @@ class Node:
         handler = _INBOX_HANDLERS.get(suffix)
         if handler is not None:
             handler(self, peer, d, via, now_ns)
+        elif suffix.isdigit():
+            self._in_reply(peer, suffix, d, now_ns)
 
     @staticmethod
     def _inbox_accept(peer: Peer, seqno: int, now_ns: int) -> bool:
@@ -1141,7 +1228,20 @@ class Node:
         subject = sub.decode("utf-8", "surrogateescape")
         path = (opt >> 3) & 3
         forwarded = self._forward_mcast(data, source, SubjectHashes(sub, h), path, conn)
-        self._deliver_local(source, subject, data, now_ns, own=False, transit=forwarded > 0)
+        delivered = self._deliver_local(source, subject, data, now_ns, own=False, transit=forwarded > 0)
+        if opt & (OPT_ACK | OPT_TRACE):
+            self._ack_reply(source, subject, data, conn, "trace" if opt & OPT_TRACE else "ack",
+                            bool(opt & OPT_TRACE) or delivered, now_ns)
+
+    def _ack_reply(self, source: bytes, subject: str, data: bytes, conn: Conn, kind: str, send: bool,
+                   now_ns: int) -> None:
+        """`_I.<source>.trace` from every router a traced message passes, `.ack` from the
+        nodes that deliver an acked one, naming the transport it arrived on."""
+        if not send:
+            return
+        seqno = decode_frame(data).get(Fid.SEQNO)
+        self._send_inbox(source, kind, [(Fid.REF_SEQNO, seqno if isinstance(seqno, int) else 0),
+                                        (Fid.SUBJECT, subject), (Fid.TPORT, conn.tport.name)], now_ns)
 
     def _forward_mcast(self, data: bytes, source: bytes, hashes: SubjectHashes, path: int, came: Conn | None) -> int:
         sent = 0
@@ -1180,14 +1280,15 @@ class Node:
         return conns
 
     def _deliver_local(self, source: bytes, subject: str, data: bytes | bytearray, now_ns: int, own: bool,
-                       transit: bool = False, no_echo: object | None = None) -> None:
+                       transit: bool = False, no_echo: object | None = None) -> bool:
+        """Deliver a received frame to the local subscriptions; True when any got it."""
         subs = self.subs.match(subject)
         peer = self.peers.get(source)
         if not subs:
             if peer is not None and not own and not transit:
                 peer.loss.not_sub += 1
                 peer.loss.not_sub_time = now_ns
-            return
+            return False
         frame = decode_frame(data)
         d = frame.as_dict()
         seqno = get_int(d, Fid.SEQNO)
@@ -1198,7 +1299,7 @@ class Node:
                 if peer is not None:
                     peer.loss.repeat += 1
                     peer.loss.repeat_time = now_ns
-                return
+                return False
             if loss and peer is not None:
                 peer.loss.msg_loss += loss
                 peer.loss.loss_time = now_ns
@@ -1208,6 +1309,7 @@ class Node:
         self._deliver(source, subject, seqno, subs, payload if isinstance(payload, bytes) else b"",
                       reply if isinstance(reply, str) else None, headers if isinstance(headers, bytes) else None,
                       loss, no_echo)
+        return True
 
     def _deliver(self, source: bytes, subject: str, seqno: int, subs: list[LocalSub], payload: bytes,
                  reply: str | None, headers: bytes | None, loss: int, no_echo: object | None) -> None:
@@ -1318,6 +1420,11 @@ class Node:
 
 
 
+def is_inbox_reply(subject: str) -> bool:
+    """A NATS-style reply subject: `_INBOX.` first, or second after a namespace."""
+    return subject.startswith(S.NATS_INBOX) or subject.partition(".")[2].startswith(S.NATS_INBOX)
+
+
 _INBOX_HANDLERS: dict[str, Callable[[Node, Peer, dict[int, object], bytes, int], None]] = {
     "add_rte": Node._in_add_rte,
     "sync_req": Node._in_sync_req,
@@ -1326,6 +1433,10 @@ _INBOX_HANDLERS: dict[str, Callable[[Node, Peer, dict[int, object], bytes, int],
     "adj_rpy": Node._in_adj_rpy,
     "mesh_req": Node._in_mesh_req,
     "ping": Node._in_ping,
+    "any": Node._in_any,
+    "ack": Node._in_ack,
+    "trace": Node._in_trace,
+    "rem": Node._in_rem,
     "pong": Node._in_pong,
     "mesh_rpy": Node._in_mesh_rpy,
 }
