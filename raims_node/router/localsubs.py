@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from raims_node.subject import Pattern, compile_pattern
+from raims_node.bloom import Shard, subject_hash
+from raims_node.subject import Pattern, compile_pattern, subject_bytes
 
 QUEUE_PREFIX = "_QUEUE."
 
@@ -25,6 +26,7 @@ class LocalSub:
     syntax: str | None  # None for an exact subject, else "rv" | "glob" | "sbus"
     pattern: Pattern | None = None
     queue: str | None = None
+    shard: Shard | None = None  # shardcast: only subjects whose hash falls in this shard
 
     @property
     def key(self) -> tuple[str | None, str]:
@@ -55,21 +57,22 @@ class LocalSubs:
     def __init__(self) -> None:
         self._by_key: dict[tuple[int, str], LocalSub] = {}  # (id(owner), sid)
         self._exact: dict[str, list[LocalSub]] = {}
-        self._patterns: dict[tuple[str, str], list[LocalSub]] = {}  # (syntax, text)
+        self._patterns: dict[tuple[str, str, Shard | None], list[LocalSub]] = {}  # (syntax, text, shard)
         self._queues: dict[str, int] = {}  # queue marker -> members
 
     def __len__(self) -> int:
         return len(self._by_key)
 
-    def add(self, owner: object, sid: str, text: str, syntax: str | None, queue: str | None = None) -> Change:
+    def add(self, owner: object, sid: str, text: str, syntax: str | None, queue: str | None = None,
+            shard: Shard | None = None) -> Change:
         """Add a subscription (the caller removed any earlier one with this sid)."""
         pattern = compile_pattern(text, syntax) if syntax is not None else None  # type: ignore[arg-type]
-        sub = LocalSub(owner, sid, text, syntax, pattern, queue)
+        sub = LocalSub(owner, sid, text, syntax, pattern, queue, shard if syntax is not None else None)
         self._by_key[(id(owner), sid)] = sub
         if syntax is None:
             refs = self._exact.setdefault(text, [])
         else:
-            refs = self._patterns.setdefault((syntax, text), [])
+            refs = self._patterns.setdefault((syntax, text, sub.shard), [])
         refs.append(sub)
         queue_edge = False
         marker = sub.queue_marker
@@ -96,10 +99,11 @@ class LocalSubs:
             if not refs:
                 del self._exact[sub.text]
         else:
-            refs = self._patterns[(sub.syntax, sub.text)]
+            key = (sub.syntax, sub.text, sub.shard)
+            refs = self._patterns[key]
             refs.remove(sub)
             if not refs:
-                del self._patterns[(sub.syntax, sub.text)]
+                del self._patterns[key]
         queue_edge = False
         marker = sub.queue_marker
         if marker is not None:
@@ -112,8 +116,14 @@ class LocalSubs:
     def match(self, subject: str) -> list[LocalSub]:
         """Every subscription that a message on `subject` goes to."""
         out = list(self._exact.get(subject, ()))
-        for refs in self._patterns.values():
+        h: int | None = None
+        for (_, _, shard), refs in self._patterns.items():
             if refs[0].pattern is not None and refs[0].pattern.matches(subject):
+                if shard is not None:
+                    if h is None:
+                        h = subject_hash(subject_bytes(subject))
+                    if not shard.holds(h):
+                        continue
                 out.extend(refs)
         return out
 
@@ -125,8 +135,8 @@ class LocalSubs:
         return iter(self._exact)
 
     def patterns(self) -> Iterator[tuple[str, str]]:
-        """(syntax, text) of every pattern subscribed."""
-        return iter(self._patterns)
+        """(syntax, text) of every pattern subscribed (shards of one pattern once)."""
+        return iter(dict.fromkeys((syntax, text) for syntax, text, _ in self._patterns))
 
     def queue_markers(self) -> Iterator[str]:
         return iter(self._queues)

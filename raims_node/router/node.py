@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import mmh3
 
 from raims_node import RaimsError
-from raims_node.bloom import BloomError, BloomFilter, SubjectHashes
+from raims_node.bloom import BloomError, BloomFilter, Shard, SubjectHashes
 from raims_node.crypto import mac
 from raims_node.crypto.credentials import Credentials
 from raims_node.crypto.handshake import Authenticated, Confirmed, Handshake, Rejected
@@ -367,11 +367,14 @@ class Node:
         return self._flush(now_ns)
 
     def psubscribe(
-        self, owner: object, sid: str, pattern: str, syntax: str, now_ns: int, queue: str | None = None
+        self, owner: object, sid: str, pattern: str, syntax: str, now_ns: int, queue: str | None = None,
+        shard: Shard | None = None,
     ) -> list[Action]:
+        """A pattern subscription; with `shard` (k of n) a shardcast: only the subjects
+        whose hash falls in shard k reach it, the other shards go to other nodes."""
         compile_pattern(pattern, syntax)  # type: ignore[arg-type]  # a bad pattern raises before any change
         self._remove_local(owner, sid, now_ns)
-        self._announce_change(self.subs.add(owner, sid, pattern, syntax, queue), True, now_ns)
+        self._announce_change(self.subs.add(owner, sid, pattern, syntax, queue, shard), True, now_ns)
         return self._flush(now_ns)
 
     def unsubscribe(self, owner: object, sid: str, now_ns: int) -> list[Action]:
@@ -397,9 +400,12 @@ class Node:
                 self._announce_sub((S.S_JOIN if added else S.S_LEAV) + sub.text, now_ns)
             else:
                 assert sub.pattern is not None
-                resized |= self.bloom.add_pattern(sub.pattern) if added else self.bloom.remove_pattern(sub.pattern)
+                resized |= (self.bloom.add_pattern(sub.pattern, sub.shard) if added
+                            else self.bloom.remove_pattern(sub.pattern, sub.shard))
+                shard: Fields = [] if sub.shard is None else [(Fid.SHARD_ID, sub.shard.index),
+                                                              (Fid.SHARD_CNT, sub.shard.count)]
                 self._announce_sub((S.P_PSUB if added else S.P_STOP) + sub.text, now_ns,
-                                   [(Fid.FMT, SYNTAX_FMT[sub.syntax])])
+                                   [(Fid.FMT, SYNTAX_FMT[sub.syntax]), *shard])
         marker = sub.queue_marker
         if change.queue_edge and marker is not None:
             resized |= self.bloom.add_subject(marker) if added else self.bloom.remove_subject(marker)
@@ -922,10 +928,10 @@ class Node:
                 bloom.remove_subject(text)
                 peer.subjects.discard(text)
             elif subj.startswith(S.P_PSUB):
-                bloom.add_pattern(compile_pattern(text, syntax))  # type: ignore[arg-type]
+                bloom.add_pattern(compile_pattern(text, syntax), _shard(d))  # type: ignore[arg-type]
                 peer.patterns.add((syntax, text))
             else:
-                bloom.remove_pattern(compile_pattern(text, syntax))  # type: ignore[arg-type]
+                bloom.remove_pattern(compile_pattern(text, syntax), _shard(d))  # type: ignore[arg-type]
                 peer.patterns.discard((syntax, text))
         except (BloomError, SubjectError):
             peer.bloom_stale = True
@@ -1418,6 +1424,11 @@ class Node:
         out, self._out = self._out, []
         return out
 
+
+
+def _shard(d: dict[int, object]) -> Shard | None:
+    count = get_int(d, Fid.SHARD_CNT)
+    return Shard(get_int(d, Fid.SHARD_ID), count) if count else None
 
 
 def is_inbox_reply(subject: str) -> bool:

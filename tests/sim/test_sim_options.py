@@ -50,3 +50,25 @@ def test_remote_console_command(creds: Callable[[str], Credentials]) -> None:
     net.run_for(50 * MS)
     (reply,) = a.delivered
     assert reply.payload == b"D ran 'show pubtype'" and reply.subject == "rem.D"
+
+
+def test_shardcast_splits_the_subject_space_between_nodes(creds: Callable[[str], Credentials]) -> None:
+    from raims_node.bloom import Shard
+
+    net = build(creds)
+    for name, k in (("C", 1), ("D", 2)):
+        sim = net.nodes[name]
+        net._apply(name, sim.node.psubscribe(sim, "s", "X.*", "rv", net.now, shard=Shard(k, 2)))
+    net.run_until(lambda: all(net.nodes["A"].node.peers[net.nodes[n].node.bridge].patterns for n in "CD"),
+                  timeout_ns=5 * NS)
+    net.record_trace = True
+    for i in range(100):
+        net.publish("A", f"X.{i}", b"%d" % i)
+    net.run_for(50 * MS)
+    got_c = {d.subject for d in net.nodes["C"].delivered}
+    got_d = {d.subject for d in net.nodes["D"].delivered}
+    assert got_c | got_d == {f"X.{i}" for i in range(100)} and not got_c & got_d
+    assert 20 < len(got_c) < 80  # the hash splits the space about evenly
+    # the filters prune by shard: no message was sent towards a node not holding its shard
+    to_c = {s for _, _, dst, s in net.trace if dst == "C" and s.startswith("X.")}
+    assert to_c == got_c
