@@ -21,6 +21,12 @@ Decisions where the issue is silent:
   master (a demonstration) unless --keep-running.
 - The rollouts row is validated with the snapshot (its suite checks status and nodes)
   as it stands before validation, then written with the validation count.
+- Before anything is planned (and before --teardown), one barrier task per host slot
+  imports PROBE_MODULE (issue 11): an executor without raims fails there with a
+  DeployError naming its host, its interpreter and the ways to get raims there, rather
+  than in the deploy stage with pages of Java trace. The probe's task is a closure that
+  refers to nothing of raims, so cloudpickle ships it by value and it runs where raims
+  is missing.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -58,6 +64,12 @@ from spark_app.session import is_local_master
 LOCAL_NODES: Final = 4
 MIN_NODES: Final = 2
 BRIDGE_KINDS: Final = ("nats", "redis")
+PROBE_MODULE: Final = "raims_node.server"
+NOT_IMPORTABLE_HELP: Final = (
+    "run `make dist` and pass --archive dist/raims-env.tar.gz (or spark-submit --archives "
+    "dist/raims-env.tar.gz#environment --conf spark.pyspark.python=./environment/bin/python), "
+    "or install the wheel with deploy/databricks-init.sh"
+)
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,41 @@ def traffic_via(bridges: Sequence[str]) -> str:
     return VIA_NATS if VIA_NATS in bridges and nats_client else VIA_WEBSOCKET
 
 
+def import_probe(module: str) -> Callable[[Iterable[int]], Iterator[dict[str, str]]]:
+    """The probe's task: a closure, so cloudpickle ships it by value, and it imports
+    nothing of raims until it runs (the host may not have raims)."""
+
+    def probe(_: Iterable[int]) -> Iterator[dict[str, str]]:
+        import importlib
+        import sys
+
+        from pyspark import BarrierTaskContext
+
+        ctx = BarrierTaskContext.get()
+        address = ctx.getTaskInfos()[ctx.partitionId()].address
+        try:
+            importlib.import_module(module)
+            error = ""
+        except Exception as exc:  # anything the import raises is the host's report
+            error = f"{type(exc).__name__}: {exc}"
+        yield {"host": address.rpartition(":")[0] or address, "python": sys.executable, "error": error}
+
+    return probe
+
+
+def probe_imports(spark: SparkSession, hosts: int, module: str = PROBE_MODULE) -> list[dict[str, str]]:
+    """Import `module` in one barrier task per host slot; every task's report (host,
+    python, error: "" when the import worked), or DeployError naming each host where it
+    failed."""
+    rdd = spark.sparkContext.parallelize(range(hosts), hosts)
+    reports = rdd.barrier().mapPartitions(import_probe(module)).collect()
+    failed = {r["host"]: f"{r['error']} in {r['python']}" for r in reports if r["error"]}
+    if failed:
+        where = "; ".join(f"{host} ({why})" for host, why in sorted(failed.items()))
+        raise DeployError(f"raims is not importable on executor host(s) {where}: {NOT_IMPORTABLE_HELP}")
+    return reports
+
+
 def default_nodes_per_host(master: str, hosts: int) -> int:
     total = LOCAL_NODES if is_local_master(master) else MIN_NODES
     return max(1, math.ceil(total / hosts)) if is_local_master(master) or hosts < total else 1
@@ -227,6 +274,7 @@ class Rollout:
         s, o = self.settings, self.outcome
         with self.stage("keys") as note:
             o.hosts = executor_hosts(self.spark)
+            probe_imports(self.spark, o.hosts)
             if s.topology == topology.MESH_TOPOLOGY:
                 plan = topology.mesh_plan(o.hosts, s.nodes_per_host or default_nodes_per_host(o.master, o.hosts),
                                           s.mesh_cost)
@@ -359,6 +407,7 @@ class Rollout:
     def stop_all(self) -> Outcome:
         """`--teardown`: stop every daemon of the service on every host."""
         self.outcome.hosts = executor_hosts(self.spark)
+        probe_imports(self.spark, self.outcome.hosts)
         self.teardown()
         return self.outcome
 

@@ -6,7 +6,7 @@ Issue "The main job", item 1; the stages are spark_app.controller's. Also runs a
 
     raims_rollout.py [--config conf/rollout.yaml] [--master URL] [--nodes-per-host N]
                      [--topology mesh | --topology graph FILE] [--lake PATH] [--keys-dir PATH]
-                     [--run-dir PATH] [--keep-running] [--no-queries] [--teardown]
+                     [--run-dir PATH] [--archive PATH] [--keep-running] [--no-queries] [--teardown]
 
 Decisions:
 - The master: --master, else the config's `master`, else the one spark-submit or the
@@ -14,6 +14,9 @@ Decisions:
 - Output: one line per stage with its time, then the summary tables, then (unless
   --no-queries) a few SQL queries over the lake's views. Exit status 0 when every stage
   passed, 1 when one failed (its message names what to look at), 2 for bad arguments.
+- Executors without the raims package: --archive (else $RAIMS_ENV_ARCHIVE) ships the
+  `make dist` environment archive with the session (spark_app.session); without it, the
+  rollout's import probe fails and says how to get raims onto the executors.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 # set in the driver's environment by spark-submit's Python runner, and by Databricks
 LAUNCHED_BY: Final = ("PYSPARK_GATEWAY_PORT", "DATABRICKS_RUNTIME_VERSION")
+ARCHIVE_ENV: Final = "RAIMS_ENV_ARCHIVE"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -68,6 +72,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--keys-dir", help="local directory for the service keys (default: the lake's keys/; "
                                        "needed when the lake is not a local directory)")
     ap.add_argument("--run-dir", help="directory, on every host, of the daemons' configs, pid files and logs")
+    ap.add_argument("--archive", metavar="PATH", default=os.environ.get(ARCHIVE_ENV) or None,
+                    help="environment archive built by `make dist` (dist/raims-env.tar.gz) for executors "
+                         f"that do not have the raims package (default ${ARCHIVE_ENV})")
     ap.add_argument("--teardown", action="store_true",
                     help="stop every daemon of the service on every host (by pid file) and exit")
     ap.add_argument("--keep-running", action="store_true",
@@ -126,10 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     master = resolve_master(args.master, settings.master)
     print(f"raims rollout: service {settings.service}, master {master or '(as launched)'}, "
-          f"topology {settings.topology}, lake {settings.lake}, run dir {settings.run_dir}", flush=True)
+          f"topology {settings.topology}, lake {settings.lake}, run dir {settings.run_dir}"
+          + (f", executor environment {args.archive}" if args.archive else ""), flush=True)
     t0 = time.perf_counter()
     try:
-        spark = build_session(master, app_name=APP_NAME)
+        spark = build_session(master, app_name=APP_NAME, archive=args.archive)
     except SparkAppError as exc:
         print(f"raims_rollout: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -23,6 +23,18 @@ measured on this machine). For a local master (`local[N]`, `local-cluster[W,C,M]
 On a cluster (master None: spark-submit or Databricks decide) nothing is changed; the
 session is only checked (dynamic allocation must be off for the barrier stage).
 
+Executors without the raims package (issue 11) get the relocatable environment that
+`make dist` packs (dist/raims-env.tar.gz, venv-pack): with `archive`, the session ships
+it as `spark.archives=<PATH>#environment` and the executors' Python is
+`./environment/bin/python`, while the driver keeps its own interpreter. PySpark takes the
+workers' interpreter from the driver's PYSPARK_PYTHON when the context starts (the
+`spark.pyspark.python` setting only reaches spark-submit's launcher), so that variable is
+set too. Decisions: a local path must exist (else the message says to run `make dist`) and
+is made absolute; a URL (hdfs:, s3a:, dbfs:...) is passed as is; the archive is refused on
+local[N], whose Python workers are the driver's and run in its directory, where
+./environment is never unpacked (local-cluster executors unpack it in their own work
+directories, like a cluster's); and it cannot be added to a session that already runs.
+
 Delta is detected by asking Spark to resolve the `delta` data source, never by loading
 delta-spark's Maven package (which fails offline at session start).
 """
@@ -65,6 +77,8 @@ CDS_QUIET_OPTIONS: Final = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 CDS_BUILD_TIMEOUT_S: Final = 300.0
 JVM_EXIT_TIMEOUT_S: Final = 120.0
 DATA_SOURCE_NOT_FOUND: Final = "DATA_SOURCE_NOT_FOUND"
+ARCHIVE_ALIAS: Final = "environment"
+ARCHIVE_PYTHON: Final = f"./{ARCHIVE_ALIAS}/bin/python"
 
 _MEMORY = re.compile(r"^(\d+)([kmgt]?)b?$", re.IGNORECASE)
 _MEMORY_MB: Final = {"k": 1 / 1024, "m": 1, "": 1 / (1024 * 1024), "g": 1024, "t": 1024 * 1024}
@@ -201,6 +215,35 @@ def jvm_options(*, archive: Path | None, fast_jit: bool) -> str:
     return " ".join(opts)
 
 
+def archive_conf(archive: str, *, python: str = sys.executable) -> dict[str, str]:
+    """The settings that run the executors' Python from the environment archive
+    `archive` (a path or URL, without a #fragment), the driver's from `python` (pure)."""
+    if not archive or "#" in archive:
+        raise SessionError(
+            f"environment archive {archive!r}: give the archive's path or URL without "
+            f"a #fragment (it is unpacked as #{ARCHIVE_ALIAS})"
+        )
+    return {
+        "spark.archives": f"{archive}#{ARCHIVE_ALIAS}",
+        "spark.pyspark.python": ARCHIVE_PYTHON,
+        "spark.pyspark.driver.python": python,
+        "spark.executorEnv.PYSPARK_PYTHON": ARCHIVE_PYTHON,
+    }
+
+
+def resolve_archive(archive: str) -> str:
+    """`archive` made absolute when it is a local path, which must exist; a URL as is."""
+    if re.match(r"^[A-Za-z][\w+.-]*:", archive) and not archive.startswith("file:"):
+        return archive
+    path = Path(archive.removeprefix("file:")).expanduser().resolve()
+    if not path.is_file():
+        raise SessionError(
+            f"environment archive {archive!r} not found: run `make dist` to build "
+            "dist/raims-env.tar.gz"
+        )
+    return str(path)
+
+
 def local_conf(
     master: str,
     *,
@@ -208,10 +251,17 @@ def local_conf(
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
     java_options: str = "",
     python: str = sys.executable,
+    archive: str | None = None,
 ) -> dict[str, str]:
-    """The Spark settings of a local session (pure: no JVM, no environment)."""
+    """The Spark settings of a local session (pure: no JVM, no environment); with
+    `archive`, its executors run the Python of that environment archive."""
     if not is_local_master(master):
         raise SessionError(f"{master!r} is not a local master (local[N] or local-cluster[...])")
+    if archive is not None and not master.startswith("local-cluster["):
+        raise SessionError(
+            f"an environment archive needs executors of their own (local-cluster[...] or a "
+            f"cluster), not {master!r}, whose Python workers are the driver's"
+        )
     if memory_mb(driver_memory) < MIN_DRIVER_MEMORY_MB:
         raise SessionError(
             f"driver memory {driver_memory} is below the {MIN_DRIVER_MEMORY_MB}m a rollout needs"
@@ -236,6 +286,8 @@ def local_conf(
     if java_options:
         conf["spark.driver.extraJavaOptions"] = java_options
         conf["spark.executor.extraJavaOptions"] = java_options
+    if archive is not None:
+        conf.update(archive_conf(archive, python=python))
     return conf
 
 
@@ -247,12 +299,14 @@ def build_session(
     fast_start: bool = True,
     conf: Mapping[str, str] | None = None,
     cache: Path | None = None,
+    archive: str | None = None,
 ) -> SparkSession:
     """The session for a rollout on `master`, or on the cluster's own master when None.
 
     A local session is configured as the module docstring says; `fast_start` adds the
     class-data-sharing archive (built on first use) and C1-only JIT. `conf` adds or
-    overrides settings. An active session is reused if it runs on `master`.
+    overrides settings. An active session is reused if it runs on `master`. `archive`
+    (the `make dist` environment archive) is what the executors' Python runs from.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -262,13 +316,27 @@ def build_session(
                 f"a session on {running!r} is already active; "
                 f"stop it before starting one on {master!r}"
             )
+        if archive is not None:
+            raise SessionError(
+                f"a session on {running!r} is already active: the environment archive "
+                f"{archive} must be given when it starts (spark-submit --archives "
+                f"{archive}#{ARCHIVE_ALIAS} --conf spark.pyspark.python={ARCHIVE_PYTHON})"
+            )
         require_static_allocation(active)
         return active
+    shipped = resolve_archive(archive) if archive is not None else None
     if master is None:
         settings = {"spark.app.name": app_name}
+        if shipped is not None:
+            settings.update(archive_conf(shipped))
     else:
         settings = _prepare_local(
-            master, app_name, driver_memory, fast_start, cache if cache is not None else cache_dir()
+            master,
+            app_name,
+            driver_memory,
+            fast_start,
+            cache if cache is not None else cache_dir(),
+            shipped,
         )
     for key, value in (conf or {}).items():
         joined = key.endswith("extraJavaOptions") and key in settings
@@ -276,26 +344,53 @@ def build_session(
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _workers_python(settings.get("spark.pyspark.python") if shipped else None):
+        spark = builder.getOrCreate()
     require_static_allocation(spark)
     return spark
 
 
+@contextlib.contextmanager
+def _workers_python(python: str | None) -> Iterator[None]:
+    """PYSPARK_PYTHON set to `python` (when given) while a context starts: the context
+    keeps the value it read, and later sessions of this process are not affected."""
+    if python is None:
+        yield
+        return
+    before = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = python
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = before
+
+
 def _prepare_local(
-    master: str, app_name: str, driver_memory: str, fast_start: bool, cache: Path
+    master: str,
+    app_name: str,
+    driver_memory: str,
+    fast_start: bool,
+    cache: Path,
+    env_archive: str | None,
 ) -> dict[str, str]:
     """Environment and settings for a local session (the JVM reads its environment once)."""
+    if env_archive is not None:  # fail before the environment changes or a JVM starts
+        local_conf(master, archive=env_archive)
     java = find_java()
     _set_local_environment(cache)
-    archive = None
+    cds = None
     if fast_start:
         spark_home = Path(os.environ["SPARK_HOME"])
-        archive = ensure_cds_archive(cds_archive_path(cache, spark_home, java), spark_home)
+        cds = ensure_cds_archive(cds_archive_path(cache, spark_home, java), spark_home)
     return local_conf(
         master,
         app_name=app_name,
         driver_memory=driver_memory,
-        java_options=jvm_options(archive=archive, fast_jit=fast_start),
+        java_options=jvm_options(archive=cds, fast_jit=fast_start),
+        archive=env_archive,
     )
 
 

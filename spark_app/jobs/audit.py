@@ -205,7 +205,7 @@ def audit_only(args: argparse.Namespace) -> int:
     the options of `add_arguments` when present; 0 when clean, 1 with findings."""
     from spark_app.session import build_session
 
-    spark = build_session(getattr(args, "master", None))
+    spark = build_session(getattr(args, "master", None), archive=getattr(args, "archive", None))
     lake = Lake(args.lake, spark)
     result = run_audits(spark, lake, args.snapshot, options_from(args))
     print(f"snapshot {args.snapshot}: {result.summary()}")
