@@ -27,7 +27,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIST=$(mkdir -p "${1:-$ROOT/dist}" && cd "${1:-$ROOT/dist}" && pwd)
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 EXTRAS=${RAIMS_DIST_EXTRAS-clients}
-EXECUTOR_PACKAGES=("pandas==2.3.3" "pyarrow==22.0.0")
+EXECUTOR_PACKAGES=("pandas==2.3.3" "pyarrow==22.0.0" "deltalake==1.6.6")  # the audits read the lake on executors
 VENV_PACK="venv-pack==0.2.0"
 ARCHIVE=raims-env.tar.gz
 

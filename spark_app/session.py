@@ -344,10 +344,31 @@ def build_session(
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if shipped is not None and "://" not in shipped:
+        driver_environment(Path(shipped), Path.cwd() / ARCHIVE_ALIAS)
     with _workers_python(settings.get("spark.pyspark.python") if shipped else None):
         spark = builder.getOrCreate()
     require_static_allocation(spark)
     return spark
+
+
+def driver_environment(archive: Path, target: Path) -> Path:
+    """The archive unpacked beside the driver as well: Spark runs some Python workers from
+    the driver's JVM (a Python data source's planning), with the executors' relative
+    `./environment/bin/python`, so the driver's working directory needs it too. Unpacked
+    again only when the archive changed (a marker records its size and mtime)."""
+    stamp = f"{archive.resolve()} {archive.stat().st_size} {archive.stat().st_mtime_ns}"
+    marker = target / ".raims-archive"
+    if marker.is_file() and marker.read_text() == stamp:
+        return target
+    import tarfile
+
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(target, filter="tar")
+    marker.write_text(stamp)
+    return target
 
 
 @contextlib.contextmanager
