@@ -16,6 +16,7 @@ Listens on 127.0.0.1 unless the transport says otherwise.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import TYPE_CHECKING
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from raims_node.daemon import Daemon
 
 log = logging.getLogger("raims.web")
+
+WS_BACKLOG_LIMIT = 10_000
 
 
 class WebAdmin:
@@ -128,18 +131,31 @@ class WebAdmin:
 
 
 class _WsClient:
+    """A websocket subscriber; a client that falls WS_BACKLOG_LIMIT messages behind is a
+    slow consumer and is closed (code 1013), so it cannot grow the node's memory."""
+
     def __init__(self, ws: web.WebSocketResponse) -> None:
         self.ws = ws
+        self.backlog = 0
 
     def on_deliver(self, d: Deliver) -> None:
         if self.ws.closed:
             return
-        import asyncio
-
-        asyncio.ensure_future(self.ws.send_json({
+        if self.backlog >= WS_BACKLOG_LIMIT:
+            log.warning("closing websocket: slow consumer, %d messages behind", self.backlog)
+            asyncio.ensure_future(self.ws.close(code=1013, message=b"slow consumer"))
+            return
+        self.backlog += 1
+        task = asyncio.ensure_future(self.ws.send_json({
             "subject": d.subject, "data": d.payload.decode(errors="replace"), "reply": d.reply,
             "loss": d.loss, "source": bridge_b64(d.source),
         }))
+        task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Future[None]) -> None:
+        self.backlog -= 1
+        if not task.cancelled():
+            task.exception()  # a send on a closed socket is expected here; retrieve it
 
 
 def _now_ns() -> int:
