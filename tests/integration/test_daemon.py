@@ -95,21 +95,22 @@ def test_foreign_keys_and_plaintext_peers_are_refused(tmp_path: Path) -> None:
     data = yaml.safe_load(other_cfg.read_text())
     data["transports"] = yaml.safe_load(cfg.read_text())["transports"]  # same ports, other keys
     other_cfg.write_text(yaml.safe_dump(data))
-    a = _start(tmp_path, cfg, commands[0])
-    b = _start(tmp_path, other_cfg, commands[1])
+    started: list[NodeProc] = []
     try:
+        a = _start(tmp_path, cfg, commands[0])
+        started.append(a)
+        b = _start(tmp_path, other_cfg, commands[1])
+        started.append(b)
         a.wait_for(r"closing link .*another salt", 10)
         assert not any("1 uids authenticated" in line for line in a.lines)
-    finally:
         b.stop()
-    plain = yaml.safe_load(cfg.read_text())
-    for t in plain["transports"]:
-        t["route"]["noencrypt"] = True
-    plain_cfg = tmp_path / "plain.yaml"
-    plain_cfg.write_text(yaml.safe_dump(plain))
-    b = _start(tmp_path, plain_cfg, commands[1])
-    try:
+        plain = yaml.safe_load(cfg.read_text())
+        for t in plain["transports"]:
+            t["route"]["noencrypt"] = True
+        plain_cfg = tmp_path / "plain.yaml"
+        plain_cfg.write_text(yaml.safe_dump(plain))
+        started.append(_start(tmp_path, plain_cfg, commands[1]))
         a.wait_for(r"closing link .*does not encrypt", 10)
     finally:
-        b.stop()
-        a.stop()
+        for node in started:  # every process this test started, whatever failed
+            node.stop()
