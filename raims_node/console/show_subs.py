@@ -25,7 +25,7 @@ from collections import Counter
 from raims_node.console.context import ConsoleContext
 from raims_node.console.names import ALL_USERS, Names
 from raims_node.console.result import CommandResult, Kind, Row
-from raims_node.router.seqwin import SEQ_MASK, PubWindow, SubWindow, frame_start_ns
+from raims_node.router.seqwin import SEQ_MASK, frame_start_ns
 from raims_node.wire.subjects import PublishType
 
 SUBJECT_TYPE = "sub"
@@ -58,9 +58,9 @@ def show_seqno(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     names = Names(node)
     word = args[0] if args else None
     rows: list[Row] = []
-    for subject, seqno in _pub_entries(node.pub_window):
+    for subject, seqno in node.pub_window.entries():
         rows.append(_seqno_row(IPC_SOURCE, seqno, subject))
-    for (source, subject), seqno in _sub_entries(node.sub_window):
+    for (source, subject), seqno in node.sub_window.entries():
         rows.append(_seqno_row(names.user(source), seqno, subject))
     rows = [r for r in rows if word is None or word in str(r["subject"])]
     return CommandResult(["source", "seqno", "start", "time", "subject"], rows,
@@ -74,14 +74,6 @@ def _seqno_row(source: str, seqno: int, subject: str) -> Row:
 
 # The windows expose no iteration; read their two generations, the current one first
 # (a key moves to the current generation when used, so none is in both).
-def _pub_entries(w: PubWindow) -> list[tuple[str, int]]:
-    return [*w._w.cur.items(), *w._w.old.items()]
-
-
-def _sub_entries(w: SubWindow) -> list[tuple[tuple[bytes, str], int]]:
-    return [(k, e.seqno) for k, e in (*w._w.cur.items(), *w._w.old.items())]
-
-
 def show_pubtype(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     counters = ctx.node.counters
     # multicast data is counted apart from the dict (the forwarding hot path)

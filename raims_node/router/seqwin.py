@@ -91,6 +91,10 @@ class _Window(Generic[K, V]):
     def __len__(self) -> int:
         return len(self.cur) + len(self.old)
 
+    def items(self) -> list[tuple[K, V]]:
+        """Every entry, current generation first."""
+        return [*self.cur.items(), *self.old.items()]
+
 
 class PubWindow:
     """Next sequence number for each subject this node publishes."""
@@ -111,6 +115,10 @@ class PubWindow:
         seq = last + 1
         self._w.put(subject, len(subject), seq)
         return seq, False
+
+    def entries(self) -> list[tuple[str, int]]:
+        """(subject, last seqno published) of every subject in the window."""
+        return self._w.items()
 
     def __len__(self) -> int:
         return len(self._w)
@@ -158,6 +166,10 @@ class SubWindow:
         if stamp:
             entry.stamp = stamp
         return Verdict.LOSS, lost
+
+    def entries(self) -> list[tuple[tuple[bytes, str], int]]:
+        """((source, subject), last seqno received) of every stream in the window."""
+        return [(k, e.seqno) for k, e in self._w.items()]
 
     def __len__(self) -> int:
         return len(self._w)

@@ -66,3 +66,13 @@ def test_subscriber_verdicts() -> None:
     assert w.check(SRC, "a", later, T0 + 20 * NS, T0) == (Verdict.RESTART, 0)
     assert w.check(SRC, "a", later + 2 * (1 << FRAME_SHIFT), 0, T0) == (Verdict.LOSS, 1)
     assert w.check(b"t" * 16, "a", s + 100, 0, T0) == (Verdict.FIRST, 0)  # per source
+
+
+def test_windows_list_their_entries() -> None:
+    pub = PubWindow(4 << 20, 10 * NS, T0)
+    s, _ = pub.next_seqno("a", T0)
+    pub.next_seqno("a", T0)
+    assert pub.entries() == [("a", s + 1)]
+    sub = SubWindow(8 << 20, 10 * NS, T0)
+    sub.check(SRC, "b", s, T0, T0)
+    assert sub.entries() == [((SRC, "b"), s)]
