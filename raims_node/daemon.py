@@ -157,6 +157,7 @@ class Daemon:
             self._ticker.cancel()
         for link in list(self.links.values()):
             if link.transport is not None:
+                link.flush()  # the BYE frames
                 link.transport.close()  # close() flushes what is buffered first
         await asyncio.sleep(0.05)
 
@@ -267,12 +268,7 @@ class Daemon:
         return conn_id
 
     def link_frames(self, conn_id: int, frames: list[bytes]) -> None:
-        now = time.time_ns()
-        on_frame = self.node.on_frame
-        actions: list[Action] = []
-        for frame in frames:
-            actions += on_frame(conn_id, frame, now)
-        self._apply(actions)
+        self._apply(self.node.on_frames(conn_id, frames, time.time_ns()))
 
     def link_congested(self, conn_id: int, congested: bool) -> None:
         """Backpressure: while any link's output is above its high-water mark, stop
@@ -299,22 +295,22 @@ class Daemon:
     # ------------------------------------------------------------------ actions
 
     def _apply(self, actions: list[Action]) -> None:
-        """Carry out the node's actions; frames for one link are written in one call
-        (one encryption, one syscall) per batch, in order."""
-        out: dict[int, list[bytes]] = {}
+        """Carry out the node's actions in order (a link coalesces what it is sent in one
+        pass of the loop into one write)."""
+        links = self.links
         for act in actions:
             if isinstance(act, Send):
-                out.setdefault(act.conn_id, []).append(act.data)
-                continue
-            if isinstance(act, Close):
-                self._write(out.pop(act.conn_id, None), act.conn_id)
-                link = self.links.get(act.conn_id)
+                link = links.get(act.conn_id)
                 if link is not None:
-                    link.close(act.reason)
+                    link.send(act.data)
             elif isinstance(act, Deliver):
                 handler = getattr(act.owner, "on_deliver", None)
                 if handler is not None:
                     handler(act)
+            elif isinstance(act, Close):
+                link = links.get(act.conn_id)
+                if link is not None:
+                    link.close(act.reason)
             elif isinstance(act, Log):
                 self._say(act.text)
             elif isinstance(act, Connect):
@@ -323,13 +319,6 @@ class Daemon:
                     host, _, port = act.url.rpartition(":")
                     run.tasks.append(asyncio.create_task(
                         self._connector(run, (host.strip("[]"), int(port)), once=True)))
-        for conn_id, chunks in out.items():
-            self._write(chunks, conn_id)
-
-    def _write(self, chunks: list[bytes] | None, conn_id: int) -> None:
-        link = self.links.get(conn_id)
-        if chunks and link is not None:
-            link.send(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
     def _say(self, text: str) -> None:
         line = f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  {text}"
@@ -363,9 +352,12 @@ class Daemon:
                 no_echo: object | None = None) -> int:
         """Publish from a local client (never delivered back to `no_echo`); the number of
         local subscriptions it was delivered to."""
-        actions = self.node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo)
+        node = self.node
+        before = node.counters.delivered
+        actions = node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo)
+        delivered = node.counters.delivered - before
         self._apply(actions)
-        return sum(1 for act in actions if type(act) is Deliver)
+        return delivered
 
     # ------------------------------------------------------------------ state for show ports
 

@@ -158,6 +158,8 @@ class NatsParser:
         self.max_control_line = max_control_line
         self._tail = bytearray()  # unparsed bytes of earlier reads
         self._need = 0  # bytes the tail must hold before a parse can progress
+        self._last_pub: bytes | None = None  # the last PUB / HPUB control line, its arguments
+        self._last_pub_args: tuple[str, str | None, int, int] = ("", None, 0, 0)
         self._error: NatsProtocolError | None = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[NatsEvent]:
@@ -201,69 +203,84 @@ class NatsParser:
             end = nl - 1 if nl > pos and data[nl - 1] == 13 else nl
             if end - pos > maxcl:
                 raise ControlLineTooLong(f"control line of {end - pos} bytes exceeds max {maxcl}")
-            args = data[pos:end].split()
-            if not args:
-                raise UnknownOperation("empty control line")
-            op = args[0]
-            if op != b"PUB":
-                op = op.upper()
-            if op == b"PUB" or op == b"HPUB":
-                nargs = len(args)
-                size_b = args[-1]
-                if not size_b.isdigit() or len(size_b) > _MAX_SIZE_DIGITS:
-                    raise _bad_size(size_b)
-                size = int(size_b)
-                hdr = 0
-                if op == b"PUB":
-                    if nargs != 3 and nargs != 4:
-                        raise UnknownOperation(f"PUB takes 2 or 3 arguments, got {nargs - 1}")
-                    reply = _text(args[2]) if nargs == 4 else None
-                else:
-                    if nargs != 4 and nargs != 5:
-                        raise UnknownOperation(f"HPUB takes 3 or 4 arguments, got {nargs - 1}")
-                    reply = _text(args[2]) if nargs == 5 else None
-                    hdr_b = args[-2]
-                    if not hdr_b.isdigit() or len(hdr_b) > _MAX_SIZE_DIGITS:
-                        raise _bad_size(hdr_b)
-                    hdr = int(hdr_b)
-                    if hdr > size:
-                        raise UnknownOperation(f"HPUB header size {hdr} exceeds total size {size}")
-                if size > self.max_payload:
-                    raise PayloadTooLarge(f"payload of {size} bytes exceeds max_payload {self.max_payload}")
-                start = nl + 1
-                stop = start + size
-                if stop + 2 > n:
-                    self._need = stop + 2 - pos
-                    return pos
-                if data[stop] != 13 or data[stop + 1] != 10:
-                    raise UnknownOperation("payload not followed by CRLF")
-                subject = args[1].decode("utf-8", "surrogateescape")
-                if hdr:
-                    append(_new(Pub, (subject, reply, data[start:start + hdr], data[start + hdr:stop])))
-                else:
-                    append(_new(Pub, (subject, reply, None, data[start:stop])))
-                pos = stop + 2
-                continue
-            if op == b"SUB":
-                if len(args) == 3:
-                    events.append(Sub(_text(args[1]), None, _text(args[2])))
-                elif len(args) == 4:
-                    events.append(Sub(_text(args[1]), _text(args[2]), _text(args[3])))
-                else:
-                    raise UnknownOperation(f"SUB takes 2 or 3 arguments, got {len(args) - 1}")
-            elif op == b"UNSUB":
-                if len(args) == 2:
-                    events.append(Unsub(_text(args[1]), 0))
-                elif len(args) == 3:
-                    m = args[2]
-                    events.append(Unsub(_text(args[1]),
-                                        int(m) if m.isdigit() and len(m) <= 18 else 0))  # int64, as nats-server
-                else:
-                    raise UnknownOperation(f"UNSUB takes 1 or 2 arguments, got {len(args) - 1}")
+            line = data[pos:end]
+            if line == self._last_pub:  # a pipelined run on one subject: its line parsed once
+                pub = self._last_pub_args
             else:
-                _rare_operation(data[pos:end], events)
-            pos = nl + 1
+                args = line.split()
+                if not args:
+                    raise UnknownOperation("empty control line")
+                op = args[0]
+                if op != b"PUB":
+                    op = op.upper()
+                if op != b"PUB" and op != b"HPUB":
+                    _control(op, args, line, events)
+                    pos = nl + 1
+                    continue
+                pub = self._pub_args(op, args)
+                self._last_pub, self._last_pub_args = line, pub
+            subject, reply, hdr, size = pub
+            start = nl + 1
+            stop = start + size
+            if stop + 2 > n:
+                self._need = stop + 2 - pos
+                return pos
+            if data[stop] != 13 or data[stop + 1] != 10:
+                raise UnknownOperation("payload not followed by CRLF")
+            if hdr:
+                append(_new(Pub, (subject, reply, data[start:start + hdr], data[start + hdr:stop])))
+            else:
+                append(_new(Pub, (subject, reply, None, data[start:stop])))
+            pos = stop + 2
         return pos
+
+    def _pub_args(self, op: bytes, args: list[bytes]) -> tuple[str, str | None, int, int]:
+        """(subject, reply, header size, total size) of a PUB or HPUB line."""
+        nargs = len(args)
+        size_b = args[-1]
+        if not size_b.isdigit() or len(size_b) > _MAX_SIZE_DIGITS:
+            raise _bad_size(size_b)
+        size = int(size_b)
+        hdr = 0
+        if op == b"PUB":
+            if nargs != 3 and nargs != 4:
+                raise UnknownOperation(f"PUB takes 2 or 3 arguments, got {nargs - 1}")
+            reply = _text(args[2]) if nargs == 4 else None
+        else:
+            if nargs != 4 and nargs != 5:
+                raise UnknownOperation(f"HPUB takes 3 or 4 arguments, got {nargs - 1}")
+            reply = _text(args[2]) if nargs == 5 else None
+            hdr_b = args[-2]
+            if not hdr_b.isdigit() or len(hdr_b) > _MAX_SIZE_DIGITS:
+                raise _bad_size(hdr_b)
+            hdr = int(hdr_b)
+            if hdr > size:
+                raise UnknownOperation(f"HPUB header size {hdr} exceeds total size {size}")
+        if size > self.max_payload:
+            raise PayloadTooLarge(f"payload of {size} bytes exceeds max_payload {self.max_payload}")
+        return args[1].decode("utf-8", "surrogateescape"), reply, hdr, size
+
+
+def _control(op: bytes, args: list[bytes], line: bytes, events: list[NatsEvent]) -> None:
+    """Any operation but PUB and HPUB."""
+    if op == b"SUB":
+        if len(args) == 3:
+            events.append(Sub(_text(args[1]), None, _text(args[2])))
+        elif len(args) == 4:
+            events.append(Sub(_text(args[1]), _text(args[2]), _text(args[3])))
+        else:
+            raise UnknownOperation(f"SUB takes 2 or 3 arguments, got {len(args) - 1}")
+    elif op == b"UNSUB":
+        if len(args) == 2:
+            events.append(Unsub(_text(args[1]), 0))
+        elif len(args) == 3:
+            m = args[2]
+            events.append(Unsub(_text(args[1]),
+                                int(m) if m.isdigit() and len(m) <= 18 else 0))  # int64, as nats-server
+        else:
+            raise UnknownOperation(f"UNSUB takes 1 or 2 arguments, got {len(args) - 1}")
+    else:
+        _rare_operation(line, events)
 
 
 def _rare_operation(line: bytes, events: list[NatsEvent]) -> None:

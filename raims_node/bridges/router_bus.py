@@ -178,7 +178,7 @@ class RouterBus:
         node.counters.published += 1
         n = 0
         groups: dict[str, list[tuple[object, str]]] | None = None
-        for sub in node.subs.match(internal):  # a fresh list: deliveries may unsubscribe
+        for sub in node.subs.match(internal):  # a tuple: deliveries may unsubscribe
             owner = sub.owner
             if owner is no_echo:
                 continue

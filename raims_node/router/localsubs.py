@@ -16,6 +16,7 @@ from raims_node.bloom import Shard, subject_hash
 from raims_node.subject import Pattern, compile_pattern, subject_bytes
 
 QUEUE_PREFIX = "_QUEUE."
+MATCH_CACHE_LIMIT = 65536  # subjects whose matching subscriptions are remembered
 
 
 @dataclass(slots=True)
@@ -59,6 +60,7 @@ class LocalSubs:
         self._exact: dict[str, list[LocalSub]] = {}
         self._patterns: dict[tuple[str, str, Shard | None], list[LocalSub]] = {}  # (syntax, text, shard)
         self._queues: dict[str, int] = {}  # queue marker -> members
+        self._matched: dict[str, tuple[LocalSub, ...]] = {}  # subject -> match(), until a change
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -69,6 +71,7 @@ class LocalSubs:
         pattern = compile_pattern(text, syntax) if syntax is not None else None  # type: ignore[arg-type]
         sub = LocalSub(owner, sid, text, syntax, pattern, queue, shard if syntax is not None else None)
         self._by_key[(id(owner), sid)] = sub
+        self._matched.clear()
         if syntax is None:
             refs = self._exact.setdefault(text, [])
         else:
@@ -93,6 +96,7 @@ class LocalSubs:
         return [self._drop(self._by_key.pop(key)) for key in mine]
 
     def _drop(self, sub: LocalSub) -> Change:
+        self._matched.clear()
         if sub.syntax is None:
             refs = self._exact[sub.text]
             refs.remove(sub)
@@ -113,8 +117,17 @@ class LocalSubs:
                 queue_edge = True
         return Change(sub, not refs, queue_edge)
 
-    def match(self, subject: str) -> list[LocalSub]:
-        """Every subscription that a message on `subject` goes to."""
+    def match(self, subject: str) -> tuple[LocalSub, ...]:
+        """Every subscription that a message on `subject` goes to (remembered per subject
+        until the subscriptions change: a message stream matches each pattern once)."""
+        found = self._matched.get(subject)
+        if found is None:
+            if len(self._matched) >= MATCH_CACHE_LIMIT:
+                self._matched.clear()
+            found = self._matched[subject] = tuple(self._match(subject))
+        return found
+
+    def _match(self, subject: str) -> list[LocalSub]:
         out = list(self._exact.get(subject, ()))
         h: int | None = None
         for (_, _, shard), refs in self._patterns.items():

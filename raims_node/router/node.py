@@ -85,8 +85,11 @@ from raims_node.wire import (
     MsgType,
     decode_frame,
     encode_frame,
+    encode_message_fields,
+    frame_with_body,
     path_opt,
     peek,
+    peeked_fields,
 )
 from raims_node.wire import subjects as S
 
@@ -100,6 +103,7 @@ RPC_RETRIES = 3
 PARK_LIMIT = 64  # frames kept per unknown source until its sync reply arrives
 PARK_SOURCES = 256
 FORWARD_CACHE_LIMIT = 65536
+PUBLISH_CACHE_LIMIT = 65536  # subjects whose bytes, hashes and path are kept for publishing
 INBOX_WINDOW = 64
 ACK_HISTORY = 1024
 ANYCAST_HOPS = 4  # nodes an anycast frame may try before it is dropped
@@ -222,6 +226,7 @@ class Node:
         self._link_wanted: dict[bytes, int] = {}  # peer -> newest link seqno seen in a delta
         self._early: dict[bytes, dict[int, tuple[bool, LinkRecord]]] = {}  # held link updates
         self._fwd_cache: dict[tuple[bytes, int, bytes], tuple[int, ...]] = {}
+        self._published: dict[str, tuple[bytes, SubjectHashes, int, int]] = {}
         self._fwd_version: tuple[int, int, int] = (-1, -1, -1)
         self._filters_version = 0  # bumped whenever a peer's filter changes
         self._consistency_version = -1
@@ -274,29 +279,37 @@ class Node:
         return self._flush(now_ns)
 
     def on_frame(self, conn_id: int, data: bytes, now_ns: int) -> list[Action]:
-        conn = self.conns.get(conn_id)
-        if conn is not None:
-            self.counters.frames_in += 1
+        return self.on_frames(conn_id, [data], now_ns)
+
+    def on_frames(self, conn_id: int, frames: list[bytes], now_ns: int) -> list[Action]:
+        """The frames received together on one connection, in order."""
+        conns = self.conns
+        counters = self.counters
+        fast = self._forward_fast
+        for data in frames:
+            conn = conns.get(conn_id)  # a frame may close it (BYE, a refused key)
+            if conn is None:
+                break
+            counters.frames_in += 1
             try:
-                if not self._forward_fast(conn, data, now_ns):
+                if not fast(conn, data, now_ns):
                     self._receive(conn, data, now_ns)
             except RaimsError as exc:  # malformed frame or field, impossible record
-                self.counters.bad_frames += 1
+                counters.bad_frames += 1
                 log.debug("bad frame from conn %d: %s", conn_id, exc)
             except Exception:  # a bug must cost this frame only, never the node
-                self.counters.internal_errors += 1
+                counters.internal_errors += 1
                 log.exception("error handling a frame from conn %d", conn_id)
         return self._flush(now_ns)
 
     def _forward_fast(self, conn: Conn, data: bytes, now_ns: int) -> bool:
-        """The router's hot path: a multicast frame from a known source, which this node
-        only forwards. Header read without decoding, MAC checked with the cached key, the
-        forwarding set looked up by (source, path, subject hash). False: take the full path."""
+        """The router's hot path: a multicast frame from a known source. Header read
+        without decoding, MAC checked with the cached key, the forwarding set looked up by
+        (source, path, subject hash), and, when subscribed here, the fields decoded once
+        for the local delivery. False: take the full path."""
         head = peek(data)
         if head.msg_type != MsgType.MCAST or not conn.active or head.opt & (OPT_ACK | OPT_TRACE):
             return False
-        if self.subs and self.subs.match(head.subject.decode(errors="surrogateescape")):
-            return False  # also delivered here: the full path checks sequence and loss
         source = head.bridge
         key = self._mac_key(source)
         if key is None or source == self.bridge:
@@ -305,15 +318,19 @@ class Node:
             self.counters.bad_mac += 1
             return True
         self.counters.mcast_recv += 1
-        path = (head.opt >> 3) & 3
-        conns = self._forward_set(source, path, head.subject, head.subject_hash)
         sent = 0
-        for conn_id in conns:
+        for conn_id in self._forward_set(source, (head.opt >> 3) & 3, head.subject, head.subject_hash):
             if conn_id != conn.conn_id:
                 sent += 1
                 self._out.append(Send(conn_id, data))
         self.counters.frames_out += sent
         self.counters.forwarded += sent
+        if self.subs:
+            subject = head.subject.decode("utf-8", "surrogateescape")
+            subs = self.subs.match(subject)
+            if subs:
+                self._deliver_fields(source, subject, dict(peeked_fields(data, head)), subs, now_ns, own=False)
+                return True
         if not sent:
             peer = self.peers[source]
             peer.loss.not_sub += 1
@@ -423,24 +440,22 @@ class Node:
         style request (`_INBOX.`, after an optional namespace) is sent anycast: point to
         point to one node whose filter matches, as the manual's `any` encapsulation."""
         seqno, start = self.pub_window.next_seqno(subject, now_ns)
-        fields: Fields = [(Fid.SEQNO, seqno)]
-        if start:
-            fields.append((Fid.STAMP, now_ns))
-        if reply:
-            fields.append((Fid.REPLY, reply))
-        if headers:
-            fields.append((Fid.HEADERS, headers))
-        fields.append((Fid.DATA, payload))
-        sub = subject.encode("utf-8", "surrogateescape")
-        hashes = SubjectHashes(sub)
-        path = path_for_hash(hashes.full)
-        anycast = is_inbox_reply(subject)
-        if anycast:
-            opt |= OPT_ANY
-        frame = encode_frame(MsgType.MCAST, sub, self.bridge, fields, path_opt(path) | opt)
+        cached = self._published.get(subject)
+        if cached is None:
+            if len(self._published) >= PUBLISH_CACHE_LIMIT:
+                self._published.clear()
+            sub = subject.encode("utf-8", "surrogateescape")
+            hashes = SubjectHashes(sub)
+            anycast = is_inbox_reply(subject)
+            path = path_for_hash(hashes.full)
+            cached = self._published[subject] = (sub, hashes, path, path_opt(path) | (OPT_ANY if anycast else 0))
+        sub, hashes, path, subject_opt = cached
+        anycast = bool(subject_opt & OPT_ANY)
+        body = encode_message_fields(seqno, now_ns if start else 0, reply, headers, payload)
+        frame = frame_with_body(MsgType.MCAST, sub, self.bridge, body, subject_opt | opt, hashes.full)
         self._mac.sign(frame)
         self.counters.published += 1
-        local = self.subs.match(subject) if self.subs else []
+        local = self.subs.match(subject) if self.subs else ()
         if local:
             self._deliver(self.bridge, subject, seqno, local, payload, reply, headers, 0, no_echo)
         if anycast:
@@ -1289,18 +1304,23 @@ class Node:
                        transit: bool = False, no_echo: object | None = None) -> bool:
         """Deliver a received frame to the local subscriptions; True when any got it."""
         subs = self.subs.match(subject)
-        peer = self.peers.get(source)
         if not subs:
+            peer = self.peers.get(source)
             if peer is not None and not own and not transit:
                 peer.loss.not_sub += 1
                 peer.loss.not_sub_time = now_ns
             return False
-        frame = decode_frame(data)
-        d = frame.as_dict()
+        return self._deliver_fields(source, subject, decode_frame(data).as_dict(), subs, now_ns, own, no_echo)
+
+    def _deliver_fields(self, source: bytes, subject: str, d: dict[int, object], subs: Sequence[LocalSub], now_ns: int,
+                        own: bool, no_echo: object | None = None) -> bool:
+        """Deliver a message (its fields `d`) to `subs` after the sequence check; False
+        when it repeats one already delivered."""
         seqno = get_int(d, Fid.SEQNO)
         loss = 0
         if not own:
             verdict, loss = self.sub_window.check(source, subject, seqno, get_int(d, Fid.STAMP), now_ns)
+            peer = self.peers.get(source)
             if verdict is Verdict.REPEAT:
                 if peer is not None:
                     peer.loss.repeat += 1
@@ -1317,27 +1337,31 @@ class Node:
                       loss, no_echo)
         return True
 
-    def _deliver(self, source: bytes, subject: str, seqno: int, subs: list[LocalSub], payload: bytes,
+    def _deliver(self, source: bytes, subject: str, seqno: int, subs: Sequence[LocalSub], payload: bytes,
                  reply: str | None, headers: bytes | None, loss: int, no_echo: object | None) -> None:
         """One Deliver per plain subscription, one per queue group this node is chosen for."""
-        groups: dict[str, list[LocalSub]] = {}
-        targets = []
+        out = self._out
+        groups: dict[str, list[LocalSub]] | None = None
+        n = 0
         for sub in subs:
             if sub.owner is no_echo and no_echo is not None:
                 continue
-            marker = sub.queue_marker
-            if marker is None:
-                targets.append(sub)
+            if sub.queue is None:
+                n += 1
+                out.append(Deliver(sub.owner, sub.sid, subject, reply, payload, source, loss, headers))
             else:
-                groups.setdefault(marker, []).append(sub)
-        for marker, members in groups.items():
-            if self._queue_chosen(marker, source, seqno):
-                turn = self._queue_turn.get(marker, 0)
-                self._queue_turn[marker] = turn + 1
-                targets.append(members[turn % len(members)])
-        for sub in targets:
-            self.counters.delivered += 1
-            self._out.append(Deliver(sub.owner, sub.sid, subject, reply, payload, source, loss, headers))
+                if groups is None:
+                    groups = {}
+                groups.setdefault(sub.queue_marker or "", []).append(sub)
+        if groups is not None:
+            for marker, members in groups.items():
+                if self._queue_chosen(marker, source, seqno):
+                    turn = self._queue_turn.get(marker, 0)
+                    self._queue_turn[marker] = turn + 1
+                    sub = members[turn % len(members)]
+                    n += 1
+                    out.append(Deliver(sub.owner, sub.sid, subject, reply, payload, source, loss, headers))
+        self.counters.delivered += n
 
     def _queue_chosen(self, marker: str, source: bytes, seqno: int) -> bool:
         """Whether this node delivers a message to its member of a queue group: every

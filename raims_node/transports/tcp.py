@@ -10,6 +10,11 @@ congested and the daemon stops reading from the other links, the sources of what
 forwards, until the output drains to a quarter of the mark; a link whose buffer stays
 above the mark for longer than the write timeout, or which exceeds the hard limit,
 is dropped and counted.
+
+Output is coalesced: frames sent during one pass of the event loop (a client's pipelined
+publishes, a batch of forwarded frames) are joined and written by one call soon after,
+one encryption and one syscall for all of them, which is what lets a downstream node read
+them in large chunks. Closing the link writes what is pending first.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class LinkProtocol(asyncio.Protocol):
         self.peer_addr = ""
         self.local_addr = ""
         self._pre_cipher: list[bytes] = []
+        self._pending: list[bytes] = []  # sent in this pass of the loop, written by flush
         self._first = True
         self._congested_since: float | None = None
         self.closed_reason: str | None = None
@@ -127,7 +133,15 @@ class LinkProtocol(asyncio.Protocol):
         if self.cipher is not None and not self.cipher.ready:
             self._pre_cipher.append(data)
             return
-        self._write(data)
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._pending.append(data)
+
+    def flush(self) -> None:
+        """Write what was sent in this pass of the loop (called soon after by itself)."""
+        pending, self._pending = self._pending, []
+        if pending and self.transport is not None and not self.transport.is_closing():
+            self._write(pending[0] if len(pending) == 1 else b"".join(pending))
 
     def _write(self, data: bytes) -> None:
         assert self.transport is not None
@@ -167,6 +181,7 @@ class LinkProtocol(asyncio.Protocol):
             self.closed_reason = reason
             log.warning("closing link %s: %s", self.peer_addr, reason)
         if self.transport is not None and not self.transport.is_closing():
+            self.flush()
             self.transport.close()
 
 

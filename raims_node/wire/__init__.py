@@ -18,6 +18,7 @@ from raims_node.wire.fields import (
     decode_typed_fields,
     dump_id,
     encode_fields,
+    encode_message_fields,
     fid_name,
 )
 from raims_node.wire.frame import (
@@ -31,8 +32,10 @@ from raims_node.wire.frame import (
     decode_frame,
     encode_frame,
     frame_length,
+    frame_with_body,
     path_opt,
     peek,
+    peeked_fields,
     subject_hash,
 )
 from raims_node.wire.stream import MAX_FRAME, FrameReader
@@ -42,6 +45,6 @@ __all__ = [
     "BadField", "BadHeader", "DecodedField", "FieldType", "Fid", "Fields", "Frame",
     "FrameReader", "FrameTooLarge", "Header", "MsgType", "Opt", "StreamDesync", "Truncated",
     "WireError", "decode_fields", "decode_frame", "decode_typed_fields", "dump_id",
-    "encode_fields", "encode_frame", "fid_name", "frame_length", "path_opt", "peek",
-    "subject_hash",
+    "encode_fields", "encode_frame", "encode_message_fields", "fid_name", "frame_length",
+    "frame_with_body", "path_opt", "peek", "peeked_fields", "subject_hash",
 ]

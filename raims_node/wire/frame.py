@@ -137,18 +137,25 @@ def encode_frame(
 ) -> bytearray:
     """Encode a frame with a zeroed digest (crypto.mac signs it in place)."""
     sub = subject.encode("utf-8", "surrogateescape") if isinstance(subject, str) else subject
+    return frame_with_body(msg_type, sub, bridge, encode_fields(fields), opt)
+
+
+def frame_with_body(
+    msg_type: int, sub: bytes, bridge: bytes, body: bytes | bytearray, opt: int = 0, h: int | None = None,
+) -> bytearray:
+    """A frame around fields already encoded (`body`); `h` is the subject's hash when
+    the caller has it cached."""
     if len(bridge) != BRIDGE_LEN:
         raise BadHeader(f"bridge must be {BRIDGE_LEN} bytes, got {len(bridge)}")
     if len(sub) > MAX_SUBJECT:
         raise BadHeader(f"subject of {len(sub)} bytes exceeds {MAX_SUBJECT}")
     if not 0 <= msg_type <= 3 or not 0 <= opt <= OPT_MASK:
         raise BadHeader(f"message type {msg_type} / option {opt} out of range")
-    body = encode_fields(fields)
     pad = len(sub) & 1
     size = MIN_BODY + len(sub) + pad + len(body)
     if size <= MAX_SIZE_24:
         word = (VERSION << 31) | (msg_type << 29) | (opt << 24) | size
-        second = mmh3.hash(sub, 0, False)
+        second = mmh3.hash(sub, 0, False) if h is None else h
     elif size <= 0xFFFFFFFF:
         word = (VERSION << 31) | (msg_type << 29) | (opt << 24)
         second = size
@@ -214,6 +221,12 @@ def peek(buf: bytes | bytearray | memoryview) -> Header:
         raise Truncated(f"frame of {total} bytes, buffer has {len(buf)}", len(buf))
     sub = bytes(buf[SUBJECT_OFFSET : SUBJECT_OFFSET + slen])
     return Header(mtype, opt, h if h else subject_hash(sub), bridge, digest, sub, total)
+
+
+def peeked_fields(buf: bytes | bytearray | memoryview, head: Header) -> Fields:
+    """The fields of the frame `head` was peeked from, without validating its prefix again."""
+    slen = len(head.subject)
+    return decode_fields(buf, SUBJECT_OFFSET + slen + (slen & 1), head.frame_len)
 
 
 def decode_frame(buf: bytes | bytearray | memoryview) -> Frame:

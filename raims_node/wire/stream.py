@@ -11,10 +11,22 @@ raises again.
 
 from __future__ import annotations
 
+import struct
+
 from raims_node.wire.errors import FrameTooLarge, StreamDesync, WireError
-from raims_node.wire.frame import BRIDGE_DESC, HEADER_SIZE, frame_length
+from raims_node.wire.frame import (
+    BRIDGE_DESC,
+    HEADER_SIZE,
+    MAX_SIZE_24,
+    MIN_BODY,
+    VERSION,
+    frame_length,
+)
 
 MAX_FRAME = 64 * 1024 * 1024
+_HEAD = struct.Struct(">IIH")  # size word, hash, bridge descriptor
+_HEAD_SIZE = _HEAD.size
+_unpack_head = _HEAD.unpack_from
 
 
 class FrameReader:
@@ -31,31 +43,55 @@ class FrameReader:
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         if self._error is not None:
             raise StreamDesync(f"stream already failed: {self._error}")
-        buf = self._buf
-        buf += data
+        if self._buf:
+            self._buf += data
+            buf = bytes(self._buf)
+        else:
+            buf = data if type(data) is bytes else bytes(data)  # slices of bytes are bytes: one copy
         frames: list[bytes] = []
+        append = frames.append
+        unpack = _unpack_head
+        max_frame = self.max_frame
         off = 0
         n = len(buf)
         try:
             while n - off >= HEADER_SIZE:
-                try:
-                    total = frame_length(bytes(buf[off : off + HEADER_SIZE]))
-                except WireError as exc:
-                    raise StreamDesync(f"not a frame header: {exc}", self.consumed + off) from None
-                if total > self.max_frame:
-                    raise FrameTooLarge(f"frame of {total} bytes exceeds max {self.max_frame}", self.consumed + off)
-                if n - off >= HEADER_SIZE + 2 and ((buf[off + 8] << 8) | buf[off + 9]) != BRIDGE_DESC:
-                    raise StreamDesync("frame does not start with the bridge field", self.consumed + off + 8)
+                if n - off >= _HEAD_SIZE:  # the usual frame, checked in one unpack
+                    word, _, bdesc = unpack(buf, off)
+                    size = word & MAX_SIZE_24
+                    if word >> 31 == VERSION and size >= MIN_BODY and bdesc == BRIDGE_DESC:
+                        total = HEADER_SIZE + size
+                        if total > max_frame:
+                            raise FrameTooLarge(f"frame of {total} bytes exceeds max {self.max_frame}",
+                                                self.consumed + off)
+                        if n - off < total:
+                            break
+                        append(buf[off : off + total])
+                        off += total
+                        continue
+                total = self._check(buf, off, n)
                 if n - off < total:
                     break
-                frames.append(bytes(buf[off : off + total]))
+                append(buf[off : off + total])
                 off += total
         except WireError as exc:
             self._error = exc
             exc.frames = frames
             raise
         finally:
-            if off:
-                del buf[:off]
-                self.consumed += off
+            self._buf = bytearray(buf[off:]) if off < n else bytearray()
+            self.consumed += off
         return frames
+
+    def _check(self, buf: bytes, off: int, n: int) -> int:
+        """The length of the frame at `off` that is not the usual kind (extended size,
+        or its bridge descriptor not read yet); raise on one that cannot be a frame."""
+        try:
+            total = frame_length(bytes(buf[off : off + HEADER_SIZE]))
+        except WireError as exc:
+            raise StreamDesync(f"not a frame header: {exc}", self.consumed + off) from None
+        if total > self.max_frame:
+            raise FrameTooLarge(f"frame of {total} bytes exceeds max {self.max_frame}", self.consumed + off)
+        if n - off >= HEADER_SIZE + 2 and ((buf[off + 8] << 8) | buf[off + 9]) != BRIDGE_DESC:
+            raise StreamDesync("frame does not start with the bridge field", self.consumed + off + 8)
+        return total

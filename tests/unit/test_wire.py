@@ -30,8 +30,11 @@ from raims_node.wire import (
     dump_id,
     encode_fields,
     encode_frame,
+    encode_message_fields,
+    frame_with_body,
     path_opt,
     peek,
+    peeked_fields,
     subject_hash,
 )
 from raims_node.wire.frame import MAX_SIZE_24
@@ -101,6 +104,28 @@ def test_frame_round_trip(fields: list[tuple[int, object]], subject: str, mtype:
     assert frame.subject_hash == subject_hash(subject.encode())
     head = peek(raw + b"trailing")  # the fast path reads one frame out of a longer buffer
     assert head == (mtype, opt, frame.subject_hash, BRIDGE, bytes(16), subject.encode(), len(raw))
+
+
+@given(seqno=st.integers(0, 2**64 - 1), stamp=st.integers(0, 2**64 - 1),
+       reply=st.one_of(st.none(), st.text(max_size=20)), headers=st.one_of(st.none(), st.binary(max_size=20)),
+       payload=st.binary(max_size=300), subject=st.text(min_size=1, max_size=30))
+@settings(max_examples=200)
+def test_publish_encoder_gives_the_generic_encoders_bytes(seqno: int, stamp: int, reply: str | None,
+                                                          headers: bytes | None, payload: bytes, subject: str) -> None:
+    fields: list[tuple[int, object]] = [(Fid.SEQNO, seqno)]
+    if stamp:
+        fields.append((Fid.STAMP, stamp))
+    if reply:
+        fields.append((Fid.REPLY, reply))
+    if headers:
+        fields.append((Fid.HEADERS, headers))
+    fields.append((Fid.DATA, payload))
+    body = encode_message_fields(seqno, stamp, reply, headers, payload)
+    assert body == encode_fields(fields)
+    sub = subject.encode("utf-8", "surrogateescape")
+    frame = frame_with_body(MsgType.MCAST, sub, BRIDGE, body, path_opt(2), subject_hash(sub))
+    assert frame == encode_frame(MsgType.MCAST, subject, BRIDGE, fields, path_opt(2))
+    assert peeked_fields(bytes(frame), peek(frame)) == decode_frame(frame).fields
 
 
 def test_integer_width_is_the_smallest_that_fits() -> None:
