@@ -12,6 +12,18 @@ Decisions where the manual is vague:
   the same way. A listener that cannot bind is fatal at startup, as the manual says.
 - A mesh transport started with `connect` still listens, on an ephemeral port of the
   listen address, so that the members it learns of can reach it.
+- A `mesh` or `tcp` transport with a `device` (manual "TCP Mesh", "TCP Point-to-point")
+  listens on the device's address (port `port`, or ephemeral) unless `listen` says
+  otherwise, and is advertised by the name service of that device (one per device, see
+  transports/name.py): as `mesh`, as `listen` or `connect` for tcp as it was started,
+  or `any` for a bridge's `dev;any` network. On a matching advertisement (same service,
+  same transport name) a mesh member dials another mesh member when its bridge id is the
+  lower one, as members learned from the mesh do, so that a pair makes one link; a tcp
+  connector dials every tcp listener; `any` dials listeners and mesh members. A url
+  dialed or linked already is not dialed again (links to mesh members learned either
+  way included); an advertisement from a newer start of the peer behind a live link
+  closes that link, which is then dialed again. A discovered address that refuses
+  DISCOVERED_TRIES connects is left until its next advertisement.
 """
 
 from __future__ import annotations
@@ -30,6 +42,13 @@ from raims_node.config.keyset import credentials, read_secrets
 from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, Send
 from raims_node.router.node import NS, Node, NodeParams
+from raims_node.transports.name import (
+    Advert,
+    NameConfig,
+    NameService,
+    NameServiceError,
+    resolve_device,
+)
 from raims_node.transports.tcp import LinkProtocol
 
 log = logging.getLogger("raims.daemon")
@@ -37,12 +56,24 @@ log = logging.getLogger("raims.daemon")
 TICK_S = 0.05
 RECONNECT_MIN_S = 0.1
 RECONNECT_MAX_S = 2.0
+DISCOVERED_TRIES = 3
 LINK_TYPES = ("tcp", "mesh")
+# the advertised roles each role dials, by name discovery
+DIALS = {"mesh": ("mesh",), "connect": ("listen",), "any": ("listen", "mesh")}
 BRIDGE_TYPES = tuple(SERVERS)  # client protocols: listeners only, no links
 
 
 class DaemonError(Exception):
     """Startup failed (bad transport, port in use, unknown user)."""
+
+
+@dataclass
+class Dial:
+    """An outbound link to a member or a discovered peer: its link once up, and the
+    start time of the peer's advertisement (0: not learned by discovery)."""
+
+    start_ns: int = 0
+    link: LinkProtocol | None = None
 
 
 @dataclass
@@ -57,6 +88,9 @@ class Running:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     bound: list[str] = field(default_factory=list)  # "host:port" of each listener
     bridge: BridgeServer | None = None  # a client-protocol transport (nats, redis)
+    role: str | None = None  # advertised on its device: listen | connect | mesh | any
+    device_ip: str | None = None
+    dialing: dict[tuple[str, int], Dial] = field(default_factory=dict)  # once-only outbound links
 
 
 def params_from(tree: ConfigTree) -> NodeParams:
@@ -89,6 +123,9 @@ class Daemon:
         self.congestion_events = 0
         self.extra_ports: list[Callable[[], list[dict[str, object]]]] = []
         self.bridges = BridgeHub(self)
+        self.names: dict[str, NameService] = {}  # by device, as configured
+        self.advertised: dict[str, list[Running]] = {}  # device -> transports it advertises
+        self.extra_ports.append(lambda: [svc.port_row() for svc in self.names.values()])
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -109,11 +146,20 @@ class Daemon:
         if cfg.type not in LINK_TYPES:
             raise DaemonError(f"transport {name!r} has type {cfg.type!r}; "
                               f"ms_server starts {LINK_TYPES + BRIDGE_TYPES} here")
+        return await self.start_link(cfg, listen)
+
+    async def start_link(self, cfg: TransportConfig, listen: bool, role: str | None = None) -> Running:
+        """Start link transport `cfg` (configured, or generated for a bridge's network);
+        `role` overrides what its device advertises."""
+        name = cfg.tport
         run = self.running.get(name)
         if run is None:
             tid = self.node.add_transport(name, cfg.type, cfg.cost)
             run = self.running[name] = Running(cfg, tid, False, False)
             self._apply(self.node.tick(time.time_ns()))
+        names = await self._name_service(cfg.device) if cfg.device is not None else None
+        if names is not None:
+            run.device_ip = names.device_ip
         if listen or cfg.type == "mesh":
             await self._listen(run, ephemeral=not listen)
             run.listen = True
@@ -121,6 +167,8 @@ class Daemon:
             run.connect = True
             for addr in self._connect_addrs(cfg):
                 run.tasks.append(asyncio.create_task(self._connector(run, addr)))
+        if names is not None:
+            self._advertise(names, run, role or ("mesh" if cfg.type == "mesh" else "listen" if listen else "connect"))
         return run
 
     async def _start_bridge(self, cfg: TransportConfig, listen: bool) -> Running:
@@ -145,6 +193,8 @@ class Daemon:
         if self.stopping:
             return
         self.stopping = True
+        for names in self.names.values():
+            names.close()
         self._apply(self.node.shutdown(time.time_ns()))
         for run in self.running.values():
             for task in run.tasks:
@@ -202,13 +252,14 @@ class Daemon:
 
     async def _listen(self, run: Running, ephemeral: bool) -> None:
         cfg = run.cfg
-        hosts = cfg.listen or ["127.0.0.1"]
+        local = run.device_ip or "127.0.0.1"
+        hosts = cfg.listen or [local]
         port = 0 if ephemeral else (cfg.port or 0)
         loop = asyncio.get_running_loop()
         for host in hosts:
             bind = None if host in ("*", "") else host
             if ephemeral and bind is None:
-                bind = "127.0.0.1"
+                bind = local
             try:
                 server = await loop.create_server(lambda: self._protocol(run, False), bind, port,
                                                   family=self._family())
@@ -233,11 +284,27 @@ class Daemon:
             out.append((host or addr, port))
         return out
 
-    async def _connector(self, run: Running, addr: tuple[str, int], once: bool = False) -> None:
-        """Keep one outbound link to `addr` up while the transport runs."""
+    async def _connector(self, run: Running, addr: tuple[str, int], once: bool = False, tries: int = 0,
+                         dial: Dial | None = None) -> None:
+        """Keep one outbound link to `addr` up while the transport runs. `once`: a link
+        to a mesh member or a discovered peer (`dial`, registered by the caller), not
+        opened twice to one address and left when it closes (`tries` > 0: also after that
+        many failed connects)."""
+        if once and dial is None:
+            if addr in run.dialing:
+                return
+            dial = run.dialing[addr] = Dial()
+        try:
+            await self._keep_link(run, addr, dial, tries)
+        finally:
+            if dial is not None and run.dialing.get(addr) is dial:
+                del run.dialing[addr]
+
+    async def _keep_link(self, run: Running, addr: tuple[str, int], dial: Dial | None, tries: int) -> None:
         loop = asyncio.get_running_loop()
         timeout = run.cfg.timeout or self.tree.parameters.time("tcp_timeout")
         delay = RECONNECT_MIN_S
+        failed = 0
         while not self.stopping:
             try:
                 _, proto = await asyncio.wait_for(
@@ -245,18 +312,80 @@ class Daemon:
                                            family=self._family()), timeout)
             except (TimeoutError, OSError) as exc:
                 log.debug("connect %s:%d failed: %s", addr[0], addr[1], exc)
+                failed += 1
+                if failed == tries:
+                    return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX_S)
                 continue
             assert isinstance(proto, LinkProtocol)
+            if dial is not None:
+                dial.link = proto
             opened = loop.time()
             while proto.closed_reason is None:
                 await asyncio.sleep(0.1)
-            if once:
+            if dial is not None:
                 return
             # a link that fails at once (refused keys, bad stream) backs off like a refused connect
             delay = min(delay * 2, RECONNECT_MAX_S) if loop.time() - opened < 2 * RECONNECT_MAX_S else RECONNECT_MIN_S
             await asyncio.sleep(delay)
+
+    # ------------------------------------------------------------------ name discovery
+
+    async def _name_service(self, device: str) -> NameService:
+        """The name service of `device`, started on first use."""
+        svc = self.names.get(device)
+        if svc is not None:
+            return svc
+        record = next((t for t in self.tree.transports if t.tport == device and t.type == "name"), None)
+        try:
+            conf = NameConfig.of(device, record)
+            ip = await asyncio.get_running_loop().run_in_executor(None, resolve_device, conf.device)
+            svc = NameService(device, conf, ip, bridge=self.node.bridge, user=self.creds.user,
+                              service=self.creds.svc, start_ns=self.node.start_ns,
+                              interval_s=self.tree.parameters.time("heartbeat"),
+                              on_advert=lambda ad: self._discovered(device, ad))
+            await svc.start()
+        except NameServiceError as exc:
+            raise DaemonError(str(exc)) from None
+        self.names[device] = svc
+        self._say(f"name {device} on {svc.address}")
+        return svc
+
+    def _advertise(self, names: NameService, run: Running, role: str) -> None:
+        run.role = role
+        url = ""
+        if run.bound:
+            port = run.bound[0].rpartition(":")[2]
+            url = f"{names.device_ip}:{port}"  # reachable on the device even when bound to "*"
+            if run.cfg.type == "mesh":
+                self.node.set_mesh_url(run.tport_id, url)
+        listed = self.advertised.setdefault(names.name, [])
+        if run not in listed:
+            listed.append(run)
+        names.advertise(run.cfg.tport, run.cfg.type, role, url if role in ("listen", "mesh") else "")
+
+    def _discovered(self, device: str, ad: Advert) -> None:
+        """An advertisement of another node of the service: dial it when it matches."""
+        if self.stopping:
+            return
+        for run in self.advertised.get(device, ()):
+            if run.cfg.tport != ad.tport or run.role is None or ad.role not in DIALS.get(run.role, ()):
+                continue
+            if run.role == "mesh" and self.node.bridge > ad.bridge:
+                continue  # the other member dials
+            addr = ad.address
+            dial = run.dialing.get(addr)
+            if dial is None:
+                self._say(f"name {device}: {ad.user} {ad.role} {ad.tport} at {ad.url}, connecting")
+                dial = run.dialing[addr] = Dial(ad.start_ns)
+                run.tasks = [t for t in run.tasks if not t.done()]
+                run.tasks.append(asyncio.create_task(
+                    self._connector(run, addr, once=True, tries=DISCOVERED_TRIES, dial=dial)))
+            elif dial.start_ns < ad.start_ns:
+                if dial.start_ns and dial.link is not None:
+                    dial.link.close(f"{ad.user} at {ad.url} restarted")
+                dial.start_ns = ad.start_ns
 
     # ------------------------------------------------------------------ LinkOwner
 
@@ -375,7 +504,8 @@ class Daemon:
                 "bs": sum(lk.bytes_out for lk in links), "br": sum(lk.bytes_in for lk in links),
                 "ms": sum(lk.frames_out for lk in links), "mr": sum(lk.frames_in for lk in links),
                 "lat": "", "idle": "",
-                "fl": ("L" if run.listen else "") + ("C" if run.connect else "") + ("" if self._encrypt(run.cfg) else "N"),
+                "fl": ("L" if run.listen else "") + ("C" if run.connect else "") + ("D" if run.device_ip else "")
+                      + ("" if self._encrypt(run.cfg) else "N"),
                 "address": ", ".join(run.bound) or ", ".join(lk.peer_addr for lk in links),
             })
         del now

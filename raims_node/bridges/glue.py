@@ -28,14 +28,27 @@ Flow control (decisions; flow.py describes the session's side):
 
 Transport fields (manual "NATS", "Redis"): `listen` (default 127.0.0.1 here, where the
 manual says `*`: a bridge on every interface must be asked for), `port` (0 or absent: an
-ephemeral port), `service` (default `_nats` / `_redis`), `network` (accepted and
-ignored with a log line: networks joined by name are not implemented, links come from
-the configuration), and for NATS `user` / `password` / `token`.
+ephemeral port), `service` (default `_nats` / `_redis`), `network`, and for NATS `user` /
+`password` / `token`.
+
+`network` (manual "Services and Networks", "Connecting to Networks"): once the bridge
+listens, it joins the network through a link transport found by the name protocol
+(transports/name.py), which the hub starts (hub.py has the naming and reuse rules).
+Formats, decisions where the manual is vague:
+- `dev;mesh` a mesh, `dev;tcp.listen` / `dev;tcp.connect` TCP listeners and their
+  connectors, `dev;any` or `dev` alone a connector to listeners and meshes; `;mesh` (no
+  device) uses the host name; empty means no network. As in the reference, `dev;tcp` is
+  `dev;tcp.listen` and `dev;mesh.listen` / `dev;mesh.connect` are `dev;mesh`.
+- `dev;<IPv4 multicast group>` is a PGM network, which raims does not implement: unless a
+  transport of the network's name is configured (which the manual says wins over the
+  network), the bridge does not start (BadNetwork names the formats that work) rather
+  than running without the network the client asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
@@ -55,6 +68,73 @@ CLOSE_GRACE_S = 5.0
 
 class BridgeStartError(BridgeError):
     """A bridge transport could not start (bad settings, address in use)."""
+
+
+class BadNetwork(BridgeStartError):
+    """A `network` field that names no network raims can join."""
+
+
+NETWORK_KINDS = {"mesh": "mesh", "mesh.listen": "mesh", "mesh.connect": "mesh", "tcp": "tcp.listen",
+                 "tcp.listen": "tcp.listen", "tcp.connect": "tcp.connect", "any": "any"}
+
+
+@dataclass(frozen=True, slots=True)
+class ClientNetwork:
+    """A parsed `network`: the device (empty: the host name) and how to join."""
+
+    device: str
+    kind: str  # mesh | tcp.listen | tcp.connect | any | pgm
+    group: str = ""  # pgm: the multicast part as written
+
+    def check_joinable(self) -> None:
+        """BadNetwork unless raims can generate a transport for this network."""
+        if self.kind == "pgm":
+            dev = self.device or "<device>"
+            raise BadNetwork(f"network {self} is a PGM multicast network, which raims does not implement; "
+                             f"use {dev};mesh, {dev};tcp.listen, {dev};tcp.connect or {dev};any")
+
+    @property
+    def tport_type(self) -> str:
+        return "mesh" if self.kind == "mesh" else "tcp"
+
+    @property
+    def listen(self) -> bool:
+        """Started as a listener (a mesh listens either way)."""
+        return self.kind in ("mesh", "tcp.listen")
+
+    @property
+    def role(self) -> str:
+        """What the name protocol advertises."""
+        return {"tcp.listen": "listen", "tcp.connect": "connect"}.get(self.kind, self.kind)
+
+    def __str__(self) -> str:
+        return f"{self.device};{self.group or self.kind}"
+
+
+def parse_network(text: str | None) -> ClientNetwork | None:
+    """The manual's network formats (module docstring); None for no network."""
+    if text is None or not text.strip():
+        return None
+    device, _, spec = text.strip().partition(";")
+    device, spec = device.strip(), spec.strip()
+    if not spec and _multicast(device):  # a group without a device
+        device, spec = "", device
+    if not spec:
+        return ClientNetwork(device, "any")
+    kind = NETWORK_KINDS.get(spec.lower())
+    if kind is not None:
+        return ClientNetwork(device, kind)
+    if _multicast(spec.partition(";")[0].partition(",")[0]):
+        return ClientNetwork(device, "pgm", spec)
+    raise BadNetwork(f"network {text!r}: {spec!r} is not mesh, tcp.listen, tcp.connect, any or a "
+                     "multicast address")
+
+
+def _multicast(text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text.strip()).is_multicast
+    except ValueError:
+        return False
 
 
 class BridgeSession(Protocol):
@@ -91,7 +171,7 @@ class BridgeSettings:
     hosts: tuple[str, ...]
     port: int
     service: str
-    network: str | None = None
+    network: ClientNetwork | None = None
     user: str | None = None
     password: str | None = None
     token: str | None = None
@@ -105,7 +185,7 @@ class BridgeSettings:
             return None if value is None else str(value)
 
         return cls(tuple(cfg.listen) or (DEFAULT_HOST,), cfg.port or 0,
-                   text("service") or default_service, text("network"),
+                   text("service") or default_service, parse_network(text("network")),
                    text("user"), text("password"), text("token"))
 
 
@@ -303,9 +383,12 @@ class BridgeServer:
             for sock in server.sockets:
                 addr = sock.getsockname()
                 self.bound.append(f"[{addr[0]}]:{addr[1]}" if ":" in addr[0] else f"{addr[0]}:{addr[1]}")
-        if self.settings.network:
-            self.log.info("transport %s: network %r ignored, links come from the configuration",
-                          self.name, self.settings.network)
+        if self.settings.network is not None:
+            try:
+                await self.hub.join_network(self.name, self.settings.service, self.settings.network)
+            except BaseException:
+                self.close()
+                raise
         return self.bound
 
     def opened(self, proto: SessionProtocol) -> None:

@@ -11,14 +11,17 @@ from raims_node.console.context import ConsoleContext
 from raims_node.console.result import CommandResult, Kind, Row, as_cell
 
 PORT_COLUMNS = ["tport", "type", "cost", "fd", "bs", "br", "ms", "mr", "lat", "idle", "fl", "address"]
+# a name service's malformed and other-service datagrams (among mr), for JSON readers only
+PORT_HIDDEN = ("bad", "ignored")
 
 
 def show_ports(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    rows: list[Row] = [{c: as_cell(r.get(c)) for c in PORT_COLUMNS} for r in ctx.ports()]
+    cols = PORT_COLUMNS + list(PORT_HIDDEN)
+    rows: list[Row] = [{c: as_cell(r.get(c)) for c in cols} for r in ctx.ports()]
     if args:
         t = args[0]
         rows = [r for r in rows if str(r["tport"]) == t or str(r["tport"]).startswith(t + ".")]
-    return CommandResult(PORT_COLUMNS, rows, kinds={"lat": Kind.DURATION, "idle": Kind.DURATION})
+    return CommandResult(cols, rows, kinds={"lat": Kind.DURATION, "idle": Kind.DURATION}, hidden=PORT_HIDDEN)
 
 
 def show_events(ctx: ConsoleContext, args: list[str]) -> CommandResult:
