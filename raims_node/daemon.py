@@ -401,7 +401,8 @@ class Daemon:
 
     def link_congested(self, conn_id: int, congested: bool) -> None:
         """Backpressure: while any link's output is above its high-water mark, stop
-        reading from the other links (the sources of what is forwarded to it)."""
+        reading from the other links and the bridge clients (the sources of what is
+        forwarded to it)."""
         was = bool(self.congested)
         if congested:
             self.congested.add(conn_id)
@@ -409,6 +410,7 @@ class Daemon:
         else:
             self.congested.discard(conn_id)
         if bool(self.congested) != was:
+            self.bridges.gate.hold_for_links(bool(self.congested))
             for cid, link in self.links.items():
                 if link.transport is not None and cid not in self.congested and not link.transport.is_closing():
                     (link.transport.pause_reading if self.congested else link.transport.resume_reading)()

@@ -201,6 +201,7 @@ class FlowGate:
         self._expired: set[SessionProtocol] = set()
         self._dirty: list[SessionProtocol] = []
         self._flush_scheduled = False
+        self._links_held = False  # a link to another node is above its write high-water mark
 
     def wake(self, proto: SessionProtocol) -> None:
         """`proto` has output: flush it at the end of the current input, or soon."""
@@ -218,7 +219,14 @@ class FlowGate:
 
     @property
     def closed(self) -> bool:
-        return bool(self._holders)
+        return bool(self._holders) or self._links_held
+
+    def hold_for_links(self, on: bool) -> None:
+        """Hold every connection's reading while links to other nodes are congested (the
+        daemon's backpressure; such a link is dropped after tcp_write_timeout)."""
+        if on != self._links_held:
+            self._links_held = on
+            self._apply()
 
     def congested(self, proto: SessionProtocol, on: bool) -> None:
         if on:

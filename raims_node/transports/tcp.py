@@ -13,8 +13,9 @@ is dropped and counted.
 
 Output is coalesced: frames sent during one pass of the event loop (a client's pipelined
 publishes, a batch of forwarded frames) are joined and written by one call soon after,
-one encryption and one syscall for all of them, which is what lets a downstream node read
-them in large chunks. Closing the link writes what is pending first.
+one encryption and one syscall for all of them (or for each COALESCE_BYTES), which is what
+lets a downstream node read them in large chunks. Closing the link writes what is pending
+first.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from raims_node.wire import FrameReader, WireError
 log = logging.getLogger("raims.tcp")
 
 HARD_LIMIT_FACTOR = 16  # past highwater * this, the link is dropped at once
+COALESCE_BYTES = 64 * 1024  # written at once when this much is pending
 
 
 class LinkOwner(Protocol):
@@ -64,6 +66,7 @@ class LinkProtocol(asyncio.Protocol):
         self.local_addr = ""
         self._pre_cipher: list[bytes] = []
         self._pending: list[bytes] = []  # sent in this pass of the loop, written by flush
+        self._pending_bytes = 0
         self._first = True
         self._congested_since: float | None = None
         self.closed_reason: str | None = None
@@ -136,10 +139,14 @@ class LinkProtocol(asyncio.Protocol):
         if not self._pending:
             asyncio.get_running_loop().call_soon(self.flush)
         self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= COALESCE_BYTES:
+            self.flush()  # a loop pass may read megabytes: let the high-water mark see them
 
     def flush(self) -> None:
         """Write what was sent in this pass of the loop (called soon after by itself)."""
         pending, self._pending = self._pending, []
+        self._pending_bytes = 0
         if pending and self.transport is not None and not self.transport.is_closing():
             self._write(pending[0] if len(pending) == 1 else b"".join(pending))
 

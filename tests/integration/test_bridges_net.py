@@ -10,9 +10,12 @@ client reconnecting to its server expects.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,10 +93,12 @@ def _listen_ports(node: NodeProc, count: int, timeout: float = 20.0) -> list[int
 
 
 def start_network(tmp: Path, graph: str, extra: list[Transport] | None = None,
-                  heartbeat: str = "1 sec") -> BridgeNet:
-    """Every node of `graph` with the nats, redis and `extra` bridge transports; converged."""
+                  heartbeat: str = "1 sec", params: dict[str, str] | None = None) -> BridgeNet:
+    """Every node of `graph` with the nats, redis and `extra` bridge transports (and
+    `params` added to the parameters); converged."""
     cfg, commands = graph_config(tmp, graph, heartbeat, web=False)
     data = yaml.safe_load(cfg.read_text())
+    data.setdefault("parameters", {}).update(params or {})
     bridges = [*BRIDGES, *(extra or [])]
     data.setdefault("transports", []).extend(bridges)
     cfg.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -163,3 +168,63 @@ def test_a_bridge_port_in_use_stops_the_server(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=30)
     assert out.returncode == 3
     assert f"transport 'n' listen 127.0.0.1:{port} failed" in out.stderr
+
+
+STALL_S = 1.0
+
+
+def _read_until(sock: socket.socket, token: bytes, buf: bytearray) -> None:
+    while token not in buf:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+
+
+def test_a_publisher_faster_than_its_link_is_held_not_cut(tmp_path: Path) -> None:
+    """A pipelined NATS publisher on A floods the A-B link while B is stopped (SIGSTOP for
+    STALL_S): the link's write high-water mark holds the reading of A's clients
+    (backpressure) instead of the link overfilling (16 x the mark) and being dropped, and
+    once B runs again every message reaches its subscriber, in order."""
+    count, payload = 100_000, bytes(range(100))
+    net = start_network(tmp_path, "node A B\ntcp_link_ab A B : 100\n", heartbeat="10 sec",
+                        params={"tcp_write_highwater": "64 KB"})
+    try:
+        with socket.create_connection(("127.0.0.1", net.port("B")), timeout=30) as sub, \
+                socket.create_connection(("127.0.0.1", net.port("A")), timeout=30) as pub:
+            buf = bytearray()
+            sub.sendall(b'CONNECT {"verbose":false}\r\nSUB flood 1\r\nSUB probe 2\r\nPING\r\n')
+            _read_until(sub, b"PONG\r\n", buf)
+            pub.sendall(b'CONNECT {"verbose":false}\r\n')
+            sub.settimeout(0.1)
+            deadline = time.monotonic() + 20
+            while b"MSG probe" not in buf:  # until B's subscription is known at A
+                assert time.monotonic() < deadline, "the subscription never reached A"
+                pub.sendall(b"PUB probe 1\r\np\r\n")
+                with contextlib.suppress(TimeoutError):
+                    _read_until(sub, b"MSG probe", buf)
+            sub.settimeout(30)
+            pub.sendall(b"PUB probe 4\r\nlast\r\n")
+            _read_until(sub, b"last\r\n", buf)
+            batch = b"PUB flood 100\r\n%s\r\n" % payload * 1000
+            sender = threading.Thread(target=lambda: [pub.sendall(batch) for _ in range(count // 1000)])
+            sender.start()
+            stopped = net.nodes["B"].proc
+            stopped.send_signal(signal.SIGSTOP)
+            try:
+                time.sleep(STALL_S)  # the stall under test: A's link fills meanwhile
+            finally:
+                stopped.send_signal(signal.SIGCONT)
+            expected = b"MSG flood 1 100\r\n%s\r\n" % payload
+            got = 0
+            tail = b""
+            while got < count:
+                chunk = tail + sub.recv(1 << 20)
+                whole = len(chunk) // len(expected)
+                assert chunk[:whole * len(expected)] == expected * whole
+                got, tail = got + whole, chunk[whole * len(expected):]
+            sender.join(30)
+        drops = [line for line in net.nodes["A"].lines if "closing link" in line]
+        assert not drops
+    finally:
+        net.stop()
