@@ -428,8 +428,10 @@ class Handshake:
             return self._reject(f.bridge, user, "hello digest does not verify: the peer has another "
                                                 "service key or salt")
         p = self._peer(f.bridge)
-        if seqno <= p.hb_seqno:
-            return self._reject(f.bridge, user, f"replayed hello: seqno {seqno} is not after {p.hb_seqno}")
+        if seqno < p.hb_seqno:
+            return self._reject(f.bridge, user, f"replayed hello: seqno {seqno} is before {p.hb_seqno}")
+        if seqno == p.hb_seqno:
+            return []  # the peer's current HELLO again, sent on a new link: answered already
         p.hb_seqno = seqno
         p.user = user
         if p.authenticated and p.trusts_us:

@@ -207,11 +207,22 @@ def test_flipped_bit_fails_the_digest(net: dict[str, Any]) -> None:
 
 def test_replayed_hello_is_rejected(net: dict[str, Any]) -> None:
     a, b = node(net, "A"), node(net, "B")
-    hello = bytes(a.hello(NOW))
-    assert isinstance(b.receive(NOW, hello)[0], Send)
-    [rej] = b.receive(NOW, hello)
+    old = bytes(a.hello(NOW))
+    current = bytes(a.hello(NOW + 1))
+    assert isinstance(b.receive(NOW, current)[0], Send)
+    [rej] = b.receive(NOW, old)
     assert isinstance(rej, Rejected) and rej.reason.startswith("replayed hello")
     assert rej.ignore_until_ns is None  # a replay does not lock the real peer out
+
+
+def test_the_current_hello_again_is_not_a_replay(net: dict[str, Any]) -> None:
+    """A node sends its current HELLO on every new link (an AUTH must answer one of its
+    last two): seen again on a second link it asks nothing, and refuses nothing."""
+    a, b = node(net, "A"), node(net, "B")
+    hello = bytes(a.hello(NOW))
+    assert isinstance(b.receive(NOW, hello)[0], Send)
+    assert b.receive(NOW, hello) == []
+    assert not b.rejections
 
 
 def test_replayed_auth_is_rejected(net: dict[str, Any]) -> None:
