@@ -1,4 +1,4 @@
-"""KDF, keys, at-rest sealing, message MAC, replay checks and TCP link encryption."""
+"""KDF, keys, at-rest sealing, message MAC and TCP link encryption."""
 
 from __future__ import annotations
 
@@ -28,13 +28,6 @@ from raims_node.crypto.link_cipher import (
     check_plaintext_start,
     checksum,
     fold,
-)
-from raims_node.crypto.replay import (
-    TIME_FRAME_NS,
-    ReplayGuard,
-    Status,
-    first_seqno,
-    seqno_time_frame,
 )
 from raims_node.crypto.sealed import Sealer, SealError, owner
 from raims_node.wire import DIGEST_OFFSET, Fid, MsgType, encode_frame
@@ -182,72 +175,6 @@ def test_mac_key_limits() -> None:
         macmod.MacKey(bytes(65))
     with pytest.raises(macmod.MacError, match="no digest slot"):
         macmod.MacKey(bytes(32)).digest(b"short")
-
-
-# ---------------------------------------------------------------- replay
-
-
-def test_seqno_time_frames_follow_the_manual() -> None:
-    now = 1659131646 * SEC
-    assert first_seqno(now) == 0x5C19ADC000000001
-    assert seqno_time_frame(first_seqno(now)) <= now < seqno_time_frame(first_seqno(now)) + TIME_FRAME_NS
-    assert seqno_time_frame(5) == 0
-
-
-def test_replayed_data_frame_is_refused() -> None:
-    now = 1_700_000_000 * SEC
-    g = ReplayGuard(now_ns=now)
-    src = os.urandom(16)
-    s = first_seqno(now)
-    assert g.check(src, "A.B", s, now, now).status is Status.FIRST
-    assert g.check(src, "A.B", s + 1, None, now).status is Status.NEXT
-    assert g.check(src, "A.B", s + 1, None, now).status is Status.REPLAY  # the same frame again
-    assert g.check(src, "A.B", s, None, now).status is Status.REPLAY
-    chk = g.check(src, "A.B", s + 5, None, now)
-    assert chk.status is Status.GAP and chk.lost == 3 and chk.ok
-    assert g.check(src, "A.C", s, None, now).status is Status.FIRST  # another subject
-    assert g.check(os.urandom(16), "A.B", s, None, now).status is Status.FIRST  # another source
-
-
-def test_new_streams_must_be_newer_than_convergence_and_window() -> None:
-    now = 1_700_000_000 * SEC
-    g = ReplayGuard(window_ns=10 * SEC, skew_ns=SEC, now_ns=now)
-    src = os.urandom(16)
-    g.converged(now)
-    assert g.check(src, "old", 1, now - 5 * SEC, now).status is Status.STALE
-    assert g.check(src, "new", 1, now, now).status is Status.FIRST
-    assert g.check(src, "untimed", 7, None, now).status is Status.UNTIMED
-    # after two rotations a stream is forgotten; replaying its old frames is then stale
-    s = first_seqno(now)
-    assert g.check(src, "S", s + 1, now, now).status is Status.FIRST
-    later = now + 25 * SEC
-    g.check(src, "other", first_seqno(later), later, later)
-    later2 = later + 11 * SEC
-    g.check(src, "other2", first_seqno(later2), later2, later2)
-    assert g.check(src, "S", s + 1, None, later2).status is Status.STALE
-    assert g.check(src, "S", s + 1, now, later2).status is Status.STALE
-
-
-def test_stamped_restart_resyncs_and_forget() -> None:
-    now = 1_700_000_000 * SEC
-    g = ReplayGuard(now_ns=now)
-    src = os.urandom(16)
-    s = first_seqno(now)
-    g.check(src, "X", s + 10, now, now)
-    later = now + 3 * TIME_FRAME_NS
-    s2 = first_seqno(later)
-    assert g.check(src, "X", s2, later, now + SEC).status is Status.SYNC
-    assert len(g) == 1
-    g.forget(src)
-    assert len(g) == 0
-
-
-def test_rotation_by_size_bounds_memory() -> None:
-    now = 1_700_000_000 * SEC
-    g = ReplayGuard(max_streams=10, now_ns=now)
-    for i in range(100):
-        g.check(b"s" * 16, f"sub{i}", first_seqno(now), now, now)
-    assert len(g) <= 20
 
 
 # ---------------------------------------------------------------- link cipher
