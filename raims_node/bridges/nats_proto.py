@@ -380,17 +380,3 @@ def is_literal_subject(subject: str) -> bool:
     if "*" not in subject and ">" not in subject:  # the common case, without splitting
         return bool(subject) and ".." not in subject and subject[0] != "." and subject[-1] != "."
     return all(t and t != "*" and t != ">" for t in subject.split("."))
-
-
-def subject_matches(pattern: str, subject: str) -> bool:
-    """NATS/RV matching: `*` is one token, a trailing `>` one or more."""
-    if not has_wildcard(pattern):
-        return pattern == subject
-    pt = pattern.split(".")
-    st = subject.split(".")
-    for i, p in enumerate(pt):
-        if p == ">":
-            return len(st) > i
-        if i >= len(st) or (p != "*" and p != st[i]):
-            return False
-    return len(pt) == len(st)

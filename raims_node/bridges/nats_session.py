@@ -76,9 +76,9 @@ from raims_node.bridges.nats_proto import (
     is_literal_subject,
     is_valid_subject,
     no_responders_headers,
-    subject_matches,
     wire,
 )
+from raims_node.subject import SubjectError, compile_pattern
 
 SERVER_VERSION = "2.10.0"
 PROTO_VERSION = 1
@@ -265,7 +265,7 @@ class NatsSession(SessionOutput):
 
     def _send_no_responders(self, subject: str, reply: str) -> None:
         for sub in self._subs.values():
-            if sub.queue is None and subject_matches(sub.subject, reply):
+            if sub.queue is None and _subscribed(sub.subject, reply):
                 self._write(encode_hmsg(wire(reply), sub.sid_b, None,
                                         no_responders_headers(wire(subject)), b""))
                 return
@@ -359,3 +359,12 @@ def _bad_option(options: dict[str, Any]) -> str | None:
 def _same(given: object, expected: str) -> bool:
     return isinstance(given, str) and hmac.compare_digest(
         given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+
+
+def _subscribed(pattern: str, subject: str) -> bool:
+    """Whether a (validated) NATS subscription subject takes `subject`: the node's rv
+    patterns have NATS's `*` and trailing `>`."""
+    try:
+        return compile_pattern(pattern, "rv").matches(subject)
+    except SubjectError:
+        return False

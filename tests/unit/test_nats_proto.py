@@ -34,9 +34,7 @@ from raims_node.bridges.nats_proto import (
     is_literal_subject,
     is_valid_subject,
     no_responders_headers,
-    subject_matches,
 )
-from tests.unit.test_nats_redis_bus import Entry
 
 
 def parse(data: bytes, **kw: int) -> list[object]:
@@ -213,16 +211,6 @@ def test_subject_rules(subject: str, valid: bool, literal: bool, wild: bool) -> 
     assert is_valid_subject(subject) is valid
     assert is_literal_subject(subject) is literal
     assert has_wildcard(subject) is wild
-
-
-@settings(max_examples=300, deadline=None)
-@given(pattern=st.lists(st.sampled_from(["a", "b", "*"]), min_size=1, max_size=4),
-       tail=st.booleans(), subject=st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=5))
-def test_matching_agrees_with_the_reference_bus(pattern: list[str], tail: bool, subject: list[str]) -> None:
-    pat = ".".join(pattern + ([">"] if tail else []))
-    subj = ".".join(subject)
-    reference = Entry(None, "1", pat, "rv", None).matches(subj)  # type: ignore[arg-type]
-    assert subject_matches(pat, subj) is reference
 
 
 # ---------------------------------------------------------------- fuzz
