@@ -82,14 +82,16 @@ from raims_node.wire import (
     Fid,
     Fields,
     Frame,
+    Message,
     MsgType,
     decode_frame,
     encode_frame,
     encode_message_fields,
     frame_with_body,
+    message_of,
     path_opt,
     peek,
-    peeked_fields,
+    peeked_message,
 )
 from raims_node.wire import subjects as S
 
@@ -329,7 +331,7 @@ class Node:
             subject = head.subject.decode("utf-8", "surrogateescape")
             subs = self.subs.match(subject)
             if subs:
-                self._deliver_fields(source, subject, dict(peeked_fields(data, head)), subs, now_ns, own=False)
+                self._deliver_message(source, subject, peeked_message(data, head), subs, now_ns, own=False)
                 return True
         if not sent:
             peer = self.peers[source]
@@ -1310,31 +1312,27 @@ class Node:
                 peer.loss.not_sub += 1
                 peer.loss.not_sub_time = now_ns
             return False
-        return self._deliver_fields(source, subject, decode_frame(data).as_dict(), subs, now_ns, own, no_echo)
+        return self._deliver_message(source, subject, message_of(decode_frame(data).fields), subs, now_ns, own,
+                                     no_echo)
 
-    def _deliver_fields(self, source: bytes, subject: str, d: dict[int, object], subs: Sequence[LocalSub], now_ns: int,
-                        own: bool, no_echo: object | None = None) -> bool:
-        """Deliver a message (its fields `d`) to `subs` after the sequence check; False
-        when it repeats one already delivered."""
-        seqno = get_int(d, Fid.SEQNO)
+    def _deliver_message(self, source: bytes, subject: str, msg: Message, subs: Sequence[LocalSub], now_ns: int,
+                         own: bool, no_echo: object | None = None) -> bool:
+        """Deliver `msg` to `subs` after the sequence check; False when it repeats one
+        already delivered."""
         loss = 0
         if not own:
-            verdict, loss = self.sub_window.check(source, subject, seqno, get_int(d, Fid.STAMP), now_ns)
-            peer = self.peers.get(source)
-            if verdict is Verdict.REPEAT:
+            verdict, loss = self.sub_window.check(source, subject, msg.seqno, msg.stamp, now_ns)
+            if verdict is Verdict.REPEAT or loss:
+                peer = self.peers.get(source)
+                if verdict is Verdict.REPEAT:
+                    if peer is not None:
+                        peer.loss.repeat += 1
+                        peer.loss.repeat_time = now_ns
+                    return False
                 if peer is not None:
-                    peer.loss.repeat += 1
-                    peer.loss.repeat_time = now_ns
-                return False
-            if loss and peer is not None:
-                peer.loss.msg_loss += loss
-                peer.loss.loss_time = now_ns
-        payload = d.get(Fid.DATA, b"")
-        reply = d.get(Fid.REPLY)
-        headers = d.get(Fid.HEADERS)
-        self._deliver(source, subject, seqno, subs, payload if isinstance(payload, bytes) else b"",
-                      reply if isinstance(reply, str) else None, headers if isinstance(headers, bytes) else None,
-                      loss, no_echo)
+                    peer.loss.msg_loss += loss
+                    peer.loss.loss_time = now_ns
+        self._deliver(source, subject, msg.seqno, subs, msg.payload, msg.reply, msg.headers, loss, no_echo)
         return True
 
     def _deliver(self, source: bytes, subject: str, seqno: int, subs: Sequence[LocalSub], payload: bytes,

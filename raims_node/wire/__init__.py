@@ -14,12 +14,15 @@ from raims_node.wire.fields import (
     Fid,
     Fields,
     FieldType,
+    Message,
     decode_fields,
+    decode_message_fields,
     decode_typed_fields,
     dump_id,
     encode_fields,
     encode_message_fields,
     fid_name,
+    message_of,
 )
 from raims_node.wire.frame import (
     BRIDGE_LEN,
@@ -35,7 +38,7 @@ from raims_node.wire.frame import (
     frame_with_body,
     path_opt,
     peek,
-    peeked_fields,
+    peeked_message,
     subject_hash,
 )
 from raims_node.wire.stream import MAX_FRAME, FrameReader
@@ -43,8 +46,8 @@ from raims_node.wire.stream import MAX_FRAME, FrameReader
 __all__ = [
     "BRIDGE_LEN", "DIGEST_LEN", "DIGEST_OFFSET", "FID_TYPES", "MAX_FRAME",
     "BadField", "BadHeader", "DecodedField", "FieldType", "Fid", "Fields", "Frame",
-    "FrameReader", "FrameTooLarge", "Header", "MsgType", "Opt", "StreamDesync", "Truncated",
-    "WireError", "decode_fields", "decode_frame", "decode_typed_fields", "dump_id",
-    "encode_fields", "encode_frame", "encode_message_fields", "fid_name", "frame_length",
-    "frame_with_body", "path_opt", "peek", "peeked_fields", "subject_hash",
+    "FrameReader", "FrameTooLarge", "Header", "Message", "MsgType", "Opt", "StreamDesync", "Truncated",
+    "WireError", "decode_fields", "decode_frame", "decode_message_fields", "decode_typed_fields",
+    "dump_id", "encode_fields", "encode_frame", "encode_message_fields", "fid_name", "frame_length",
+    "frame_with_body", "message_of", "path_opt", "peek", "peeked_message", "subject_hash",
 ]

@@ -205,6 +205,16 @@ FieldValue = bool | int | bytes | str | None | list[tuple[int, object]]
 Fields = list[tuple[int, object]]
 
 
+class Message(NamedTuple):
+    """The fields of a published message (`encode_message_fields`)."""
+
+    seqno: int
+    stamp: int  # 0: none (the stream goes on)
+    reply: str | None
+    headers: bytes | None
+    payload: bytes
+
+
 class DecodedField(NamedTuple):
     fid: int
     ftype: FieldType
@@ -229,6 +239,8 @@ _INT_DESC = {
 
 
 _DATA_DESC = descriptor(FieldType.LONG_OPAQUE, Fid.DATA)
+_SEQNO_DESC = descriptor(FieldType.U64, Fid.SEQNO)  # the widths a publisher's seqno and stamp have
+_STAMP_DESC = descriptor(FieldType.U64, Fid.STAMP)
 
 
 def _int_field(out: bytearray, fid: int, value: int) -> None:
@@ -332,6 +344,37 @@ def encode_message_fields(seqno: int, stamp: int, reply: str | None, headers: by
     if size & 1:
         out.append(0)
     return out
+
+
+def decode_message_fields(buf: bytes | bytearray | memoryview, off: int, end: int) -> Message:
+    """The fields of a published message in buf[off:end]: the usual layout (seqno, an
+    optional stamp, data) read directly, any other through `decode_fields`. Raises only
+    WireError subclasses (BadField when a field has the wrong type)."""
+    pos = off
+    if end - pos >= 10 and _UNPACK_H(buf, pos)[0] == _SEQNO_DESC:
+        seqno = _UNPACK_Q(buf, pos + 2)[0]
+        pos += 10
+        stamp = 0
+        if end - pos >= 10 and _UNPACK_H(buf, pos)[0] == _STAMP_DESC:
+            stamp = _UNPACK_Q(buf, pos + 2)[0]
+            pos += 10
+        if end - pos >= 6 and _UNPACK_H(buf, pos)[0] == _DATA_DESC:
+            size = _UNPACK_I(buf, pos + 2)[0]
+            if pos + 6 + size + (size & 1) == end:
+                return Message(seqno, stamp, None, None, bytes(buf[pos + 6 : pos + 6 + size]))
+    return message_of(decode_fields(buf, off, end))
+
+
+def message_of(fields: Fields) -> Message:
+    """The published message in decoded fields (the last of a repeated field wins)."""
+    d = dict(fields)
+    seqno, stamp = d.get(Fid.SEQNO, 0), d.get(Fid.STAMP, 0)
+    reply, headers, payload = d.get(Fid.REPLY), d.get(Fid.HEADERS), d.get(Fid.DATA, b"")
+    if type(seqno) is not int or type(stamp) is not int:
+        raise BadField("message seqno or stamp is not an integer")
+    if not isinstance(reply, str | None) or not isinstance(headers, bytes | None) or not isinstance(payload, bytes):
+        raise BadField("message reply, headers or data has the wrong type")
+    return Message(seqno, stamp, reply, headers, payload)
 
 
 def encode_fields(fields: Iterable[tuple[int, object]], depth: int = 0) -> bytearray:

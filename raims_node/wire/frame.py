@@ -33,7 +33,16 @@ from typing import NamedTuple
 import mmh3
 
 from raims_node.wire.errors import BadHeader, FrameTooLarge, Truncated
-from raims_node.wire.fields import Fid, Fields, FieldType, decode_fields, descriptor, encode_fields
+from raims_node.wire.fields import (
+    Fid,
+    Fields,
+    FieldType,
+    Message,
+    decode_fields,
+    decode_message_fields,
+    descriptor,
+    encode_fields,
+)
 
 VERSION = 1
 HEADER_SIZE = 8
@@ -223,10 +232,11 @@ def peek(buf: bytes | bytearray | memoryview) -> Header:
     return Header(mtype, opt, h if h else subject_hash(sub), bridge, digest, sub, total)
 
 
-def peeked_fields(buf: bytes | bytearray | memoryview, head: Header) -> Fields:
-    """The fields of the frame `head` was peeked from, without validating its prefix again."""
+def peeked_message(buf: bytes | bytearray | memoryview, head: Header) -> Message:
+    """The published message in the frame `head` was peeked from (its prefix is not
+    validated again)."""
     slen = len(head.subject)
-    return decode_fields(buf, SUBJECT_OFFSET + slen + (slen & 1), head.frame_len)
+    return decode_message_fields(buf, SUBJECT_OFFSET + slen + (slen & 1), head.frame_len)
 
 
 def decode_frame(buf: bytes | bytearray | memoryview) -> Frame:

@@ -26,15 +26,17 @@ from raims_node.wire import (
     WireError,
     decode_fields,
     decode_frame,
+    decode_message_fields,
     decode_typed_fields,
     dump_id,
     encode_fields,
     encode_frame,
     encode_message_fields,
     frame_with_body,
+    message_of,
     path_opt,
     peek,
-    peeked_fields,
+    peeked_message,
     subject_hash,
 )
 from raims_node.wire.frame import MAX_SIZE_24
@@ -125,7 +127,9 @@ def test_publish_encoder_gives_the_generic_encoders_bytes(seqno: int, stamp: int
     sub = subject.encode("utf-8", "surrogateescape")
     frame = frame_with_body(MsgType.MCAST, sub, BRIDGE, body, path_opt(2), subject_hash(sub))
     assert frame == encode_frame(MsgType.MCAST, subject, BRIDGE, fields, path_opt(2))
-    assert peeked_fields(bytes(frame), peek(frame)) == decode_frame(frame).fields
+    message = peeked_message(bytes(frame), peek(frame))
+    assert message == message_of(decode_frame(frame).fields)
+    assert message == (seqno, stamp, reply or None, headers or None, payload)
 
 
 def test_integer_width_is_the_smallest_that_fits() -> None:
@@ -299,11 +303,22 @@ def test_fuzz_random_and_mutated_frames_raise_only_wire_errors() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes(buf: bytes) -> None:
-    for fn in (decode_frame, peek, decode_fields):
+    for fn in (decode_frame, peek, decode_fields, lambda b: decode_message_fields(b, 0, len(b))):
         try:
             fn(buf)
         except WireError:
             pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=60), st.integers(0, 59), st.integers(0, 255))
+def test_mutated_message_fields_raise_only_wire_errors(tail: bytes, at: int, value: int) -> None:
+    body = bytearray(encode_message_fields(2**62 + 7, 2**61, None, None, tail))
+    body[at % len(body)] = value
+    try:
+        decode_message_fields(bytes(body), 0, len(body))
+    except WireError:
+        pass
 
 
 # ---------------------------------------------------------------- stream framing
