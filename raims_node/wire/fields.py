@@ -239,8 +239,10 @@ _INT_DESC = {
 
 
 _DATA_DESC = descriptor(FieldType.LONG_OPAQUE, Fid.DATA)
+_new = tuple.__new__  # a NamedTuple without its generated __new__, a third of the cost
 _SEQNO_DESC = descriptor(FieldType.U64, Fid.SEQNO)  # the widths a publisher's seqno and stamp have
 _STAMP_DESC = descriptor(FieldType.U64, Fid.STAMP)
+_WIDE, _TOO_WIDE = 1 << 32, 1 << 64  # the integers written as U64
 
 
 def _int_field(out: bytearray, fid: int, value: int) -> None:
@@ -328,9 +330,14 @@ def encode_message_fields(seqno: int, stamp: int, reply: str | None, headers: by
     """The fields of a published message, seqno, stamp, reply, headers and data, the zero
     stamp and empty reply and headers left out: the bytes `encode_fields` gives for them,
     built without its per-field dispatch (the publish hot path)."""
-    out = bytearray()
-    _int_field(out, Fid.SEQNO, seqno)
-    if stamp:
+    if _WIDE <= seqno < _TOO_WIDE:  # a stream's seqno carries its time frame: 64 bits
+        out = bytearray(_PACK_DESC_U64(_SEQNO_DESC, seqno))
+    else:
+        out = bytearray()
+        _int_field(out, Fid.SEQNO, seqno)
+    if _WIDE <= stamp < _TOO_WIDE:
+        out += _PACK_DESC_U64(_STAMP_DESC, stamp)
+    elif stamp:
         _int_field(out, Fid.STAMP, stamp)
     if reply:
         encode_field(out, Fid.REPLY, reply)
@@ -361,7 +368,7 @@ def decode_message_fields(buf: bytes | bytearray | memoryview, off: int, end: in
         if end - pos >= 6 and _UNPACK_H(buf, pos)[0] == _DATA_DESC:
             size = _UNPACK_I(buf, pos + 2)[0]
             if pos + 6 + size + (size & 1) == end:
-                return Message(seqno, stamp, None, None, bytes(buf[pos + 6 : pos + 6 + size]))
+                return _new(Message, (seqno, stamp, None, None, bytes(buf[pos + 6 : pos + 6 + size])))
     return message_of(decode_fields(buf, off, end))
 
 
