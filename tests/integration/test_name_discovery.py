@@ -99,9 +99,11 @@ def test_two_meshes_find_each_other_and_one_link_joins_them(net_factory: Any) ->
         net.start(user, "mesh.listen")
     net.converge(1)
     for user in "AB":
+        # the member that dialed may link before the other's answer to its burst arrives
+        assert poll(lambda: net.row(user, "name")["mr"] > 0, 5)  # noqa: B023 (called here, in the loop)
         name = net.row(user, "name")
         assert re.fullmatch(rf"name://127\.0\.0\.1:\d+;239\.23\.22\.217:{net.group_port}", name["address"])
-        assert name["tport"] == DEVICE and name["ms"] > 0 and name["mr"] > 0 and name["fd"] == 1
+        assert name["tport"] == DEVICE and name["ms"] > 0 and name["fd"] == 1
         assert name["bad"] == 0 and name["ignored"] == 0
         mesh = net.row(user, "mesh")
         assert mesh["fd"] == 1 and "D" in mesh["fl"]  # one link: only one member dialed
