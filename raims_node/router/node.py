@@ -82,6 +82,7 @@ from raims_node.wire import (
     Fid,
     Fields,
     Frame,
+    Header,
     Message,
     MsgType,
     decode_frame,
@@ -294,8 +295,9 @@ class Node:
                 break
             counters.frames_in += 1
             try:
-                if not fast(conn, data, now_ns):
-                    self._receive(conn, data, now_ns)
+                head = peek(data)
+                if not fast(conn, data, head, now_ns):
+                    self._receive(conn, data, head, now_ns)
             except RaimsError as exc:  # malformed frame or field, impossible record
                 counters.bad_frames += 1
                 log.debug("bad frame from conn %d: %s", conn_id, exc)
@@ -304,12 +306,11 @@ class Node:
                 log.exception("error handling a frame from conn %d", conn_id)
         return self._flush(now_ns)
 
-    def _forward_fast(self, conn: Conn, data: bytes, now_ns: int) -> bool:
+    def _forward_fast(self, conn: Conn, data: bytes, head: Header, now_ns: int) -> bool:
         """The router's hot path: a multicast frame from a known source. Header read
         without decoding, MAC checked with the cached key, the forwarding set looked up by
         (source, path, subject hash), and, when subscribed here, the fields decoded once
         for the local delivery. False: take the full path."""
-        head = peek(data)
         if head.msg_type != MsgType.MCAST or not conn.active or head.opt & (OPT_ACK | OPT_TRACE):
             return False
         source = head.bridge
@@ -497,8 +498,7 @@ class Node:
 
     # ------------------------------------------------------------------ receive
 
-    def _receive(self, conn: Conn, data: bytes, now_ns: int) -> None:
-        head = peek(data)
+    def _receive(self, conn: Conn, data: bytes, head: Header, now_ns: int) -> None:
         conn.last_recv_ns = now_ns
         if head.msg_type == MsgType.HEARTBEAT:
             self._on_heartbeat(conn, data, now_ns)
@@ -1110,7 +1110,7 @@ class Node:
         for conn_id, data in self._parked.pop(about, ()):
             conn = self.conns.get(conn_id)
             if conn is not None and conn.active:
-                self._receive(conn, data, now_ns)
+                self._receive(conn, data, peek(data), now_ns)
 
     def _in_adj_req(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         about = get_bytes(d, Fid.SYNC_BRIDGE)
