@@ -115,6 +115,8 @@ class _Subscription:
     msg_head: bytes  # "MSG <subject> <sid> ", for deliveries on the subscribed subject
     max_msgs: int = 0  # 0: unlimited
     delivered: int = 0  # messages delivered on this subscription so far
+    size: int = -1  # the payload size of the last delivery, and its MSG line
+    line: bytes = b""
 
     @classmethod
     def of(cls, subject: str, queue: str | None, sid: str) -> _Subscription:
@@ -313,7 +315,10 @@ class NatsSession(SessionOutput):
         self.msgs_out += 1
         if headers is None or not self.headers:
             if not reply and subject == sub.subject:
-                self._write(b"%s%d\r\n%s\r\n" % (sub.msg_head, len(payload), payload))
+                if len(payload) != sub.size:  # a stream's messages are often one size
+                    sub.size = len(payload)
+                    sub.line = b"%s%d\r\n" % (sub.msg_head, sub.size)
+                self._write(sub.line + payload + b"\r\n")
             else:
                 self._write(encode_msg(wire(subject), sub.sid_b, wire(reply) if reply else None, payload))
         else:
