@@ -1,6 +1,6 @@
 """Simulated network: convergence time, and the router's forwarding rate.
 
-Convergence: 16, 64 and 256 nodes on a ring plus random chords (2n links, average
+Convergence: 16, 64, 128 and 256 nodes on a ring plus random chords (2n links, average
 degree 4, so every node has two disjoint paths), link latencies of 1-4 ms, every link
 connected at time 0 and the nodes started within one second: the virtual seconds until
 the simulator reports every node converged with identical databases, and the CPU
@@ -16,7 +16,7 @@ parents. Two rates, route cache warm (every (source, path) tree already computed
 - `on_frame`: the whole receive path of one frame (peek, MAC check, decision, the
   Send actions, local delivery check). Target: >= 200,000 decisions/s on one core.
 
-    .venv/bin/python bench/sim_bench.py [--sizes 16 64 256] [--budget 100] [--seed 1]
+    .venv/bin/python bench/sim_bench.py [--sizes 16 64 128 256] [--budget 100] [--seed 1]
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def forwarding_rates(net: SimNetwork, seed: int) -> list[dict[str, object]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 128, 256])
     ap.add_argument("--budget", type=float, default=100.0, help="CPU seconds for all convergence runs (0: none)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()

@@ -367,7 +367,10 @@ class Node:
                     continue
                 p.tries += 1
                 p.deadline_ns = now_ns + self.params.rpc_timeout_ns
-                via = p.via if self._neighbor_conn(p.via) else self._any_neighbor()
+                # a retry asks the origin when a path to it is known, else the next
+                # neighbour: the one asked may lag as far behind
+                routable = p.kind == "adj" and self._routable(p.about)
+                via = p.about if routable else self._next_neighbor(p.via)
                 if via is not None:
                     p.via = via
                     self._request(p.kind, p.about, via, now_ns, retry=True)
@@ -1140,7 +1143,8 @@ class Node:
             # the reply is older than an update we saw: ask again after a timeout, of the
             # origin when a path to it is known (no tight loop between lagging nodes)
             self._pending.setdefault(("adj", about), _Pending(
-                "adj", about, about if self._routable(about) else peer.bridge, now_ns + self.params.rpc_timeout_ns))
+                "adj", about, about if self._routable(about) else self._next_neighbor(peer.bridge) or peer.bridge,
+                now_ns + self.params.rpc_timeout_ns))
         else:
             self._link_wanted.pop(about, None)
 
@@ -1395,11 +1399,14 @@ class Node:
                 return c
         return None
 
-    def _any_neighbor(self) -> bytes | None:
-        for c in self.conns.values():
-            if c.active and c.peer is not None:
-                return c.peer
-        return None
+    def _next_neighbor(self, after: bytes) -> bytes | None:
+        """The authenticated neighbour after `after` in bridge order (the first when
+        `after` is none of them), so that repeated requests go round the neighbours."""
+        around = sorted({c.peer for c in self.conns.values() if c.active and c.peer is not None})
+        if not around:
+            return None
+        later = [b for b in around if b > after]
+        return later[0] if later else around[0]
 
     def _conn_for(self, tport_id: int, peer: bytes) -> Conn | None:
         for c in self.conns.values():
