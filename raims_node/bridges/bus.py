@@ -67,6 +67,8 @@ class ClientHandle(Protocol):
     def deliver(self, sid: str, subject: str, reply: str | None,
                 headers: bytes | None, payload: bytes) -> None: ...
 
+    def deliver_run(self, sid: str, subject: str, payloads: list[bytes]) -> None: ...
+
 
 class Bus(Protocol):
     """One per bridge transport service namespace."""
@@ -83,6 +85,10 @@ class Bus(Protocol):
 
     def publish(self, client: ClientHandle | None, subject: str, reply: str | None,
                 headers: bytes | None, payload: bytes) -> int: ...
+
+    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> None:
+        """`publish` of each payload in order, without reply or headers (a client's
+        pipelined run on one subject, routed once)."""
 
     def has_interest(self, subject: str) -> bool: ...
 

@@ -139,3 +139,13 @@ class SessionOutput:
 
     def _on_close(self) -> None:
         """Subclasses release their subscriptions here."""
+
+    def deliver(self, sid: str, subject: str, reply: str | None,
+                headers: bytes | None, payload: bytes) -> None:
+        raise NotImplementedError
+
+    def deliver_run(self, sid: str, subject: str, payloads: list[bytes]) -> None:
+        """`deliver` of each payload, without reply or headers (a session may write
+        them at once)."""
+        for payload in payloads:
+            self.deliver(sid, subject, None, None, payload)

@@ -179,20 +179,31 @@ class NatsSession(SessionOutput):
         except NatsProtocolError as exc:
             events, error = exc.events, exc
         guarded = self.config.auth_required
+        run: list[bytes] = []  # consecutive plain PUBs on one subject, published together
+        run_subject = ""
         for ev in events:
             if self._closing:
                 return
+            if type(ev) is Pub and (self.connected or not guarded):
+                subject, reply, headers, payload = ev
+                if (reply is None and headers is None and not self.verbose
+                        and not (self.pedantic and not is_literal_subject(subject))):
+                    if run and subject != run_subject:
+                        self._publish_run(run_subject, run)
+                        run = []
+                    run_subject = subject
+                    run.append(payload)
+                    continue
+            if run:
+                self._publish_run(run_subject, run)
+                run = []
+                if self._closing:
+                    return
             if guarded and not self.connected and type(ev) is not Connect:
                 self._fail(AuthorizationViolation(f"{type(ev).__name__} before CONNECT"),
                            ERR_AUTHORIZATION)
             elif type(ev) is Pub:
-                subject, reply, headers, payload = ev
-                if (reply is None and headers is None and not self.verbose
-                        and not (self.pedantic and not is_literal_subject(subject))):
-                    self.msgs_in += 1  # the common case, without a call per message
-                    self.bus.publish(self, subject, None, None, payload)
-                else:
-                    self._on_pub(ev)
+                self._on_pub(ev)
             elif type(ev) is Sub:
                 self._on_sub(ev)
             elif type(ev) is Unsub:
@@ -203,8 +214,16 @@ class NatsSession(SessionOutput):
                 self._pings_out = 0
             elif type(ev) is Connect:
                 self._on_connect(ev.options)
+        if run and not self._closing:
+            self._publish_run(run_subject, run)
         if error is not None and not self._closing:
             self._close(error.reply, error)
+
+    def _publish_run(self, subject: str, payloads: list[bytes]) -> None:
+        """The common case, routed once for a pipelined run: no reply, no headers, not
+        verbose. A run is published whole even if a delivery closes this session."""
+        self.msgs_in += len(payloads)
+        self.bus.publish_run(self, subject, payloads)
 
     def _fail(self, error: BridgeError, err_text: str) -> None:
         self._close(encode_err(err_text), error)
@@ -324,6 +343,21 @@ class NatsSession(SessionOutput):
         else:
             self._write(encode_hmsg(wire(subject), sub.sid_b, wire(reply) if reply else None,
                                     headers, payload))
+
+    def deliver_run(self, sid: str, subject: str, payloads: list[bytes]) -> None:
+        sub = self._subs.get(sid)
+        if sub is None or sub.max_msgs or subject != sub.subject:
+            super().deliver_run(sid, subject, payloads)  # the rare cases, one by one
+            return
+        sub.delivered += len(payloads)
+        self.msgs_out += len(payloads)
+        parts: list[bytes] = []
+        for payload in payloads:
+            if len(payload) != sub.size:
+                sub.size = len(payload)
+                sub.line = b"%s%d\r\n" % (sub.msg_head, sub.size)
+            parts += (sub.line, payload, b"\r\n")
+        self._write(b"".join(parts))
 
     def ping(self) -> None:
         """The glue's ping timer fired."""

@@ -49,6 +49,7 @@ Mapping into the Rai MS network (decisions):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from raims_node.bloom import BloomFilter, SubjectHashes
@@ -167,41 +168,61 @@ class RouterBus:
 
     def publish(self, client: ClientHandle | None, subject: str, reply: str | None,
                 headers: bytes | None, payload: bytes) -> int:
+        return self._publish(client, subject, reply, headers, (payload,))
+
+    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> None:
+        self._publish(client, subject, None, None, payloads)
+
+    def _publish(self, client: ClientHandle | None, subject: str, reply: str | None,
+                 headers: bytes | None, payloads: Sequence[bytes]) -> int:
+        """Publish each payload in order; the receivers reached, summed."""
         internal, remote = self._route(subject)
         no_echo = self._owners.get(client) if client is not None and not client.echo else None
         if remote:
             if not self._carriable(internal) or (reply is not None and not self._carriable(reply)):
                 return 0
-            return self.daemon.publish(internal, payload, reply, headers, no_echo) + remote
+            publish = self.daemon.publish
+            return sum(publish(internal, payload, reply, headers, no_echo) + remote for payload in payloads)
         # the local fast path: a multicast to no remote node, without a frame
         node = self.node
-        node.counters.published += 1
+        match = node.subs.match
+        if len(payloads) > 1:
+            subs = match(internal)
+            if len(subs) == 1 and subs[0].queue is None and subs[0].owner is not no_echo:
+                owner = subs[0].owner  # one subscriber (the usual stream): the run written at once
+                if type(owner) is _Owner and owner.bus is self:
+                    node.counters.published += len(payloads)
+                    node.counters.delivered += len(payloads)
+                    owner.client.deliver_run(subs[0].sid, subject, list(payloads))
+                    return len(payloads)
         n = 0
-        groups: dict[str, list[tuple[object, str]]] | None = None
-        for sub in node.subs.match(internal):  # a tuple: deliveries may unsubscribe
-            owner = sub.owner
-            if owner is no_echo:
-                continue
-            if sub.queue is not None:
-                if groups is None:
-                    groups = {}
-                groups.setdefault(sub.queue_marker or "", []).append((owner, sub.sid))
-                continue
-            n += 1
-            if type(owner) is _Owner and owner.bus is self:
-                owner.client.deliver(sub.sid, subject, reply, headers, payload)
-            else:
-                self._hand(owner, sub.sid, internal, reply, headers, payload)
-        if groups is not None:
-            for marker, members in groups.items():
-                turn = self._queue_turn.get(marker, 0)
-                self._queue_turn[marker] = turn + 1
-                owner, sid = members[turn % len(members)]
+        for payload in payloads:
+            node.counters.published += 1
+            groups: dict[str, list[tuple[object, str]]] | None = None
+            for sub in match(internal):  # matched again: a delivery may unsubscribe
+                owner = sub.owner
+                if owner is no_echo:
+                    continue
+                if sub.queue is not None:
+                    if groups is None:
+                        groups = {}
+                    groups.setdefault(sub.queue_marker or "", []).append((owner, sub.sid))
+                    continue
                 n += 1
                 if type(owner) is _Owner and owner.bus is self:
-                    owner.client.deliver(sid, subject, reply, headers, payload)
+                    owner.client.deliver(sub.sid, subject, reply, headers, payload)
                 else:
-                    self._hand(owner, sid, internal, reply, headers, payload)
+                    self._hand(owner, sub.sid, internal, reply, headers, payload)
+            if groups is not None:
+                for marker, members in groups.items():
+                    turn = self._queue_turn.get(marker, 0)
+                    self._queue_turn[marker] = turn + 1
+                    owner, sid = members[turn % len(members)]
+                    n += 1
+                    if type(owner) is _Owner and owner.bus is self:
+                        owner.client.deliver(sid, subject, reply, headers, payload)
+                    else:
+                        self._hand(owner, sid, internal, reply, headers, payload)
         node.counters.delivered += n
         return n
 

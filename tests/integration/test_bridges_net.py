@@ -11,6 +11,7 @@ client reconnecting to its server expects.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import socket
 import subprocess
@@ -226,5 +227,40 @@ def test_a_publisher_faster_than_its_link_is_held_not_cut(tmp_path: Path) -> Non
             sender.join(30)
         drops = [line for line in net.nodes["A"].lines if "closing link" in line]
         assert not drops
+    finally:
+        net.stop()
+
+
+def test_a_pipelined_run_arrives_whole_and_in_order(tmp_path: Path) -> None:
+    """PUBs pipelined on one subject are published as a run (routed once, written to a
+    lone subscriber at once): payloads of changing sizes arrive in order, byte for byte;
+    with a second subscription limited by UNSUB max, each gets exactly its share."""
+    net = start_network(tmp_path, "node A\n")
+    try:
+        with socket.create_connection(("127.0.0.1", net.port("A")), timeout=30) as sub, \
+                socket.create_connection(("127.0.0.1", net.port("A")), timeout=30) as pub:
+            buf = bytearray()
+            sub.sendall(b'CONNECT {"verbose":false}\r\nSUB run 1\r\nPING\r\n')
+            _read_until(sub, b"PONG\r\n", buf)
+            payloads = [b"m%d" % i * (1 + i % 3) for i in range(500)]
+            pub.sendall(b'CONNECT {"verbose":false}\r\n'
+                        + b"".join(b"PUB run %d\r\n%s\r\n" % (len(p), p) for p in payloads) + b"PING\r\n")
+            _read_until(pub, b"PONG\r\n", bytearray())
+            want = b"".join(b"MSG run 1 %d\r\n%s\r\n" % (len(p), p) for p in payloads)
+            buf.clear()
+            while len(buf) < len(want):
+                buf += sub.recv(1 << 16)
+            assert bytes(buf) == want
+            sub.sendall(b"SUB run 2\r\nUNSUB 2 3\r\nPING\r\n")
+            buf.clear()
+            _read_until(sub, b"PONG\r\n", buf)
+            pub.sendall(b"".join(b"PUB run 2\r\n%02d\r\n" % i for i in range(10)) + b"PING\r\n")
+            _read_until(pub, b"PONG\r\n", bytearray())
+            buf.clear()
+            while buf.count(b"MSG ") < 13:
+                buf += sub.recv(1 << 16)
+            got = re.findall(rb"MSG run (\d) 2\r\n(\d\d)\r\n", bytes(buf))
+            assert [m for sid, m in got if sid == b"1"] == [b"%02d" % i for i in range(10)]
+            assert [m for sid, m in got if sid == b"2"] == [b"00", b"01", b"02"]
     finally:
         net.stop()

@@ -83,6 +83,10 @@ class MemoryBus:
             e.client.deliver(e.sid, subject, reply, headers, payload)
         return len(receivers)
 
+    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> None:
+        for payload in payloads:
+            self.publish(client, subject, None, None, payload)
+
     def has_interest(self, subject: str) -> bool:
         return any(e.matches(subject) for e in self.entries.values())
 

@@ -436,3 +436,34 @@ def test_info_stays_one_line_whatever_the_names() -> None:
     line = NatsSession(MemoryBus(), 1, NatsConfig(server_id="a\nb", server_name="c\r\nd")).pending_output()
     assert re.fullmatch(rb"INFO \{[^\r\n]*\} \r\n", line)
     assert json.loads(line[5:])["server_name"] == "c\r\nd"
+
+
+def test_runs_of_pubs_keep_their_place_among_other_operations() -> None:
+    """Consecutive PUBs on one subject go to the bus as a run; a SUB between them takes
+    effect between, exactly as if each PUB were published alone."""
+    bus = MemoryBus()
+    s = fresh(bus)
+    s.data_received(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB b 1\r\n'
+                    b"PUB a 1\r\n1\r\nPUB a 1\r\n2\r\nPUB b 1\r\n3\r\nSUB a 2\r\nPUB a 1\r\n4\r\nPUB a 1\r\n5\r\n"
+                    b"PING\r\n")
+    assert [(subject, payload) for subject, _, _, payload in bus.published] == [
+        ("a", b"1"), ("a", b"2"), ("b", b"3"), ("a", b"4"), ("a", b"5")]
+    assert s.pending_output() == b"MSG b 1 1\r\n3\r\nMSG a 2 1\r\n4\r\nMSG a 2 1\r\n5\r\nPONG\r\n"
+    assert s.msgs_in == 5
+
+
+def test_a_delivered_run_is_what_single_deliveries_write() -> None:
+    one, many = fresh(), fresh()
+    payloads = [b"x" * (i % 4) for i in range(9)]
+    for s in (one, many):
+        s.data_received(b'CONNECT {"verbose":false}\r\nSUB a 7\r\nSUB b 8\r\nUNSUB 8 4\r\n')
+        s.pending_output()
+    for sid, subject in (("7", "a"), ("8", "b")):
+        for payload in payloads:
+            one.deliver(sid, subject, None, None, payload)
+        many.deliver_run(sid, subject, payloads)  # sid 8 has an UNSUB max: one by one, up to 4
+    expected = b"".join(b"MSG a 7 %d\r\n%s\r\n" % (len(p), p) for p in payloads) \
+        + b"".join(b"MSG b 8 %d\r\n%s\r\n" % (len(p), p) for p in payloads[:4])
+    assert one.pending_output() == expected
+    assert many.pending_output() == expected
+    assert many.msgs_out == one.msgs_out == 13
