@@ -6,7 +6,9 @@ Decisions where the manual is vague:
   private keys (`pri`): console output is read over telnet and the web. `show running
   transport|service|user|group|parameter X` prints that section, X being a name or
   `*` for all of it.
-- show tport: `state` is `running` when the node has a transport of that name, else `-`.
+- show tport: `state` is `running` when the node has a transport of that name (or, for
+  a `type: name` record, when the daemon's `show ports` has a name service of that
+  device), else `-`.
 - show users: the uid is filled for the users that are this node (0) or a live peer.
 """
 
@@ -71,8 +73,10 @@ def show_tport(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     cols = ["tport", "type", "state", "listen", "connect", "device"]
     active = {t.name: t for t in ctx.node.tports}
     rows: list[Row] = []
+    names = {str(r.get("tport")) for r in ctx.ports() if r.get("type") == "name"}  # by device
     if isinstance(ctx.config, ConfigTree):
-        rows = [{"tport": t.tport, "type": t.type, "state": RUNNING if t.tport in active else NOT_RUNNING,
+        running = set(active) | names
+        rows = [{"tport": t.tport, "type": t.type, "state": RUNNING if t.tport in running else NOT_RUNNING,
                  "listen": t.listen or None, "connect": t.connect or None, "device": t.device}
                 for t in ctx.config.transports]
     known = {r["tport"] for r in rows}

@@ -322,7 +322,9 @@ def test_ports_are_the_daemons_rows_filtered_by_transport(net: SimNetwork) -> No
 def test_configuration_commands_read_the_loaded_tree(net: SimNetwork) -> None:
     data = new_network_config("test", ["A", "B", "Z"])
     data["transports"] = [{"tport": "link_ab", "type": "tcp", "route": {"connect": "hostb", "port": 9000}},
-                          {"tport": "spare", "type": "tcp", "route": {"listen": "*", "port": 9001}}]
+                          {"tport": "spare", "type": "tcp", "route": {"listen": "*", "port": 9001}},
+                          {"tport": "lo", "type": "name", "route": {"port": 8400}},
+                          {"tport": "idle", "type": "name", "route": {"port": 8401}}]
     tree = from_dict(data)
     text = [r["running"] for r in rows(net, "A", "show running", config=tree)]
     assert "  - tport: link_ab" in text or "- tport: link_ab" in text
@@ -330,9 +332,11 @@ def test_configuration_commands_read_the_loaded_tree(net: SimNetwork) -> None:
     one = [r["running"] for r in rows(net, "A", "run t spare", config=tree)]
     assert one[0] == "transports:" and any("9001" in line for line in one) and not any("link_ab" in x for x in one)
     assert execute(ctx(net, "A", config=tree), "run t nosuch").error == "no tport 'nosuch' in the configuration"
-    tports = {r["tport"]: r for r in rows(net, "A", "show tport", config=tree)}
+    names = [{"tport": "lo", "type": "name", "fd": 1}]  # the daemon's name service of device lo
+    tports = {r["tport"]: r for r in rows(net, "A", "show tport", config=tree, ports=lambda: names)}
     assert (tports["link_ab"]["state"], tports["link_ab"]["connect"]) == ("running", ["hostb"])
     assert (tports["spare"]["state"], tports["spare"]["listen"]) == ("-", ["*"])
+    assert (tports["lo"]["state"], tports["idle"]["state"]) == ("running", "-")
     assert tports["link_ac"]["state"] == "running"  # running, not configured
     users = {r["user"]: r["uid"] for r in rows(net, "A", "show users", config=tree)}
     assert users == {"A": 0, "B": Names(net.nodes["A"].node).uid(net.nodes["B"].node.bridge), "Z": None}
