@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from raims_node.crypto.credentials import Credentials
-from raims_node.router.node import NS
+from raims_node.router.actions import Send
+from raims_node.router.node import NS, _Pending
 from raims_node.router.sim import MS, SimNetwork
+from raims_node.wire import peek
+from raims_node.wire.subjects import bridge_b64
 from tests.sim.conftest import creds_factory
 from tests.sim.test_sim_basic import build
 
@@ -130,3 +133,32 @@ def test_wrong_service_forged_and_replayed_frames_are_rejected(creds: Callable[[
     net._apply("A", a.on_frame(conn_a, frames[0], net.now))
     assert [d.payload for d in net.nodes["A"].delivered] == [b"real"]
     assert a.peers[bnode.bridge].loss.repeat == 1
+
+
+def test_an_unanswered_sync_is_retried_with_the_next_neighbour(creds: Callable[[str], Credentials]) -> None:
+    """A node that cannot route to the peer it lags on asks its neighbours in turn: the
+    one asked may lag as far behind (in a 128-node network, pairs of lagging nodes asked
+    each other for ever)."""
+    net = SimNetwork(creds, seed=3)
+    for name in "ABCD":
+        net.add_node(name)
+    for link, a, b in (("ab", "A", "B"), ("ac", "A", "C"), ("bd", "B", "D"), ("cd", "C", "D")):
+        net.add_link(link, a, b, (100,) * 4)
+    net.run_until(net.converged, timeout_ns=10 * HB)
+    a = net.nodes["A"].node
+    b, c, d = (net.nodes[x].node.bridge for x in "BCD")
+    record = a.db.peer(d)
+    assert record is not None
+    a.db.remove_peer(d)  # A has lost D's links: D is out of its routes
+    a.db.put_peer(record)
+    assert not a._routable(d)
+    asked = []
+    first = min(b, c)  # the neighbour asked first, then the other, then the first again
+    a._pending[("adj", d)] = _Pending("adj", d, first, net.now)
+    for _ in range(3):
+        sent = [peek(act.data).subject for act in a.tick(net.now) if isinstance(act, Send)]
+        asked += [s for s in sent if s.endswith(b".adj_req")]
+        a._pending[("adj", d)].deadline_ns = net.now
+        a._pending[("adj", d)].tries = 1
+    to = {bridge_b64(x).encode(): x for x in (b, c)}
+    assert [to[s.split(b".")[1]] for s in asked] == [max(b, c), min(b, c), max(b, c)]
