@@ -4,7 +4,8 @@ transport on the manual's A-D graph, and one NATS <-> Redis exchange on a shared
 Counts follow router_bus.py: PUBLISH answers the local deliveries plus one per remote
 node whose filter matches; NUMSUB counts the local subscribers plus one per remote node
 holding the channel. Cross-node waits publish probes until the count says the
-subscription arrived, then a marker that every earlier probe precedes.
+subscription arrived and a probe got through (the nodes on the way may learn of it
+later than the publisher's), then a marker that every earlier probe precedes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import nats
 import pytest
 import redis.asyncio as aredis
+from nats.errors import TimeoutError as NatsTimeout
 from redis.asyncio.client import PubSub
 from redis.exceptions import ResponseError
 
@@ -76,12 +78,24 @@ async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
 
 
 async def settle(pub: aredis.Redis, channel: str, receivers: int, *subs: PubSub) -> None:
-    """Publish probes until PUBLISH reaches `receivers`, then drain them from `subs`."""
-    async def arrived() -> bool:
-        return int(await pub.publish(channel, b"probe")) >= receivers
+    """Publish probes until PUBLISH reaches `receivers` and a probe has reached every sub
+    (a node on the way may learn of a subscription after the publisher's node did), then
+    a marker, and drain `subs` up to it."""
+    await settle_with(lambda data: pub.publish(channel, data), receivers, *subs)
 
-    await until(arrived, f"the subscriptions to {channel} never reached the publisher")
-    await pub.publish(channel, b"settled")
+
+async def settle_with(publish: Callable[[bytes], Awaitable[int]], receivers: int, *subs: PubSub) -> None:
+    async def arrived() -> bool:
+        return int(await publish(b"probe")) >= receivers
+
+    await until(arrived, "the subscriptions never reached the publisher")
+    waiting = list(subs)
+    deadline = time.monotonic() + WAIT_S
+    while waiting:
+        assert time.monotonic() < deadline, "no probe got through to every subscriber"
+        await publish(b"probe")
+        waiting = [ps for ps in waiting if await ps.get_message(ignore_subscribe_messages=True, timeout=0.1) is None]
+    await publish(b"settled")
     for ps in subs:
         while (await next_message(ps))["data"] != b"settled":
             pass
@@ -164,13 +178,10 @@ async def test_sharded_pubsub_is_a_separate_space(redis: Clients) -> None:
     await everything.psubscribe("*")
     await everything.get_message(timeout=WAIT_S)
 
-    async def arrived() -> bool:
-        return int(await a.spublish("orders.s", b"probe")) == 1
-
-    await until(arrived, "the shard subscription never reached A")
+    await settle_with(lambda data: a.spublish("orders.s", data), 1, ps)
     await a.spublish("orders.s", b"sharded")
-    while (msg := await next_message(ps))["data"] != b"sharded":
-        assert msg["type"] == "smessage"
+    msg = await next_message(ps)
+    assert (msg["type"], msg["data"]) == ("smessage", b"sharded")
     await settle(a, "orders.s", 1, everything)  # plain messages: the pattern sees only these
     assert await a.publish("orders.s", b"plain") == 1
     msg = await next_message(everything)
@@ -243,10 +254,14 @@ async def test_nats_and_redis_share_a_service(abcd: BridgeNet, redis: Clients) -
         await nc.flush()
         d = redis("D", 2, "xredis")
 
-        async def arrived() -> bool:
-            return int(await d.publish("mixed.2", b"probe")) == 1  # A's NATS subscription
-
-        await until(arrived, "the NATS subscription on A never reached D")
+        deadline = time.monotonic() + WAIT_S
+        while True:  # until A's NATS subscription is known at D and a probe got through
+            await d.publish("mixed.2", b"probe")
+            try:
+                await nsub.next_msg(timeout=0.1)
+                break
+            except NatsTimeout:
+                assert time.monotonic() < deadline, "the NATS subscription on A never reached D"
         await d.publish("mixed.2", b"from redis")
         while (m := await nsub.next_msg(timeout=WAIT_S)).data == b"probe":
             pass
