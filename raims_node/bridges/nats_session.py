@@ -118,6 +118,13 @@ class _Subscription:
     size: int = -1  # the payload size of the last delivery, and its MSG line
     line: bytes = b""
 
+    def msg_line(self, size: int) -> bytes:
+        """`MSG <subject> <sid> <size>`, kept while a stream's messages are one size."""
+        if size != self.size:
+            self.size = size
+            self.line = b"%s%d\r\n" % (self.msg_head, size)
+        return self.line
+
     @classmethod
     def of(cls, subject: str, queue: str | None, sid: str) -> _Subscription:
         subject_b, sid_b = wire(subject), wire(sid)
@@ -334,10 +341,7 @@ class NatsSession(SessionOutput):
         self.msgs_out += 1
         if headers is None or not self.headers:
             if not reply and subject == sub.subject:
-                if len(payload) != sub.size:  # a stream's messages are often one size
-                    sub.size = len(payload)
-                    sub.line = b"%s%d\r\n" % (sub.msg_head, sub.size)
-                self._write(sub.line + payload + b"\r\n")
+                self._write(sub.msg_line(len(payload)) + payload + b"\r\n")
             else:
                 self._write(encode_msg(wire(subject), sub.sid_b, wire(reply) if reply else None, payload))
         else:
@@ -353,10 +357,7 @@ class NatsSession(SessionOutput):
         self.msgs_out += len(payloads)
         parts: list[bytes] = []
         for payload in payloads:
-            if len(payload) != sub.size:
-                sub.size = len(payload)
-                sub.line = b"%s%d\r\n" % (sub.msg_head, sub.size)
-            parts += (sub.line, payload, b"\r\n")
+            parts += (sub.msg_line(len(payload)), payload, b"\r\n")
         self._write(b"".join(parts))
 
     def ping(self) -> None:

@@ -56,20 +56,15 @@ class FrameReader:
         n = len(buf)
         try:
             while n - off >= HEADER_SIZE:
+                total = 0
                 if n - off >= _HEAD_SIZE:  # the usual frame, checked in one unpack
                     word, _, bdesc = unpack(buf, off)
                     size = word & MAX_SIZE_24
-                    if word >> 31 == VERSION and size >= MIN_BODY and bdesc == BRIDGE_DESC:
+                    if (word >> 31 == VERSION and size >= MIN_BODY and bdesc == BRIDGE_DESC
+                            and HEADER_SIZE + size <= max_frame):
                         total = HEADER_SIZE + size
-                        if total > max_frame:
-                            raise FrameTooLarge(f"frame of {total} bytes exceeds max {self.max_frame}",
-                                                self.consumed + off)
-                        if n - off < total:
-                            break
-                        append(buf[off : off + total])
-                        off += total
-                        continue
-                total = self._check(buf, off, n)
+                if not total:
+                    total = self._check(buf, off, n)  # any other kind, or raise
                 if n - off < total:
                     break
                 append(buf[off : off + total])
@@ -85,9 +80,10 @@ class FrameReader:
 
     def _check(self, buf: bytes, off: int, n: int) -> int:
         """The length of the frame at `off` that is not the usual kind (extended size,
-        or its bridge descriptor not read yet); raise on one that cannot be a frame."""
+        or its bridge descriptor not read yet); raise on one that cannot be a frame or
+        is too large."""
         try:
-            total = frame_length(bytes(buf[off : off + HEADER_SIZE]))
+            total = frame_length(buf[off : off + HEADER_SIZE])
         except WireError as exc:
             raise StreamDesync(f"not a frame header: {exc}", self.consumed + off) from None
         if total > self.max_frame:
