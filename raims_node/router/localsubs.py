@@ -5,15 +5,18 @@ in a queue group; the node advertises the union in its bloom filter and delivers
 matching messages. Reference counting decides when the node must tell the network:
 the first subscription of a subject (or pattern) announces it, the last one's removal
 withdraws it; likewise the first and last member of a queue group on a subject.
+Matching a subject against the table is the subject package's `SubjectIndex` (exact
+subjects, the token trees and glob buckets, and the per-subject result cache).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from raims_node.bloom import Shard, subject_hash
 from raims_node.subject import Pattern, compile_pattern, subject_bytes
+from raims_node.subject.index import SubjectIndex, discard
 
 QUEUE_PREFIX = "_QUEUE."
 MATCH_CACHE_LIMIT = 65536  # subjects whose matching subscriptions are remembered
@@ -60,7 +63,11 @@ class LocalSubs:
         self._exact: dict[str, list[LocalSub]] = {}
         self._patterns: dict[tuple[str, str, Shard | None], list[LocalSub]] = {}  # (syntax, text, shard)
         self._queues: dict[str, int] = {}  # queue marker -> members
-        self._matched: dict[str, tuple[LocalSub, ...]] = {}  # subject -> match(), until a change
+        self._index: SubjectIndex[LocalSub] = SubjectIndex(MATCH_CACHE_LIMIT, _in_shard)
+        # Every subscription that a message on a subject goes to (remembered per subject
+        # until the subscriptions change: a message stream matches each pattern once);
+        # bound here so that the per-message call is the index's own.
+        self.match: Callable[[str], tuple[LocalSub, ...]] = self._index.match
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -71,11 +78,12 @@ class LocalSubs:
         pattern = compile_pattern(text, syntax) if syntax is not None else None  # type: ignore[arg-type]
         sub = LocalSub(owner, sid, text, syntax, pattern, queue, shard if syntax is not None else None)
         self._by_key[(id(owner), sid)] = sub
-        self._matched.clear()
-        if syntax is None:
+        if pattern is None:
             refs = self._exact.setdefault(text, [])
+            self._index.add_subject(text, sub)
         else:
-            refs = self._patterns.setdefault((syntax, text, sub.shard), [])
+            refs = self._patterns.setdefault((pattern.syntax, text, sub.shard), [])
+            self._index.add_pattern(pattern, sub)
         refs.append(sub)
         queue_edge = False
         marker = sub.queue_marker
@@ -96,16 +104,17 @@ class LocalSubs:
         return [self._drop(self._by_key.pop(key)) for key in mine]
 
     def _drop(self, sub: LocalSub) -> Change:
-        self._matched.clear()
-        if sub.syntax is None:
+        if sub.pattern is None:
+            self._index.remove_subject(sub.text, sub)
             refs = self._exact[sub.text]
-            refs.remove(sub)
+            discard(refs, sub)
             if not refs:
                 del self._exact[sub.text]
         else:
-            key = (sub.syntax, sub.text, sub.shard)
+            self._index.remove_pattern(sub.pattern, sub)
+            key = (sub.pattern.syntax, sub.text, sub.shard)
             refs = self._patterns[key]
-            refs.remove(sub)
+            discard(refs, sub)
             if not refs:
                 del self._patterns[key]
         queue_edge = False
@@ -116,29 +125,6 @@ class LocalSubs:
                 del self._queues[marker]
                 queue_edge = True
         return Change(sub, not refs, queue_edge)
-
-    def match(self, subject: str) -> tuple[LocalSub, ...]:
-        """Every subscription that a message on `subject` goes to (remembered per subject
-        until the subscriptions change: a message stream matches each pattern once)."""
-        found = self._matched.get(subject)
-        if found is None:
-            if len(self._matched) >= MATCH_CACHE_LIMIT:
-                self._matched.clear()
-            found = self._matched[subject] = tuple(self._match(subject))
-        return found
-
-    def _match(self, subject: str) -> list[LocalSub]:
-        out = list(self._exact.get(subject, ()))
-        h: int | None = None
-        for (_, _, shard), refs in self._patterns.items():
-            if refs[0].pattern is not None and refs[0].pattern.matches(subject):
-                if shard is not None:
-                    if h is None:
-                        h = subject_hash(subject_bytes(subject))
-                    if not shard.holds(h):
-                        continue
-                out.extend(refs)
-        return out
 
     def count(self, subject: str) -> int:
         """Literal subscriptions of `subject` (Redis NUMSUB)."""
@@ -159,3 +145,11 @@ class LocalSubs:
             {"subject": s.text, "type": s.syntax or "sub", "sid": s.sid, "queue": s.queue or ""}
             for s in self._by_key.values()
         ]
+
+
+def _in_shard(subject: str, matched: list[LocalSub]) -> list[LocalSub]:
+    """The matched subscriptions without the shardcasts whose shard does not hold `subject`."""
+    if all(sub.shard is None for sub in matched):
+        return matched
+    h = subject_hash(subject_bytes(subject))
+    return [sub for sub in matched if sub.shard is None or sub.shard.holds(h)]

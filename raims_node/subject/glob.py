@@ -18,15 +18,15 @@ Decisions:
   (`DANGLING_ESCAPE`).
 """
 
-import re
 from typing import Final
 
 from raims_node.subject.errors import InvalidPattern, Rule
+from raims_node.subject.globmatch import Atom, CharClass, GlobMatcher
 from raims_node.subject.tokens import Token, Tokens
 
 SYNTAX: Final = "glob"
-ANY_RUN: Final = ".*"
-ANY_ONE_OR_NONE: Final = ".?"
+ANY_RUN: Final = "*"
+ANY_ONE_OR_NONE: Final = "?"
 
 
 def check_subject(text: str) -> None:
@@ -42,48 +42,65 @@ def _class_char(text: str, j: int, start: int) -> tuple[str, int]:
     return text[j], j + 1
 
 
-def _bracket(text: str, start: int) -> tuple[str, int]:
-    """The regex class for the bracket opening at `start` and the index after its ']'."""
+def _bracket(text: str, start: int) -> tuple[CharClass, int]:
+    """The class for the bracket opening at `start` and the index after its ']'."""
     j = start + 1
     negate = j < len(text) and text[j] == "^"
     if negate:
         j += 1
-    parts: list[str] = []
+    chars: set[str] = set()
+    ranges: list[tuple[str, str]] = []
     while j < len(text) and text[j] != "]":
         low, j = _class_char(text, j, start)
         high = low
         if j + 1 < len(text) and text[j] == "-" and text[j + 1] != "]":
             high, j = _class_char(text, j + 1, start)
             low, high = min(low, high), max(low, high)
-        parts.append(re.escape(low) if low == high else f"{re.escape(low)}-{re.escape(high)}")
+        if low == high:
+            chars.add(low)
+        else:
+            ranges.append((low, high))
     if j == len(text):
         raise InvalidPattern(Rule.UNTERMINATED_BRACKET, SYNTAX, text, start)
-    if not parts:
+    if not chars and not ranges:
         raise InvalidPattern(Rule.EMPTY_BRACKET, SYNTAX, text, start)
-    return "[" + ("^" if negate else "") + "".join(parts) + "]", j + 1
+    return CharClass(frozenset(chars), tuple(ranges), negate), j + 1
 
 
-def tokenize(text: str) -> list[Token]:
+def compile_glob(text: str) -> tuple[list[Token], GlobMatcher]:
+    """The tokens (for prefix and suffix) and the matcher of glob `text`."""
     tokens = Tokens()
+    pieces: list[list[Atom]] = [[]]  # the atoms between stars
     i = 0
     while i < len(text):
         c = text[i]
         if c == "\\":
             if i + 1 == len(text):
                 raise InvalidPattern(Rule.DANGLING_ESCAPE, SYNTAX, text, i)
-            tokens.literal(text[i + 1])
+            c = text[i + 1]
+            tokens.literal(c)
+            pieces[-1].append(c)
             i += 2
         elif c == "*":
             if not tokens.last_is(ANY_RUN):  # '**' is the same as '*'
                 tokens.wildcard(ANY_RUN)
+                pieces.append([])
             i += 1
         elif c == "?":
             tokens.wildcard(ANY_ONE_OR_NONE)
+            pieces[-1].append(None)
             i += 1
         elif c == "[":
-            fragment, i = _bracket(text, i)
-            tokens.wildcard(fragment)
+            cls, end = _bracket(text, i)
+            tokens.wildcard(text[i:end])
+            pieces[-1].append(cls)
+            i = end
         else:
             tokens.literal(c)
+            pieces[-1].append(c)
             i += 1
-    return tokens.items
+    return tokens.items, GlobMatcher(pieces)
+
+
+def tokenize(text: str) -> list[Token]:
+    return compile_glob(text)[0]

@@ -3,10 +3,14 @@
 Manual "Subjects / Wildcarding Subscriptions": plain subscriptions and pattern
 subscriptions are separate operators; a pattern carries its syntax ("rv" for RV and NATS,
 "glob" for Redis, "sbus" for the ipc bus) and is evaluated by that syntax's rules, while a
-publish is never a wildcard. Manual "Wildcard Matching": every syntax converts to one
-regular expression form so peers with different styles coexist, and the bloom filter
-needs each pattern's literal prefix (hashed with the prefix length as seed) and literal
-suffix (the suffix check that makes A.*.B need both ends).
+publish is never a wildcard. Manual "Wildcard Matching": the C++ server converts every
+syntax to one PCRE form so peers with different styles coexist. raims keeps the syntax
+with the pattern instead and compiles it to a matcher without backtracking: RV and sbus
+to segment steps (`segments.py`, also the keys of the token tree in `index.py`), globs to
+a linear-time piece matcher (`globmatch.py`). Python regular expressions backtrack
+(a Redis glob `a*a*a*a*a*a*a*a*a*a*b` against thirty 'a's took 11 s), so none is used.
+The bloom filter needs each pattern's literal prefix (hashed with the prefix length as
+seed) and literal suffix (the suffix check that makes A.*.B need both ends).
 
 Invariant the bloom filter relies on (tested): a subject matched by a pattern starts with
 `prefix`, ends with `suffix`, and is at least `len(prefix) + len(suffix)` long, because a
@@ -14,45 +18,56 @@ pattern's first and last literal runs match disjoint ends of the subject. A `lit
 pattern (no wildcard at all) matches exactly the one subject `prefix`.
 """
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, Protocol
 
 from raims_node.subject import glob, rv, sbus
 from raims_node.subject.errors import InvalidPattern, InvalidSubject, Rule, RuleViolation
 from raims_node.subject.text import MAX_SUBJECT_LEN, Syntax, subject_bytes, subject_text
 from raims_node.subject.tokens import Token
 
+# Patterns compiled lately, kept so that the same pattern met again (a node validates a
+# pattern, then stores it; a peer's _P.PSUB then its _P.STOP) is not parsed twice.
+COMPILE_CACHE_SIZE: Final = 4096
+
+
+class Form(Protocol):
+    """A syntax's compiled pattern: whether it takes a subject (as str)."""
+
+    def match(self, subject: str) -> bool: ...
+
 
 class _SyntaxRules(NamedTuple):
     check_subject: Callable[[str], None]
-    tokenize: Callable[[str], list[Token]]
+    compile: Callable[[str], tuple[list[Token], Form]]
 
 
 _RULES: Final = MappingProxyType(
     {
-        "rv": _SyntaxRules(rv.check_subject, rv.tokenize),
-        "glob": _SyntaxRules(glob.check_subject, glob.tokenize),
-        "sbus": _SyntaxRules(sbus.check_subject, sbus.tokenize),
+        "rv": _SyntaxRules(rv.check_subject, rv.compile_rv),
+        "glob": _SyntaxRules(glob.check_subject, glob.compile_glob),
+        "sbus": _SyntaxRules(sbus.check_subject, sbus.compile_sbus),
     }
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Pattern:
-    """A pattern compiled in its syntax; equal when text and syntax are equal."""
+    """A pattern compiled in its syntax; equal when text and syntax are equal. `form` is
+    the syntax's matcher (`segments.Segments` or `globmatch.GlobMatcher`)."""
 
     text: str
     syntax: Syntax
-    regex: re.Pattern[str] = field(compare=False, repr=False)
+    form: Form = field(compare=False, repr=False)
     prefix: str = field(compare=False)
     suffix: str = field(compare=False)
     literal: bool = field(compare=False)
 
     def matches(self, subject: str | bytes) -> bool:
-        return self.regex.fullmatch(subject_text(subject)) is not None
+        return self.form.match(subject_text(subject))
 
 
 def _checked(
@@ -75,13 +90,17 @@ def validate_subject(subject: str | bytes, syntax: Syntax) -> None:
 
 def compile_pattern(text: str | bytes, syntax: Syntax) -> Pattern:
     """Compile `text` in `syntax`; raise `InvalidPattern` naming the rule it breaks."""
+    return _compile(text, syntax)
+
+
+@lru_cache(maxsize=COMPILE_CACHE_SIZE)
+def _compile(text: str | bytes, syntax: Syntax) -> Pattern:
     shown, rules = _checked(text, syntax, InvalidPattern)
-    tokens = rules.tokenize(shown)
-    regex = re.compile("".join(t.regex() for t in tokens), re.DOTALL)
+    tokens, form = rules.compile(shown)
     literal = not any(t.wild for t in tokens)
     if literal:
         prefix, suffix = "".join(t.text for t in tokens), ""
     else:
         prefix = "" if tokens[0].wild else tokens[0].text
         suffix = "" if tokens[-1].wild else tokens[-1].text
-    return Pattern(shown, syntax, regex, prefix, suffix, literal)
+    return Pattern(shown, syntax, form, prefix, suffix, literal)

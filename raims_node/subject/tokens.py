@@ -1,44 +1,50 @@
 """The common form every pattern syntax parses into: literal runs and wildcards.
 
-Manual "Wildcard Matching": "A generic PCRE based conversion is used to enable multiple
-wildcard styles to coexist between peers." Each syntax module turns its pattern into a
-`Tokens` list; `pattern.py` then derives, the same way for all syntaxes, the regular
-expression, the literal prefix (what a prefix hash can cover), the literal suffix (what the
-bloom filter's suffix check covers) and whether the pattern is a plain literal.
+Each syntax module turns its pattern into a `Tokens` list; `pattern.py` then derives, the
+same way for all syntaxes, the literal prefix (what a prefix hash can cover), the literal
+suffix (what the bloom filter's suffix check covers) and whether the pattern is a plain
+literal. Matching itself uses each syntax's own compiled form (`segments.py` for rv and
+sbus, `globmatch.py` for glob), not these tokens.
 """
 
-import re
 from typing import NamedTuple
 
 
 class Token(NamedTuple):
-    """A literal run (`text` is the literal) or a wildcard (`text` is its regex fragment)."""
+    """A literal run (`text` is the literal) or a wildcard (`text` is its source form)."""
 
     text: str
     wild: bool
 
-    def regex(self) -> str:
-        return self.text if self.wild else re.escape(self.text)
-
 
 class Tokens:
-    """A token list that merges adjacent literals so prefix and suffix are one token each."""
+    """A token list that merges adjacent literals so prefix and suffix are one token each
+    (literal pieces are joined once, when a wildcard or the end comes: no quadratic
+    concatenation for long patterns)."""
 
-    __slots__ = ("items",)
+    __slots__ = ("_items", "_run")
 
     def __init__(self) -> None:
-        self.items: list[Token] = []
+        self._items: list[Token] = []
+        self._run: list[str] = []
 
     def literal(self, text: str) -> None:
-        if not text:
-            return
-        if self.items and not self.items[-1].wild:
-            self.items[-1] = Token(self.items[-1].text + text, False)
-        else:
-            self.items.append(Token(text, False))
+        if text:
+            self._run.append(text)
 
-    def wildcard(self, fragment: str) -> None:
-        self.items.append(Token(fragment, True))
+    def _flush(self) -> None:
+        if self._run:
+            self._items.append(Token("".join(self._run), False))
+            self._run.clear()
 
-    def last_is(self, fragment: str) -> bool:
-        return bool(self.items) and self.items[-1] == Token(fragment, True)
+    def wildcard(self, source: str) -> None:
+        self._flush()
+        self._items.append(Token(source, True))
+
+    def last_is(self, source: str) -> bool:
+        return not self._run and bool(self._items) and self._items[-1] == Token(source, True)
+
+    @property
+    def items(self) -> list[Token]:
+        self._flush()
+        return self._items

@@ -1,0 +1,193 @@
+"""A Redis glob matcher without backtracking: linear in the subject for each '*'-free piece.
+
+Why not a regular expression: Python's `re` backtracks, so `a*a*a*a*a*a*a*a*a*a*b` against
+thirty 'a's took seconds. Here the pattern is cut at every '*' into pieces; a piece is a
+run of atoms that each take one character (a literal, a bracket class) or zero or one
+character ('?', manual "Redis subject rules"). Because a '*' stands between consecutive
+pieces, the set of subject offsets from which the rest of the pattern matches is
+downward closed, so each piece may take its earliest possible end:
+
+- the head piece is anchored at offset 0 (earliest end of an anchored match),
+- each middle piece takes the earliest end of a match starting at or after the current
+  offset (`str.find` when the piece is plain text, else a bit-parallel NFA scan),
+- the tail piece must end at the subject's end and start at or after the current offset
+  (only the last `max_len` characters are looked at).
+
+Every subject character is read at most once per piece, so a match costs O(n * m) in
+the worst case (n subject characters, m atoms) and O(n) for plain-text pieces, with no
+blow-up whatever the number of stars. A pattern without '*' is one piece anchored at
+both ends.
+
+The NFA of a piece is the Shift-And of Baeza-Yates and Gonnet with optional positions:
+bit i of the state means "the first i atoms are matched"; a character moves every state
+whose atom accepts it one bit up, and a state before an optional atom also holds the
+state after it (the epsilon closure, computed for every run of '?' at once with one
+subtraction).
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+# Characters whose accept mask a piece remembers (a piece sees few distinct characters;
+# past this many the mask is computed each time instead of growing the table).
+MASK_CACHE_LIMIT: Final = 256
+
+
+class CharClass(NamedTuple):
+    """A bracket expression: single characters, inclusive ranges, and a negation."""
+
+    chars: frozenset[str]
+    ranges: tuple[tuple[str, str], ...]
+    negate: bool
+
+    def accepts(self, c: str) -> bool:
+        hit = c in self.chars or any(lo <= c <= hi for lo, hi in self.ranges)
+        return hit != self.negate
+
+
+# An atom: a literal character (str of length 1), a class, or None for '?' (any one
+# character or none).
+Atom = str | CharClass | None
+
+
+def _accepts(atom: Atom, c: str) -> bool:
+    if atom is None:
+        return True
+    if isinstance(atom, str):
+        return atom == c
+    return atom.accepts(c)
+
+
+class _Piece:
+    """A '*'-free run of atoms with wildcards in it (plain text pieces stay `str`)."""
+
+    __slots__ = ("atoms", "accept", "optional", "min_len", "max_len", "_masks", "_start", "_starts",
+                 "_ends", "_runs")
+
+    def __init__(self, atoms: list[Atom]) -> None:
+        self.atoms = tuple(atoms)
+        self.accept = 1 << len(atoms)
+        self.optional = sum(1 << i for i, a in enumerate(atoms) if a is None)
+        self.min_len = sum(1 for a in atoms if a is not None)
+        self.max_len = len(atoms)
+        self._masks: dict[str, int] = {}
+        self._starts = self._ends = self._runs = 0
+        i = 0
+        while i < len(atoms):  # each maximal run of optional atoms i..j-1
+            if atoms[i] is None:
+                j = i
+                while j < len(atoms) and atoms[j] is None:
+                    j += 1
+                self._starts |= 1 << i
+                self._ends |= 1 << j
+                self._runs |= ((1 << (j + 1)) - 1) ^ ((1 << i) - 1)
+                i = j
+            else:
+                i += 1
+        self._start = self._closure(1)
+
+    def _closure(self, d: int) -> int:
+        """`d` plus every state reached through optional atoms, all runs at once: in a
+        run of states i..j (atoms i..j-1 optional), the lowest state set is p, and the
+        subtraction's borrow marks p+1..j (Navarro and Raffinot's optional positions)."""
+        df = d | self._ends
+        return d | (self._runs & (~(df - self._starts) ^ df))
+
+    def _mask(self, c: str) -> int:
+        m = self._masks.get(c)
+        if m is None:
+            m = sum(1 << i for i, a in enumerate(self.atoms) if _accepts(a, c))
+            if len(self._masks) < MASK_CACHE_LIMIT:
+                self._masks[c] = m
+        return m
+
+    def _step(self, d: int, c: str) -> int:
+        d = (d & self._mask(c)) << 1
+        return self._closure(d) if d & self.optional else d
+
+    def earliest_end(self, s: str, start: int, anchored: bool) -> int:
+        """The smallest end of a match starting at `start` (anchored) or at any offset
+        from `start` on; -1 when there is none."""
+        d = self._start
+        if d & self.accept:
+            return start
+        restart = 0 if anchored else self._start
+        for j in range(start, len(s)):
+            d = self._step(d, s[j]) | restart
+            if d & self.accept:
+                return j + 1
+            if not d:
+                return -1
+        return -1
+
+    def ends_at_end(self, s: str, start: int) -> bool:
+        """Whether a match starting at or after `start` ends at the end of `s`."""
+        first = max(start, len(s) - self.max_len)
+        if len(s) - first < self.min_len:
+            return False
+        d = self._start
+        for j in range(first, len(s)):
+            d = self._step(d, s[j]) | self._start
+        return bool(d & self.accept)
+
+    def whole(self, s: str) -> bool:
+        """Whether the piece matches all of `s` (a pattern without '*')."""
+        if not self.min_len <= len(s) <= self.max_len:
+            return False
+        d = self._start
+        for c in s:
+            d = self._step(d, c)
+            if not d:
+                return False
+        return bool(d & self.accept)
+
+
+Piece = str | _Piece
+
+
+def _piece(atoms: list[Atom]) -> Piece:
+    if all(isinstance(a, str) for a in atoms):
+        return "".join(atoms)  # type: ignore[arg-type]
+    return _Piece(atoms)
+
+
+class GlobMatcher:
+    """The compiled form of one glob: `match(subject)` in time linear per piece."""
+
+    __slots__ = ("head", "middle", "tail", "starred")
+
+    def __init__(self, pieces: list[list[Atom]]) -> None:
+        """`pieces` are the atoms between stars, in order (one piece when no '*')."""
+        compiled = [_piece(p) for p in pieces]
+        self.head: Piece = compiled[0]
+        self.starred = len(compiled) > 1
+        self.middle: tuple[Piece, ...] = tuple(compiled[1:-1])
+        self.tail: Piece = compiled[-1]
+
+    def match(self, s: str) -> bool:
+        head = self.head
+        if not self.starred:
+            return s == head if isinstance(head, str) else head.whole(s)
+        if isinstance(head, str):
+            if not s.startswith(head):
+                return False
+            pos = len(head)
+        else:
+            pos = head.earliest_end(s, 0, anchored=True)
+            if pos < 0:
+                return False
+        for piece in self.middle:
+            if isinstance(piece, str):
+                i = s.find(piece, pos)
+                if i < 0:
+                    return False
+                pos = i + len(piece)
+            else:
+                pos = piece.earliest_end(s, pos, anchored=False)
+                if pos < 0:
+                    return False
+        tail = self.tail
+        if isinstance(tail, str):
+            return len(s) - len(tail) >= pos and s.endswith(tail)
+        return tail.ends_at_end(s, pos)
