@@ -18,13 +18,14 @@ def rate(fn: Callable[[], object], n: int, repeat: int = 3) -> float:
     return n / best
 
 
-def report(name: str, rows: list[dict[str, object]]) -> None:
+def report(name: str, rows: list[dict[str, object]], extra: dict[str, object] | None = None) -> None:
+    """Print `rows` as a table, then one JSON line (with `extra` keys beside the rows)."""
     cols = list(rows[0])
     width = {c: max(len(c), *(len(_fmt(r[c])) for r in rows)) for c in cols}
     print("  ".join(c.ljust(width[c]) for c in cols))
     for r in rows:
         print("  ".join(_fmt(r[c]).ljust(width[c]) for c in cols))
-    print(json.dumps({"bench": name, "results": rows}))
+    print(json.dumps({"bench": name, "results": rows, **(extra or {})}))
 
 
 def _fmt(v: object) -> str:

@@ -22,11 +22,9 @@ from typing import Final
 
 from raims_node.subject.errors import InvalidPattern, Rule
 from raims_node.subject.globmatch import Atom, CharClass, GlobMatcher
-from raims_node.subject.tokens import Token, Tokens
 
 SYNTAX: Final = "glob"
-ANY_RUN: Final = "*"
-ANY_ONE_OR_NONE: Final = "?"
+_SPECIAL: Final = "\\*?["
 
 
 def check_subject(text: str) -> None:
@@ -67,40 +65,40 @@ def _bracket(text: str, start: int) -> tuple[CharClass, int]:
     return CharClass(frozenset(chars), tuple(ranges), negate), j + 1
 
 
-def compile_glob(text: str) -> tuple[list[Token], GlobMatcher]:
-    """The tokens (for prefix and suffix) and the matcher of glob `text`."""
-    tokens = Tokens()
-    pieces: list[list[Atom]] = [[]]  # the atoms between stars
+def compile_glob(text: str) -> GlobMatcher:
+    """The matcher of glob `text`. Literal runs between special characters are taken
+    whole (found with `str.find`, each special character's next offset remembered), so
+    a mostly literal pattern compiles quickly."""
+    pieces: list[list[Atom]] = [[]]  # between stars; a str item here is a literal run
+    n = len(text)
+    upcoming = {c: text.find(c) for c in _SPECIAL}
     i = 0
-    while i < len(text):
+    while i < n:
+        j = n
+        for c, k in upcoming.items():
+            if 0 <= k < i:
+                upcoming[c] = k = text.find(c, i)
+            if 0 <= k < j:
+                j = k
+        if j > i:
+            pieces[-1].append(text[i:j])
+            i = j
+            continue
         c = text[i]
         if c == "\\":
-            if i + 1 == len(text):
+            if i + 1 == n:
                 raise InvalidPattern(Rule.DANGLING_ESCAPE, SYNTAX, text, i)
-            c = text[i + 1]
-            tokens.literal(c)
-            pieces[-1].append(c)
+            pieces[-1].append(text[i + 1])
             i += 2
         elif c == "*":
-            if not tokens.last_is(ANY_RUN):  # '**' is the same as '*'
-                tokens.wildcard(ANY_RUN)
+            if pieces[-1] or len(pieces) == 1:  # '**' is the same as '*'
                 pieces.append([])
             i += 1
         elif c == "?":
-            tokens.wildcard(ANY_ONE_OR_NONE)
             pieces[-1].append(None)
             i += 1
-        elif c == "[":
+        else:  # '['
             cls, end = _bracket(text, i)
-            tokens.wildcard(text[i:end])
             pieces[-1].append(cls)
             i = end
-        else:
-            tokens.literal(c)
-            pieces[-1].append(c)
-            i += 1
-    return tokens.items, GlobMatcher(pieces)
-
-
-def tokenize(text: str) -> list[Token]:
-    return compile_glob(text)[0]
+    return GlobMatcher(pieces)

@@ -71,7 +71,7 @@ class _Piece:
         self.optional = sum(1 << i for i, a in enumerate(atoms) if a is None)
         self.min_len = sum(1 for a in atoms if a is not None)
         self.max_len = len(atoms)
-        self._masks: dict[str, int] = {}
+        self._masks: dict[str, int] | None = None  # made at the first match
         self._starts = self._ends = self._runs = 0
         i = 0
         while i < len(atoms):  # each maximal run of optional atoms i..j-1
@@ -95,11 +95,14 @@ class _Piece:
         return d | (self._runs & (~(df - self._starts) ^ df))
 
     def _mask(self, c: str) -> int:
-        m = self._masks.get(c)
+        masks = self._masks
+        if masks is None:
+            masks = self._masks = {}
+        m = masks.get(c)
         if m is None:
             m = sum(1 << i for i, a in enumerate(self.atoms) if _accepts(a, c))
-            if len(self._masks) < MASK_CACHE_LIMIT:
-                self._masks[c] = m
+            if len(masks) < MASK_CACHE_LIMIT:
+                masks[c] = m
         return m
 
     def _step(self, d: int, c: str) -> int:
@@ -146,10 +149,41 @@ class _Piece:
 Piece = str | _Piece
 
 
-def _piece(atoms: list[Atom]) -> Piece:
-    if all(isinstance(a, str) for a in atoms):
-        return "".join(atoms)  # type: ignore[arg-type]
+def _piece(items: list[Atom]) -> Piece:
+    """A piece from atoms, where a str item may be a literal run of any length."""
+    if all(isinstance(a, str) for a in items):
+        return "".join(items)  # type: ignore[arg-type]
+    atoms: list[Atom] = []
+    for a in items:
+        if isinstance(a, str):
+            atoms.extend(a)
+        else:
+            atoms.append(a)
     return _Piece(atoms)
+
+
+def _lead(piece: Piece) -> str:
+    """The literal characters a piece starts with."""
+    if isinstance(piece, str):
+        return piece
+    out = []
+    for a in piece.atoms:
+        if not isinstance(a, str):
+            break
+        out.append(a)
+    return "".join(out)
+
+
+def _trail(piece: Piece) -> str:
+    """The literal characters a piece ends with."""
+    if isinstance(piece, str):
+        return piece
+    out = []
+    for a in reversed(piece.atoms):
+        if not isinstance(a, str):
+            break
+        out.append(a)
+    return "".join(reversed(out))
 
 
 class GlobMatcher:
@@ -158,12 +192,20 @@ class GlobMatcher:
     __slots__ = ("head", "middle", "tail", "starred")
 
     def __init__(self, pieces: list[list[Atom]]) -> None:
-        """`pieces` are the atoms between stars, in order (one piece when no '*')."""
+        """`pieces` are the atoms between stars, in order (one piece when no '*'); a str
+        item in a piece is a literal run."""
         compiled = [_piece(p) for p in pieces]
         self.head: Piece = compiled[0]
         self.starred = len(compiled) > 1
         self.middle: tuple[Piece, ...] = tuple(compiled[1:-1])
         self.tail: Piece = compiled[-1]
+
+    def ends(self) -> tuple[str, str, bool]:
+        """(literal prefix, literal suffix, whether the glob is all literal)."""
+        head, tail = self.head, self.tail
+        if not self.starred and isinstance(head, str):
+            return head, "", True
+        return _lead(head), _trail(tail), False
 
     def match(self, s: str) -> bool:
         head = self.head

@@ -60,12 +60,15 @@ def _bump(counts: dict[int, int], key: int, delta: int) -> bool:
 
 
 class _Level(Generic[V]):
-    """One level of the token tree (see the module doc); empty parts stay None."""
+    """One level of the token tree (see the module doc); empty parts stay None. A wild
+    step with empty text (RV '*', sbus '*' alone) is the `star` child; one with text
+    (sbus 'ab*') is in `wild` by its text, whose lengths `wild_lens` lists."""
 
-    __slots__ = ("lit", "wild", "wild_lens", "wild_len_count", "here", "rest")
+    __slots__ = ("lit", "star", "wild", "wild_lens", "wild_len_count", "here", "rest")
 
     def __init__(self) -> None:
         self.lit: dict[str, _Level[V]] | None = None
+        self.star: _Level[V] | None = None
         self.wild: dict[str, _Level[V]] | None = None
         self.wild_lens: tuple[int, ...] = ()  # lengths of the keys of `wild`, ascending
         self.wild_len_count: dict[int, int] | None = None
@@ -73,36 +76,47 @@ class _Level(Generic[V]):
         self.rest: list[V] | None = None
 
     def empty(self) -> bool:
-        return not (self.lit or self.wild or self.here or self.rest)
+        return not (self.lit or self.star or self.wild or self.here or self.rest)
 
-    def child(self, text: str, wild: bool, create: bool) -> _Level[V] | None:
-        table = self.wild if wild else self.lit
-        node = None if table is None else table.get(text)
-        if node is None and create:
-            node = _Level()
-            if wild:
-                if self.wild is None:
-                    self.wild, self.wild_len_count = {}, {}
-                self.wild[text] = node
-                self._count_len(len(text), 1)
-            else:
-                if self.lit is None:
-                    self.lit = {}
-                self.lit[text] = node
+    def child(self, text: str, wild: bool) -> _Level[V] | None:
+        if not wild:
+            return None if self.lit is None else self.lit.get(text)
+        if not text:
+            return self.star
+        return None if self.wild is None else self.wild.get(text)
+
+    def make_child(self, text: str, wild: bool) -> _Level[V]:
+        node = self.child(text, wild)
+        if node is not None:
+            return node
+        node = _Level()
+        if not wild:
+            if self.lit is None:
+                self.lit = {}
+            self.lit[text] = node
+        elif not text:
+            self.star = node
+        else:
+            if self.wild is None:
+                self.wild, self.wild_len_count = {}, {}
+            self.wild[text] = node
+            self._count_len(len(text), 1)
         return node
 
     def drop_child(self, text: str, wild: bool) -> None:
-        if wild:
+        if not wild:
+            assert self.lit is not None
+            del self.lit[text]
+            if not self.lit:
+                self.lit = None
+        elif not text:
+            self.star = None
+        else:
             assert self.wild is not None
             del self.wild[text]
             self._count_len(len(text), -1)
             if not self.wild:
                 self.wild = self.wild_len_count = None
-        else:
-            assert self.lit is not None
-            del self.lit[text]
-            if not self.lit:
-                self.lit = None
 
     def _count_len(self, length: int, delta: int) -> None:
         assert self.wild_len_count is not None
@@ -123,8 +137,8 @@ class _Tree(Generic[V]):
 
     def add(self, form: Segments, value: V) -> None:
         node = self.root
-        for step in form.steps:
-            node = node.child(step.text, step.wild, True)  # type: ignore[assignment]
+        for text, wild in zip(form.texts, form.wild, strict=True):
+            node = node.make_child(text, wild)
         if form.rest:
             if node.rest is None:
                 node.rest = []
@@ -133,13 +147,13 @@ class _Tree(Generic[V]):
             if node.here is None:
                 node.here = []
             node.here.append(value)
-        if _bump(self._depths, len(form.steps), 1):
+        if _bump(self._depths, len(form.texts), 1):
             self.depth = max(self._depths)
 
     def remove(self, form: Segments, value: V) -> bool:
         path: list[_Level[V]] = [self.root]
-        for step in form.steps:
-            node = path[-1].child(step.text, step.wild, False)
+        for text, wild in zip(form.texts, form.wild, strict=True):
+            node = path[-1].child(text, wild)
             if node is None:
                 return False
             path.append(node)
@@ -152,12 +166,11 @@ class _Tree(Generic[V]):
                 node.rest = None
             else:
                 node.here = None
-        for i in range(len(form.steps), 0, -1):  # prune the levels left empty
+        for i in range(len(form.texts), 0, -1):  # prune the levels left empty
             if not path[i].empty():
                 break
-            step = form.steps[i - 1]
-            path[i - 1].drop_child(step.text, step.wild)
-        if _bump(self._depths, len(form.steps), -1):
+            path[i - 1].drop_child(form.texts[i - 1], form.wild[i - 1])
+        if _bump(self._depths, len(form.texts), -1):
             self.depth = max(self._depths, default=0)
         return True
 
@@ -180,8 +193,10 @@ class _Tree(Generic[V]):
                 child = node.lit.get(seg)
                 if child is not None:
                     stack.append((child, i + 1))
+            if node.star is not None and (seg or not wild_needs_text):
+                stack.append((node.star, i + 1))
             wild = node.wild
-            if wild is not None and (seg or not wild_needs_text):
+            if wild is not None:
                 for length in node.wild_lens:
                     if length > len(seg):
                         break

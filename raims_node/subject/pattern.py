@@ -27,7 +27,6 @@ from typing import Final, NamedTuple, Protocol
 from raims_node.subject import glob, rv, sbus
 from raims_node.subject.errors import InvalidPattern, InvalidSubject, Rule, RuleViolation
 from raims_node.subject.text import MAX_SUBJECT_LEN, Syntax, subject_bytes, subject_text
-from raims_node.subject.tokens import Token
 
 # Patterns compiled lately, kept so that the same pattern met again (a node validates a
 # pattern, then stores it; a peer's _P.PSUB then its _P.STOP) is not parsed twice.
@@ -35,14 +34,17 @@ COMPILE_CACHE_SIZE: Final = 4096
 
 
 class Form(Protocol):
-    """A syntax's compiled pattern: whether it takes a subject (as str)."""
+    """A syntax's compiled pattern: whether it takes a subject (as str), and its literal
+    prefix, literal suffix and whether it is all literal."""
 
     def match(self, subject: str) -> bool: ...
+
+    def ends(self) -> tuple[str, str, bool]: ...
 
 
 class _SyntaxRules(NamedTuple):
     check_subject: Callable[[str], None]
-    compile: Callable[[str], tuple[list[Token], Form]]
+    compile: Callable[[str], Form]
 
 
 _RULES: Final = MappingProxyType(
@@ -77,7 +79,9 @@ def _checked(
     rules = _RULES.get(syntax)
     if rules is None:
         raise error(Rule.UNKNOWN_SYNTAX, str(syntax), shown, 0)
-    if len(subject_bytes(text)) > MAX_SUBJECT_LEN:
+    # a str of at most MAX/4 characters fits whatever it encodes to (UTF-8: 4 bytes a
+    # character at most), so only longer ones are encoded to be measured
+    if (len(text) > MAX_SUBJECT_LEN // 4 or isinstance(text, bytes)) and len(subject_bytes(text)) > MAX_SUBJECT_LEN:
         raise error(Rule.SUBJECT_TOO_LONG, syntax, shown, MAX_SUBJECT_LEN)
     return shown, rules
 
@@ -96,11 +100,6 @@ def compile_pattern(text: str | bytes, syntax: Syntax) -> Pattern:
 @lru_cache(maxsize=COMPILE_CACHE_SIZE)
 def _compile(text: str | bytes, syntax: Syntax) -> Pattern:
     shown, rules = _checked(text, syntax, InvalidPattern)
-    tokens, form = rules.compile(shown)
-    literal = not any(t.wild for t in tokens)
-    if literal:
-        prefix, suffix = "".join(t.text for t in tokens), ""
-    else:
-        prefix = "" if tokens[0].wild else tokens[0].text
-        suffix = "" if tokens[-1].wild else tokens[-1].text
+    form = rules.compile(shown)
+    prefix, suffix, literal = form.ends()
     return Pattern(shown, syntax, form, prefix, suffix, literal)

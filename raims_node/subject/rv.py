@@ -15,8 +15,7 @@ subject that contains wildcards is allowed and routes as a normal subject (rule 
 from typing import Final
 
 from raims_node.subject.errors import InvalidPattern, InvalidSubject, Rule, RuleViolation
-from raims_node.subject.segments import RV_RULES, Segments, Step
-from raims_node.subject.tokens import Token, Tokens
+from raims_node.subject.segments import RV_RULES, Segments
 
 SYNTAX: Final = "rv"
 SEPARATOR: Final = "."
@@ -41,30 +40,23 @@ def check_subject(text: str) -> None:
     _segments(text, InvalidSubject)
 
 
-def compile_rv(text: str) -> tuple[list[Token], Segments]:
-    """The tokens (for prefix and suffix) and the segment steps of RV pattern `text`."""
+def compile_rv(text: str) -> Segments:
+    """The segment steps of RV pattern `text`: '*' a wild step, a last '>' the rest."""
     segments = _segments(text, InvalidPattern)
-    tokens = Tokens()
-    steps: list[Step] = []
+    texts: list[str] = []
+    wild: list[bool] = []
     rest = False
     offset = 0
     for i, segment in enumerate(segments):
-        if i:
-            tokens.literal(SEPARATOR)
         if segment == ONE_SEGMENT:
-            tokens.wildcard(ONE_SEGMENT)
-            steps.append(Step("", True))
+            texts.append("")
+            wild.append(True)
         elif segment == TRAILING_SEGMENTS:
             if i != len(segments) - 1:
                 raise InvalidPattern(Rule.FULL_WILDCARD_NOT_LAST, SYNTAX, text, offset)
-            tokens.wildcard(TRAILING_SEGMENTS)
             rest = True
         else:
-            tokens.literal(segment)
-            steps.append(Step(segment, False))
+            texts.append(segment)
+            wild.append(False)
         offset += len(segment) + 1
-    return tokens.items, Segments(RV_RULES, tuple(steps), rest)
-
-
-def tokenize(text: str) -> list[Token]:
-    return compile_rv(text)[0]
+    return Segments(RV_RULES, tuple(texts), tuple(wild), rest)

@@ -22,8 +22,7 @@ Decisions where the seed is vague:
 from typing import Final
 
 from raims_node.subject.errors import InvalidPattern, InvalidSubject, Rule, RuleViolation
-from raims_node.subject.segments import SBUS_RULES, Segments, Step
-from raims_node.subject.tokens import Token, Tokens
+from raims_node.subject.segments import SBUS_RULES, Segments
 
 SYNTAX: Final = "sbus"
 SEPARATOR: Final = "/"
@@ -50,36 +49,20 @@ def check_subject(text: str) -> None:
     _check_bytes(text, InvalidSubject)
 
 
-def compile_sbus(text: str) -> tuple[list[Token], Segments]:
-    """The tokens (for prefix and suffix) and the segment steps of sbus pattern `text`:
-    a segment ending in '*' is a wild step with the text before the '*'; a trailing '/'
-    (and the empty pattern) is the rest."""
+def compile_sbus(text: str) -> Segments:
+    """The segment steps of sbus pattern `text`: a segment ending in '*' is a wild step
+    with the text before the '*'; a trailing '/' (and the empty pattern) is the rest."""
     _check_bytes(text, InvalidPattern)
-    tokens = Tokens()
     rest = not text or text.endswith(SEPARATOR)
     body = text[:-1] if rest else text
-    steps: list[Step] = []
+    texts: list[str] = []
+    wild: list[bool] = []
     offset = 0
-    for i, segment in enumerate(body.split(SEPARATOR) if text else ()):
-        if i:
-            tokens.literal(SEPARATOR)
+    for segment in body.split(SEPARATOR) if text else ():
         star = segment.find(STAR)
         if star >= 0 and star != len(segment) - 1:
             raise InvalidPattern(Rule.STAR_NOT_AT_SEGMENT_END, SYNTAX, text, offset + star)
-        if star >= 0:
-            tokens.literal(segment[:-1])
-            tokens.wildcard(STAR)
-            steps.append(Step(segment[:-1], True))
-        else:
-            tokens.literal(segment)
-            steps.append(Step(segment, False))
+        texts.append(segment[:-1] if star >= 0 else segment)
+        wild.append(star >= 0)
         offset += len(segment) + 1
-    if rest:
-        if text:
-            tokens.literal(SEPARATOR)
-        tokens.wildcard(SEPARATOR)
-    return tokens.items, Segments(SBUS_RULES, tuple(steps), rest)
-
-
-def tokenize(text: str) -> list[Token]:
-    return compile_sbus(text)[0]
+    return Segments(SBUS_RULES, tuple(texts), tuple(wild), rest)
