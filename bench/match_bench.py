@@ -9,14 +9,16 @@ node, publishing to subjects that each match two of them:
   subjects / one subject again;
 - `ratio`: publish_per_s against the 10-subscription row of the same run (target >= 0.5);
 - `bytes_per_sub`: memory the node holds per subscription (tracemalloc: the compiled
-  pattern, the node's tables, the index and the bloom filter together);
+  pattern, the node's tables, the index and the bloom filter together), and
+  `index_bytes_per_sub` the compiled pattern and the index alone;
 - `index_churn_s`: compiling and adding all the patterns to a `SubjectIndex`, then
   removing them all, one by one (target < 2 s at 100,000);
 - `table_churn_s`: the same through the node's subscription table (`LocalSubs`: the
   index plus the records and reference counts), and `node_churn_s` through
   `Node.psubscribe` / `unsubscribe`, which also update the bloom filter and announce
   each change to the network (a `_P.PSUB` / `_P.STOP` frame).
-Then the worst-case glob `a*a*a*a*a*a*a*a*a*a*b` against thirty 'a's (a Python regex took
+Times are CPU seconds of this process (`time.process_time`): on a shared machine they do
+not count the time other processes hold the cores. Then the worst-case glob `a*a*a*a*a*a*a*a*a*a*b` against thirty 'a's (a Python regex took
 11 s): the matcher alone and a node publish with it subscribed (target < 1 ms).
 
     .venv/bin/python bench/match_bench.py [--quick] [--publishes N]
@@ -99,6 +101,22 @@ def memory_per_sub(pats: list[tuple[str, str]]) -> float:
     return used / len(pats)
 
 
+def index_memory_per_sub(pats: list[tuple[str, str]]) -> float:
+    """Bytes a compiled pattern and its place in a `SubjectIndex` take."""
+    _compile.cache_clear()
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    index: SubjectIndex[int] = SubjectIndex()
+    for i, (syntax, text) in enumerate(pats):
+        index.add_pattern(compile_pattern(text, syntax), i)  # type: ignore[arg-type]
+    _compile.cache_clear()  # what stays is held by the index
+    gc.collect()
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return used / len(pats)
+
+
 def publish_rate(node: Node, count: int, start: int) -> float:
     subjects = [SUBJECTS[i % 3].format(i=start + i) for i in range(count)]
     delivered = 0
@@ -167,7 +185,8 @@ def size_row(n: int, publishes: int) -> dict[str, object]:
     unsub_s = time.process_time() - t0
     assert len(node.subs) == 0
     return {"subs": n, "publish_per_s": best_pub, "match_per_s": fresh, "cached_match_per_s": cached,
-            "bytes_per_sub": round(memory_per_sub(pats)), "index_churn_s": round(index_s, 3),
+            "bytes_per_sub": round(memory_per_sub(pats)),
+            "index_bytes_per_sub": round(index_memory_per_sub(pats)), "index_churn_s": round(index_s, 3),
             "table_churn_s": round(table_s, 3), "node_churn_s": round(sub_s + unsub_s, 3)}
 
 

@@ -109,14 +109,14 @@ class _Piece:
         d = (d & self._mask(c)) << 1
         return self._closure(d) if d & self.optional else d
 
-    def earliest_end(self, s: str, start: int, anchored: bool) -> int:
-        """The smallest end of a match starting at `start` (anchored) or at any offset
-        from `start` on; -1 when there is none."""
+    def earliest_end(self, s: str, start: int, end: int, anchored: bool) -> int:
+        """The smallest end of a match within s[start:end] starting at `start`
+        (anchored) or at any offset from `start` on; -1 when there is none."""
         d = self._start
         if d & self.accept:
             return start
         restart = 0 if anchored else self._start
-        for j in range(start, len(s)):
+        for j in range(start, end):
             d = self._step(d, s[j]) | restart
             if d & self.accept:
                 return j + 1
@@ -124,23 +124,23 @@ class _Piece:
                 return -1
         return -1
 
-    def ends_at_end(self, s: str, start: int) -> bool:
-        """Whether a match starting at or after `start` ends at the end of `s`."""
-        first = max(start, len(s) - self.max_len)
-        if len(s) - first < self.min_len:
+    def ends_at(self, s: str, start: int, end: int) -> bool:
+        """Whether a match starting at or after `start` ends at `end`."""
+        first = max(start, end - self.max_len)
+        if end - first < self.min_len:
             return False
         d = self._start
-        for j in range(first, len(s)):
+        for j in range(first, end):
             d = self._step(d, s[j]) | self._start
         return bool(d & self.accept)
 
-    def whole(self, s: str) -> bool:
-        """Whether the piece matches all of `s` (a pattern without '*')."""
-        if not self.min_len <= len(s) <= self.max_len:
+    def whole(self, s: str, start: int, end: int) -> bool:
+        """Whether the piece matches all of s[start:end]."""
+        if not self.min_len <= end - start <= self.max_len:
             return False
         d = self._start
-        for c in s:
-            d = self._step(d, c)
+        for j in range(start, end):
+            d = self._step(d, s[j])
             if not d:
                 return False
         return bool(d & self.accept)
@@ -162,74 +162,72 @@ def _piece(items: list[Atom]) -> Piece:
     return _Piece(atoms)
 
 
-def _lead(piece: Piece) -> str:
-    """The literal characters a piece starts with."""
-    if isinstance(piece, str):
-        return piece
-    out = []
-    for a in piece.atoms:
+def _literal_run(items: list[Atom], from_end: bool) -> int:
+    """How many items at the start (or end) of a piece are literal runs."""
+    k = 0
+    for a in reversed(items) if from_end else items:
         if not isinstance(a, str):
             break
-        out.append(a)
-    return "".join(out)
-
-
-def _trail(piece: Piece) -> str:
-    """The literal characters a piece ends with."""
-    if isinstance(piece, str):
-        return piece
-    out = []
-    for a in reversed(piece.atoms):
-        if not isinstance(a, str):
-            break
-        out.append(a)
-    return "".join(reversed(out))
+        k += 1
+    return k
 
 
 class GlobMatcher:
-    """The compiled form of one glob: `match(subject)` in time linear per piece."""
+    """The compiled form of one glob: `match(subject)` in time linear per piece.
 
-    __slots__ = ("head", "middle", "tail", "starred")
+    The literal text before the first wildcard (`lead`) and after the last (`trail`) is
+    taken off the end pieces and checked with `startswith` / `endswith` first; they are
+    also the pattern's literal prefix and suffix for the bloom filter and the index."""
+
+    __slots__ = ("lead", "trail", "literal", "head", "middle", "tail", "starred")
 
     def __init__(self, pieces: list[list[Atom]]) -> None:
         """`pieces` are the atoms between stars, in order (one piece when no '*'); a str
         item in a piece is a literal run."""
-        compiled = [_piece(p) for p in pieces]
-        self.head: Piece = compiled[0]
-        self.starred = len(compiled) > 1
-        self.middle: tuple[Piece, ...] = tuple(compiled[1:-1])
-        self.tail: Piece = compiled[-1]
+        first, last = pieces[0], pieces[-1]
+        self.starred = len(pieces) > 1
+        k = _literal_run(first, False)
+        self.literal = not self.starred and k == len(first)
+        self.lead = "".join(first[:k])  # type: ignore[arg-type]
+        first = first[k:]
+        if not self.starred:
+            last = first
+        t = 0 if self.literal else _literal_run(last, True)
+        self.trail = "".join(last[len(last) - t:])  # type: ignore[arg-type]
+        last = last[:len(last) - t]
+        if not self.starred:
+            first = last
+        self.head: Piece = _piece(first)
+        self.middle: tuple[Piece, ...] = tuple(_piece(p) for p in pieces[1:-1])
+        self.tail: Piece = _piece(last)
 
     def ends(self) -> tuple[str, str, bool]:
         """(literal prefix, literal suffix, whether the glob is all literal)."""
-        head, tail = self.head, self.tail
-        if not self.starred and isinstance(head, str):
-            return head, "", True
-        return _lead(head), _trail(tail), False
+        return self.lead, self.trail, self.literal
 
     def match(self, s: str) -> bool:
+        if self.literal:
+            return s == self.lead
+        lead, trail = self.lead, self.trail
+        pos, end = len(lead), len(s) - len(trail)
+        if end < pos or not s.startswith(lead) or not s.endswith(trail):
+            return False
         head = self.head
-        if not self.starred:
-            return s == head if isinstance(head, str) else head.whole(s)
-        if isinstance(head, str):
-            if not s.startswith(head):
-                return False
-            pos = len(head)
-        else:
-            pos = head.earliest_end(s, 0, anchored=True)
+        if not self.starred:  # head is a piece with a wildcard in it
+            return head.whole(s, pos, end)  # type: ignore[union-attr]
+        if not isinstance(head, str):  # else "": the lead was all of it
+            pos = head.earliest_end(s, pos, end, anchored=True)
             if pos < 0:
                 return False
         for piece in self.middle:
             if isinstance(piece, str):
-                i = s.find(piece, pos)
+                i = s.find(piece, pos, end)
                 if i < 0:
                     return False
                 pos = i + len(piece)
             else:
-                pos = piece.earliest_end(s, pos, anchored=False)
+                pos = piece.earliest_end(s, pos, end, anchored=False)
                 if pos < 0:
                     return False
         tail = self.tail
-        if isinstance(tail, str):
-            return len(s) - len(tail) >= pos and s.endswith(tail)
-        return tail.ends_at_end(s, pos)
+        return pos <= end if isinstance(tail, str) else tail.ends_at(s, pos, end)

@@ -195,14 +195,13 @@ def test_glob_buckets_try_only_fitting_globs() -> None:
         index.add(compile_pattern(f"k{i}:*:v", "glob"), f"k{i}")
     index.add(compile_pattern("*", "glob"), "all")
     calls = 0
-    for bucket in index._globs.by_prefix.values():
-        for group in bucket.by_suffix.values():
-            for text, (matcher, values) in list(group.items()):
-                def counted(s: str, m=matcher.match) -> bool:  # type: ignore[no-untyped-def]
-                    nonlocal calls
-                    calls += 1
-                    return m(s)
-                group[text] = (type("M", (), {"match": staticmethod(counted)})(), values)  # type: ignore[assignment]
+    for group in index._globs.groups.values():
+        for text, (matcher, values) in list(group.items()):
+            def counted(s: str, m=matcher.match) -> bool:  # type: ignore[no-untyped-def]
+                nonlocal calls
+                calls += 1
+                return m(s)
+            group[text] = (type("M", (), {"match": staticmethod(counted)})(), values)  # type: ignore[assignment]
     found: list[str] = []
     index.match("k42:x:v", found)
     assert sorted(found) == ["all", "k42"] and calls == 2
