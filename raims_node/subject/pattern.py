@@ -71,6 +71,24 @@ class Pattern:
     def matches(self, subject: str | bytes) -> bool:
         return self.form.match(subject_text(subject))
 
+    @property
+    def regex(self) -> "WholeMatch":
+        """Compatibility for code written when patterns were regular expressions:
+        `p.regex.fullmatch(text) is not None` is `p.matches(text)` (prefer that)."""
+        return WholeMatch(self.form)
+
+
+class WholeMatch:
+    """`fullmatch(text)`: True when the whole text matches, else None (as `re` did)."""
+
+    __slots__ = ("form",)
+
+    def __init__(self, form: Form) -> None:
+        self.form = form
+
+    def fullmatch(self, text: str) -> bool | None:
+        return True if self.form.match(text) else None
+
 
 def _checked(
     text: str | bytes, syntax: str, error: type[RuleViolation]

@@ -267,6 +267,12 @@ def test_bytes_subjects_round_trip() -> None:
     assert compile_pattern("\u00e9.*", "rv").matches("\u00e9.x".encode())
 
 
+def test_regex_compatibility() -> None:
+    """Code written against the regex form keeps working: `regex.fullmatch`."""
+    p = compile_pattern("a/*/c/", "sbus")
+    assert p.regex.fullmatch("a/b/c/d") is not None and p.regex.fullmatch("a/b/c") is None
+
+
 def test_pattern_equality_is_text_and_syntax() -> None:
     assert compile_pattern("a.*", "rv") == compile_pattern("a.*", "rv")
     assert compile_pattern("a.*", "rv") != compile_pattern("a.*", "glob")
