@@ -53,7 +53,7 @@ from raims_node.crypto.mac import MacKey
 from raims_node.linkstate.db import LinkStateDB, NeedsSync
 from raims_node.linkstate.records import Cost, LinkRecord, PeerRecord
 from raims_node.linkstate.routes import RouteTable, path_for_hash
-from raims_node.router.actions import Action, Close, Connect, Deliver, Log, Send
+from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
 from raims_node.router.events import Ev, EventRecorder
 from raims_node.router.localsubs import Change, LocalSub, LocalSubs
 from raims_node.router.messages import (
@@ -619,6 +619,8 @@ class Node:
         self._send_inbox(b, "add_rte", self._peer_db_fields(b), now_ns)
         self._request("adj", b, b, now_ns)
         self._changed("add_user")
+        if is_new:
+            self._out.append(NodeEvent("peer_up", b, user))
 
     def _link_up(self, conn: Conn, peer: Peer, now_ns: int) -> None:
         conn.peer = peer.bridge
@@ -818,6 +820,7 @@ class Node:
         if reason == "bye":
             self._bcast(S.Z_DEL, [(Fid.SYNC_BRIDGE, b)], now_ns)
         self._changed("remove_user")
+        self._out.append(NodeEvent("peer_down", b, peer.user))
 
     # ------------------------------------------------------------------ broadcast (_Z, _S, _P)
 
@@ -868,6 +871,8 @@ class Node:
                 self._changed("recv_bloom")
         elif subj.startswith((S.S_JOIN, S.S_LEAV, S.P_PSUB, S.P_STOP)):
             self._on_sub_change(peer, subj, d, via, now_ns)
+        elif subj == S.Z_NAMES:
+            self._in_names(peer, d, via, now_ns)
 
     def _on_adj_change(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         link_value = d.get(Fid.ADJACENCY)
@@ -1062,6 +1067,20 @@ class Node:
             ], now_ns)
         self._changed("sync_req")
 
+    def send_names(self, dest: bytes | None, data: bytes, now_ns: int) -> list[Action]:
+        """A names frame (issue 21): flooded to every node when `dest` is None, else to
+        node `dest`'s inbox; receivers get a `NodeEvent("names", ...)`."""
+        if dest is None:
+            self._bcast(S.Z_NAMES, [(Fid.DATA, data)], now_ns)
+        else:
+            self._send_inbox(dest, S.NAMES_SUFFIX, [(Fid.DATA, data)], now_ns)
+        return self._flush(now_ns)
+
+    def _in_names(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        data = d.get(Fid.DATA)
+        if isinstance(data, bytes):
+            self._out.append(NodeEvent("names", peer.bridge, peer.user, data))
+
     def _in_add_rte(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         value = d.get(Fid.PEER_DB)
         self.events.add(now_ns, Ev.RECV_PEER_DB, user=peer.user)
@@ -1100,6 +1119,7 @@ class Node:
         existing = self.peers.get(about)
         if existing is not None and existing.start_ns > s.start_ns:
             return  # stale: we know a newer incarnation
+        fresh = existing is None or existing.start_ns != s.start_ns
         if existing is None or existing.start_ns != s.start_ns:
             if existing is not None:
                 self._remove_peer(about, now_ns, "restarted")
@@ -1110,6 +1130,8 @@ class Node:
         existing.session_key = unwrap_session_key(wrapped, self.session_key, about)
         self.events.add(now_ns, Ev.SYNC_RESULT, user=peer.user, peer=s.user)
         self._apply_state(existing, d, s, peer.bridge, now_ns)
+        if fresh:
+            self._out.append(NodeEvent("peer_up", about, existing.user))
         for conn_id, data in self._parked.pop(about, ()):
             conn = self.conns.get(conn_id)
             if conn is not None and conn.active:
@@ -1467,6 +1489,7 @@ def is_inbox_reply(subject: str) -> bool:
 
 _INBOX_HANDLERS: dict[str, Callable[[Node, Peer, dict[int, object], bytes, int], None]] = {
     "add_rte": Node._in_add_rte,
+    S.NAMES_SUFFIX: Node._in_names,
     "sync_req": Node._in_sync_req,
     "sync_rpy": Node._in_sync_rpy,
     "adj_req": Node._in_adj_req,
