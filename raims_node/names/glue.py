@@ -11,24 +11,26 @@ withdraws its names and ends its topology subscriptions.
 
 from __future__ import annotations
 
-import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from raims_node.names.replication import Flood, Unicast
 from raims_node.names.service import PREFIX, NameService, Out, Publish
-from raims_node.router.actions import NodeEvent
+from raims_node.router.actions import Action, NodeEvent
+from raims_node.router.node import Node
 
-if TYPE_CHECKING:
-    from raims_node.daemon import Daemon
-
-log = logging.getLogger("raims.names")
+Publisher = Callable[[str, bytes, "str | None", "bytes | None"], int]
 
 
 class NamesGlue:
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
-        node = daemon.node
+    """`publish(subject, payload, reply, headers)` is the daemon's local publish and
+    `apply(actions)` carries out the node's actions (the daemon's, which never imports
+    this module's users: the glue gets callables, not the daemon)."""
+
+    def __init__(self, node: Node, publish: Publisher, apply: Callable[[list[Action]], None]) -> None:
+        self.node = node
+        self.publish = publish
+        self.apply = apply
         # dumps are asked again after a heartbeat's RPC timeout
         self.service = NameService(node.bridge, node.user, time.time_ns(), retry_ns=node.params.rpc_timeout_ns)
 
@@ -53,11 +55,10 @@ class NamesGlue:
         self.run(self.service.tick(time.time_ns()))
 
     def run(self, outs: list[Out]) -> None:
-        daemon = self.daemon
         for out in outs:
             if isinstance(out, Publish):
-                daemon.publish(out.subject, out.payload, out.reply, out.headers)
+                self.publish(out.subject, out.payload, out.reply, out.headers)
             elif isinstance(out, Flood):
-                daemon._apply(daemon.node.send_names(None, out.data, time.time_ns()))
+                self.apply(self.node.send_names(None, out.data, time.time_ns()))
             elif isinstance(out, Unicast):
-                daemon._apply(daemon.node.send_names(out.dest, out.data, time.time_ns()))
+                self.apply(self.node.send_names(out.dest, out.data, time.time_ns()))
