@@ -39,7 +39,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from raims_node.names.errors import BadRequest, NamesError
+from raims_node.names.errors import BadRequest, LimitExceeded, NamesError
 from raims_node.names.replication import Change, Delta, Flood, Replace, Replicator, Unicast
 from raims_node.names.table import (
     MAX_INSTANCE,
@@ -57,6 +57,10 @@ NS = 1_000_000_000
 NODE_TYPE = 0
 PREFIX = "_NAMES."
 MAX_BODY = 64 * 1024
+# this node's own publications (one dump frame carries them all: a few MB at most) and
+# the length of a port's inbox subject
+MAX_LOCAL_PUBLICATIONS = 10_000
+MAX_INBOX_LEN = 256
 
 
 @dataclass(slots=True)
@@ -96,10 +100,12 @@ class NameService:
         self._ports: dict[str, int] = {}  # inbox -> port
         self._owner_of: dict[int, object] = {}  # key -> owner
         self._by_owner: dict[object, set[int]] = {}
+        self._local: set[int] = set()  # keys of this node's bound names (type 0 aside)
         self.requests = 0
         self.errors = 0
         self.sent = 0
         self.unmatched = 0
+        self.dropped = 0
         addr = node_address(node)
         self._add_own(Publication(NODE_TYPE, addr, addr, Scope.ZONE, node, 0, next(self._keys), "", user), None)
 
@@ -110,6 +116,8 @@ class NameService:
 
     def _add_own(self, pub: Publication, owner: object | None) -> list[Out]:
         self.table.add(pub)
+        if pub.type != NODE_TYPE:
+            self._local.add(pub.key)
         if owner is not None:
             self._owner_of[pub.key] = owner
             self._by_owner.setdefault(owner, set()).add(pub.key)
@@ -121,6 +129,7 @@ class NameService:
         out: list[Out] = []
         for key in keys:
             pub = self.table.remove(self.node, key)
+            self._local.discard(key)
             owner = self._owner_of.pop(key, None)
             if owner is not None:
                 owned = self._by_owner.get(owner)
@@ -178,6 +187,8 @@ class NameService:
         inbox = body.get("inbox")
         if not isinstance(inbox, str) or not inbox or any(c in inbox for c in " \t\r\n*>"):
             raise BadRequest(f"inbox {inbox!r} is not a subject")
+        if len(inbox) > MAX_INBOX_LEN:
+            raise BadRequest(f"inbox of {len(inbox)} characters exceeds {MAX_INBOX_LEN}")
         return prefix + inbox
 
     def _bind(self, owner: object, prefix: str, body: dict[str, object], answer_to: str | None,
@@ -196,6 +207,8 @@ class NameService:
                      if p.node == self.node and p.port == port and (p.lower, p.upper) == (lower, upper)), None)
         if same is not None:  # bound already: a repeated request changes nothing
             return self._answer(answer_to, {"port": port, "key": same.key, "node": self.user})
+        if len(self._local) >= MAX_LOCAL_PUBLICATIONS:
+            raise LimitExceeded(f"this node holds {len(self._local)} bound names, the limit")
         pub = Publication(type_, lower, upper, scope, self.node, port, next(self._keys), inbox, self.user)
         return self._answer(answer_to, {"port": port, "key": pub.key, "node": self.user}) + self._add_own(pub, owner)
 
@@ -330,6 +343,13 @@ class NameService:
             return out + list(sends)
         return []
 
+    def _add_remote(self, pub: Publication) -> bool:
+        try:
+            return self.table.add(pub)
+        except LimitExceeded:  # a full table drops what does not fit, counted
+            self.dropped += 1
+            return False
+
     def _apply(self, change: Change) -> list[Out]:
         events: list[TopologyEvent] = []
         if isinstance(change, Replace):
@@ -340,7 +360,7 @@ class NameService:
                     self.table.remove(pub.node, key)
                     events += self.topology.changed(pub, False)
             for key, pub in new.items():
-                if held.get(key) != pub and self.table.add(pub):
+                if held.get(key) != pub and self._add_remote(pub):
                     events += self.topology.changed(pub, True)
         elif isinstance(change, Delta):
             for key in change.removed:
@@ -348,7 +368,7 @@ class NameService:
                 if gone is not None:
                     events += self.topology.changed(gone, False)
             for pub in change.added:
-                if self.table.add(pub):
+                if self._add_remote(pub):
                     events += self.topology.changed(pub, True)
         return self._events(events)
 

@@ -130,3 +130,46 @@ def test_topology_subscription_sees_remote_publish_withdraw_and_node_type_0() ->
     events = [json.loads(d.payload) for d in net.nodes[a].delivered]
     assert [(e["event"], e["node"]) for e in events if e["type"] == 0][-1] == ("withdrawn", names[3])
     assert not [o for o in ns.services[a].tick(net.now) if isinstance(o, Publish)]
+
+
+def test_partition_withdraws_across_the_split_and_heal_restores_with_changes_made_while_split() -> None:
+    net = SimNetwork(creds_factory("test", tuple(USERS[:40])), seed=3)
+    names = ["A", "B", "C", "D", "E", "F"]
+    for n in names:
+        net.add_node(n)
+    ns = NamesSim(net)
+    ns.attach_all()
+    for a, b in [("A", "B"), ("B", "C"), ("C", "A"), ("D", "E"), ("E", "F"), ("F", "D"), ("C", "D"), ("A", "F")]:
+        net.add_link(f"l_{a}{b}".lower(), a, b)
+    net.run_until(net.converged, timeout_ns=10 * NS)
+    ns.request("A", "BIND", {"type": 40, "instance": 1, "inbox": "a1"})
+    ns.request("E", "BIND", {"type": 40, "instance": 2, "inbox": "e2"}, owner="e-client")
+    net.run_until(lambda: ns.converged() and len(ns.services["D"].table) == 8, timeout_ns=5 * NS)
+    net.set_link("l_cd", False)
+    net.set_link("l_af", False)
+    net.run_until(lambda: len(ns.services["A"].table) == 4 and len(ns.services["D"].table) == 4, timeout_ns=5 * NS)
+    ns.client_gone("E", "e-client")  # changes on one side while split
+    ns.request("F", "BIND", {"type": 40, "instance": 3, "inbox": "f3"})
+    net.run_for(NS // 2)
+    net.set_link("l_cd", True)
+    net.set_link("l_af", True)
+    net.run_until(lambda: net.converged() and ns.converged(), timeout_ns=10 * NS)
+    assert sorted(p.lower for p in ns.services["B"].table if p.type == 40) == [1, 3]
+    assert sum(1 for p in ns.services["B"].table if p.type == 0) == 6
+
+
+def test_a_restarted_node_is_a_new_origin_and_its_old_names_go() -> None:
+    net, ns, names = build(seed=13, n=5)
+    ns.request(names[1], "BIND", {"type": 50, "instance": 1, "inbox": "old"})
+    net.run_until(lambda: all(len(s.table) == 6 for s in ns.services.values()), timeout_ns=5 * NS)
+    old = net.nodes[names[1]].node.bridge
+    net.kill(names[1])
+    net.run_for(NS // 2)
+    net.restart(names[1])
+    ns.attach(names[1])
+    ns.request(names[1], "BIND", {"type": 50, "instance": 2, "inbox": "new"})
+    net.run_until(lambda: net.converged() and ns.converged() and all(len(s.table) == 6 for s in ns.services.values()),
+                  timeout_ns=10 * NS)
+    for svc in ns.services.values():
+        assert not any(p.node == old for p in svc.table)
+        assert [p.lower for p in svc.table if p.type == 50] == [2]

@@ -104,3 +104,22 @@ def test_two_services_replicate_and_withdraw_on_peer_down() -> None:
     assert "error" in answers(req(a, "LOOKUP", {"type": 17, "instance": 3, "domain": "node"}))[0][1]
     out = list(a.node_event("peer_down", B, "B", b"", 0))
     assert out == [] and {(p.type, p.node) for p in a.table} == {(0, ME)}
+
+
+def test_limits_refuse_with_an_error_and_a_full_table_drops_remote_names(monkeypatch: object) -> None:
+    import raims_node.names.service as service
+    import raims_node.names.table as table
+
+    svc = NameService(ME, "A", 0)
+    assert "error" in answers(req(svc, "BIND", {"type": 5, "instance": 1, "inbox": "x" * 300}))[0][1]
+    monkeypatch.setattr(service, "MAX_LOCAL_PUBLICATIONS", 2)  # type: ignore[attr-defined]
+    for i in range(2):
+        assert "port" in answers(req(svc, "BIND", {"type": 5, "instance": i, "inbox": "p"}))[0][1]
+    assert "limit" in answers(req(svc, "BIND", {"type": 5, "instance": 9, "inbox": "p"}))[0][1]["error"]
+    req(svc, "UNBIND", {"port": 1, "type": 5, "instance": 0})
+    assert "port" in answers(req(svc, "BIND", {"type": 5, "instance": 9, "inbox": "p"}))[0][1]
+    monkeypatch.setattr(table, "MAX_PUBLICATIONS", 4)  # type: ignore[attr-defined]
+    svc.node_event("peer_up", B, "B", b"", 0)
+    dump = {"o": "d", "s": 3, "p": [[6, i, i, 2, 1, i, "q"] for i in range(3)]}
+    svc.node_event("names", B, "B", json.dumps(dump).encode(), 0)
+    assert len(svc.table) == 4 and svc.dropped == 2
