@@ -21,15 +21,17 @@ from nats.aio.client import Client
 
 from raims_node.names.client import NamesClient, NamesRequestError, TopologySubscription
 from tests.integration.harness import MANUAL_GRAPH
-from tests.integration.test_bridges_net import BridgeNet, start_network
+from tests.integration.test_admin import get_json
+from tests.integration.test_bridges_net import BridgeNet, Transport, start_network
 
 WAIT_S = 10.0
+WEB: Transport = {"tport": "web", "type": "web", "route": {"listen": "127.0.0.1", "port": 0}}
 HEARTBEAT_S = 1.0
 
 
 @pytest.fixture(scope="module")
 def abcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeNet]:
-    net = start_network(tmp_path_factory.mktemp("names"), MANUAL_GRAPH, heartbeat="1 sec")
+    net = start_network(tmp_path_factory.mktemp("names"), MANUAL_GRAPH, [WEB], heartbeat="1 sec")
     yield net
     net.stop()
 
@@ -175,6 +177,22 @@ async def test_redis_clients_bind_and_look_up_with_the_reply_in_the_body(abcd: B
         ps.close()  # the Redis client leaves: its name is withdrawn
         r.close()
     assert (await published(watch, 1, "withdrawn"))[0]["node"] == "B"
+
+
+async def test_show_names_and_topology_as_web_json(abcd: BridgeNet, clients: Clients) -> None:
+    _, a = await clients("A")
+    _, b = await clients("B")
+    watch = await a.subscribe(21, 0, 9)
+    await b.bind(21, 0, 9, scope="zone")
+    await published(watch, 1)
+    status, rows = get_json(f"127.0.0.1:{abcd.port('A', 'web')}", "show names 21")
+    assert status == 200 and isinstance(rows, list)
+    assert [(r["type"], r["lower"], r["upper"], r["scope"], r["node"]) for r in rows] == [(21, 0, 9, "zone", "B")]
+    assert isinstance(rows[0]["port"], int) and rows[0]["port"] >= 1
+    status, rows = get_json(f"127.0.0.1:{abcd.port('A', 'web')}", "show topology")
+    assert status == 200 and any(r["type"] == 21 and r["kind"] == "subscription" for r in rows)  # type: ignore[union-attr]
+    status, rows = get_json(f"127.0.0.1:{abcd.port('A', 'web')}", "show names 0")
+    assert status == 200 and sorted(r["node"] for r in rows) == ["A", "B", "C", "D"]  # type: ignore[union-attr]
 
 
 async def test_kill_9_c_withdraws_its_names_on_a_within_two_heartbeats(abcd: BridgeNet, clients: Clients) -> None:
