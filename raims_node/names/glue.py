@@ -31,8 +31,9 @@ class NamesGlue:
         self.node = node
         self.publish = publish
         self.apply = apply
-        # dumps are asked again after a heartbeat's RPC timeout
-        self.service = NameService(node.bridge, node.user, time.time_ns(), retry_ns=node.params.rpc_timeout_ns)
+        # dumps are asked again after a heartbeat's RPC timeout; a beacon every 3 heartbeats
+        self.service = NameService(node.bridge, node.user, time.time_ns(), retry_ns=node.params.rpc_timeout_ns,
+                                   beacon_ns=3 * node.params.heartbeat_ns)
 
     @staticmethod
     def handles(subject: str) -> bool:

@@ -19,6 +19,9 @@ Decisions:
 - When the router declares a node down (or it says bye), its publications are
   withdrawn at once on every node (the service does it on the peer down event); its
   replication state is forgotten.
+- Every `beacon_ns` a node floods its current sequence number (a beacon); a node whose
+  table lags behind it asks for a dump. This catches an update lost with nothing after
+  it (a link that failed under it while the origin stayed reachable).
 - Frames are JSON (compact lists); a frame that does not decode is counted and dropped.
 """
 
@@ -36,6 +39,7 @@ NS = 1_000_000_000
 OP_UPDATE = "u"
 OP_REQUEST = "q"
 OP_DUMP = "d"
+OP_BEACON = "h"
 
 
 @dataclass(slots=True)
@@ -99,17 +103,21 @@ def _pub_of(item: object, origin: bytes, user: str) -> Publication:
 
 
 class Replicator:
-    def __init__(self, self_node: bytes, own: Callable[[], list[Publication]], retry_ns: int = NS) -> None:
+    def __init__(self, self_node: bytes, own: Callable[[], list[Publication]], retry_ns: int = NS,
+                 beacon_ns: int = 30 * NS) -> None:
         """`own()` returns this node's replicated publications (cluster and zone)."""
         self.self_node = self_node
         self.own = own
         self.retry_ns = retry_ns
+        self.beacon_ns = beacon_ns
+        self._next_beacon_ns: int | None = None
         self.seq = 0
         self.origins: dict[bytes, _Origin] = {}
         self.bad_frames = 0
         self.dumps_sent = 0
         self.dumps_received = 0
         self.repeats = 0
+        self.lagging = 0  # beacons that showed an origin ahead of our table
 
     # ------------------------------------------------------------------ our changes
 
@@ -153,6 +161,8 @@ class Replicator:
             seq = body.get("s")
             if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
                 raise BadFrame(f"seqno {seq!r}")
+            if op == OP_BEACON:
+                return [], self._beacon(peer, user, seq, now_ns)
             if op == OP_DUMP:
                 raw = body.get("p")
                 if not isinstance(raw, list):
@@ -199,6 +209,15 @@ class Replicator:
             return [], self._ask(peer, origin, now_ns)
         return [], []
 
+    def _beacon(self, peer: bytes, user: str, seq: int, now_ns: int) -> list[Output]:
+        origin = self.origins.get(peer)
+        if origin is None:
+            origin = self.origins[peer] = _Origin(user)
+        if origin.retry_at_ns is None and (origin.known is None or seq > origin.known):
+            self.lagging += 1
+            return self._ask(peer, origin, now_ns)
+        return []
+
     def _replay(self, peer: bytes, origin: _Origin, now_ns: int) -> list[Change]:
         out: list[Change] = []
         assert origin.known is not None
@@ -215,6 +234,11 @@ class Replicator:
 
     def tick(self, now_ns: int) -> list[Output]:
         out: list[Output] = []
+        if self._next_beacon_ns is None:
+            self._next_beacon_ns = now_ns + self.beacon_ns
+        elif now_ns >= self._next_beacon_ns and self.seq:
+            self._next_beacon_ns = now_ns + self.beacon_ns
+            out.append(Flood(_encode({"o": OP_BEACON, "s": self.seq})))
         for peer, origin in self.origins.items():
             if origin.retry_at_ns is not None and origin.retry_at_ns <= now_ns:
                 out += self._ask(peer, origin, now_ns)

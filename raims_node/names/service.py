@@ -89,12 +89,12 @@ def _int(body: dict[str, object], name: str, default: int | None = None) -> int:
 
 
 class NameService:
-    def __init__(self, node: bytes, user: str, now_ns: int, retry_ns: int = NS) -> None:
+    def __init__(self, node: bytes, user: str, now_ns: int, retry_ns: int = NS, beacon_ns: int = 30 * NS) -> None:
         self.node = node
         self.user = user
         self.table = NameTable(node)
         self.topology = Topology()
-        self.repl = Replicator(node, self._own, retry_ns)
+        self.repl = Replicator(node, self._own, retry_ns, beacon_ns)
         self.peers: dict[bytes, str] = {}
         self._keys = itertools.count(1)
         self._ports: dict[str, int] = {}  # inbox -> port

@@ -18,9 +18,10 @@ NAMES_PREFIX = "_NAMES."
 
 
 class NamesSim:
-    def __init__(self, net: SimNetwork, retry_ns: int = NS) -> None:
+    def __init__(self, net: SimNetwork, retry_ns: int = NS, beacon_ns: int = 30 * NS) -> None:
         self.net = net
         self.retry_ns = retry_ns
+        self.beacon_ns = beacon_ns
         self.services: dict[str, NameService] = {}
         net.on_action = self._on_action
         net.tick_hooks.append(self._tick)
@@ -28,7 +29,7 @@ class NamesSim:
     def attach(self, name: str) -> NameService:
         """A new name service on node `name` (again after `net.restart(name)`)."""
         node = self.net.nodes[name].node
-        svc = self.services[name] = NameService(node.bridge, node.user, self.net.now, self.retry_ns)
+        svc = self.services[name] = NameService(node.bridge, node.user, self.net.now, self.retry_ns, self.beacon_ns)
         return svc
 
     def attach_all(self) -> None:

@@ -18,6 +18,7 @@ from tests.sim.test_sim_scale import random_redundant_graph
 N = 16
 BINDINGS = 1000
 RR_TYPE = 7
+BEACON_NS = 2 * NS
 
 
 def build(seed: int, n: int = N) -> tuple[SimNetwork, NamesSim, list[str]]:
@@ -173,3 +174,44 @@ def test_a_restarted_node_is_a_new_origin_and_its_old_names_go() -> None:
     for svc in ns.services.values():
         assert not any(p.node == old for p in svc.table)
         assert [p.lower for p in svc.table if p.type == 50] == [2]
+
+
+def test_lossy_links_converge_through_gaps_and_beacons() -> None:
+    net = SimNetwork(creds_factory("test", tuple(USERS[:40])), seed=17)
+    names = USERS[:8]
+    rng = random.Random(17)
+    for name in names:
+        net.add_node(name)
+    ns = NamesSim(net, beacon_ns=BEACON_NS)
+    ns.attach_all()
+    for a, b in random_redundant_graph(rng, len(names), 4):
+        net.add_link(f"l{a}_{b}", names[a], names[b])
+    net.run_until(net.converged, timeout_ns=30 * NS)
+    for link in net.links.values():
+        link.loss = 0.05
+    for k in range(80):
+        ns.request(names[k % len(names)], "BIND", {"type": 60, "instance": k, "inbox": f"p{k}"})
+        net.run_for(5 * MS)
+    for link in net.links.values():
+        link.loss = 0.0  # no frame is lost from here, but missed ones are still missing
+    net.run_until(lambda: ns.converged() and all(len(s.table) == 80 + 8 for s in ns.services.values()),
+                  timeout_ns=30 * NS)
+
+
+def test_a_lost_last_update_is_caught_by_the_next_beacon() -> None:
+    net = SimNetwork(creds_factory("test", tuple(USERS[:40])), seed=23)
+    for name in "AB":
+        net.add_node(name)
+    ns = NamesSim(net, beacon_ns=BEACON_NS)
+    ns.attach_all()
+    link = net.add_link("ab", "A", "B")
+    net.run_until(lambda: net.converged() and ns.converged(), timeout_ns=10 * NS)
+    link.loss = 1.0  # the update's frame vanishes; the link stays up
+    ns.request("A", "BIND", {"type": 61, "instance": 1, "inbox": "p"})
+    net.run_for(5 * MS)
+    link.loss = 0.0
+    net.run_for(BEACON_NS // 4)
+    assert len(ns.services["B"].table) == 2  # nothing after it to show the gap
+    took = net.run_until(lambda: len(ns.services["B"].table) == 3, timeout_ns=2 * BEACON_NS)
+    assert took <= BEACON_NS + NS
+    assert ns.services["B"].repl.lagging == 1

@@ -81,3 +81,20 @@ def test_bad_frames_are_counted_and_change_nothing() -> None:
                  b'{"o":"u","s":1,"a":[[17,1,1,3,1,1,"in"]],"r":[]}'):
         assert a.frame(B, "B", data, 0) == ([], [])
     assert a.bad_frames == 8
+
+
+def test_a_beacon_ahead_of_the_table_asks_for_a_dump() -> None:
+    b = Replicator(B, list, beacon_ns=10 * NS)
+    assert b.tick(0) == []
+    b.local_change([pub(1)], [])
+    assert b.tick(5 * NS) == []
+    beacon = b.tick(10 * NS)
+    assert len(beacon) == 1 and isinstance(beacon[0], Flood)
+    a = Replicator(ME, list)
+    a.peer_up(B, "B", 0)
+    a.frame(B, "B", json.dumps({"o": "d", "s": 1, "p": []}).encode(), 0)
+    assert a.frame(B, "B", beacon[0].data, 0) == ([], [])  # up to date
+    b.local_change([pub(2)], [])  # an update A never gets
+    later = b.tick(20 * NS)
+    _, ask = a.frame(B, "B", later[0].data, 0)
+    assert len(ask) == 1 and isinstance(ask[0], Unicast) and a.lagging == 1
