@@ -13,7 +13,9 @@ simulator) owns sockets and time; it calls
     node.subscribe / psubscribe / unsubscribe / publish         -> actions
     node.shutdown(now_ns)                           -> actions   (_X.BYE on every link)
 
-and carries out the returned `Send`, `Deliver`, `Close` and `Log` actions in order.
+and carries out the returned `Send`, `Deliver`, `Close` and `Log` actions in order
+(and `Connect`; `NodeEvent`s tell the layers above, such as the name table, of peers
+coming and going and of their names frames: `send_names` sends those).
 The work is done by the parts behind this facade, one module per concern (links,
 flood, interest, rpc, mesh, forward, remote; see docs/DESIGN-NOTES.md "router: the
 core's parts"); they share `state.NodeState`.
