@@ -4,8 +4,8 @@
   service, cluster domain, round-robin among 16 publications) on a table of BINDINGS
   bindings over 10 name types; target < 50 us. Peer, same run: `subs_match_us`, the
   router's own local subscription match (LocalSubs.match) over as many subjects.
-- `visible_s_<n>`: in a simulated network of n nodes (a ring plus random chords, link
-  latencies 1-4 ms, as bench/sim_bench.py), converged, with a name service on every
+- `visible_s_<n>`: in a simulated network of n nodes (bench/sim_bench.py's: a ring plus
+  random chords, link latencies 1-4 ms), converged, with a name service on every
   node: the virtual seconds from one bind at a random node until every node's table
   holds it. Peers, same run: `flood_s_<n>`, the time a subscription's `_S.JOIN` takes to
   reach every node's copy of the subscriber's filter (one link-state flood), and
@@ -27,17 +27,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from raims_node.config.gen_key import new_network_config  # noqa: E402
-from raims_node.config.keyset import credentials  # noqa: E402
-from raims_node.config.tree import from_dict  # noqa: E402
-from raims_node.crypto.credentials import Credentials  # noqa: E402
+from sim_bench import build  # noqa: E402
+
 from raims_node.names.service import NameService  # noqa: E402
 from raims_node.names.sim import NamesSim  # noqa: E402
 from raims_node.names.table import Domain  # noqa: E402
 from raims_node.router.localsubs import LocalSubs  # noqa: E402
 from raims_node.router.node import NS  # noqa: E402
-from raims_node.router.sim import MS, SimNetwork  # noqa: E402
+from raims_node.router.sim import SimNetwork  # noqa: E402
 
 BINDINGS = 1000
 RR_PUBS = 16
@@ -82,29 +81,15 @@ def lookup_us(calls: int, seed: int) -> tuple[float, float]:
     return best(one_lookup), best(lambda i: subs.match(subjects[i % len(subjects)]))
 
 
-def creds_for(names: list[str]) -> Callable[[str], Credentials]:
-    tree = from_dict(new_network_config("bench", names))
-    return lambda user: credentials(tree, user, "bench")
-
-
 def network(n: int, seed: int) -> tuple[SimNetwork, NamesSim, list[str], float]:
-    names = [f"n{i}" for i in range(n)]
-    rng = random.Random(seed)
-    net = SimNetwork(creds_for(names), seed=seed)
-    for name in names:
-        net.add_node(name, start_offset_ns=rng.randrange(NS))
+    """bench/sim_bench.py's network (same seed, same graph), a name service on every
+    node, converged; the virtual seconds convergence took."""
+    net = build(n, seed)
     ns = NamesSim(net)
-    ns.attach_all()
-    edges = {(i, (i + 1) % n) for i in range(n)}
-    while len(edges) < 2 * n:
-        a, b = rng.sample(range(n), 2)
-        if (a, b) not in edges and (b, a) not in edges:
-            edges.add((a, b))
-    for a, b in sorted(edges):
-        net.add_link(f"l{a}_{b}", names[a], names[b], latency_ns=rng.randrange(1, 5) * MS)
+    ns.attach_all()  # before any peer is authenticated: the services see every peer up
     took = net.run_until(net.converged, timeout_ns=120 * NS, max_events=50_000_000)
     net.run_until(ns.converged, timeout_ns=30 * NS)
-    return net, ns, names, took / NS
+    return net, ns, list(net.nodes), took / NS
 
 
 def visible(n: int, binds: int, seed: int) -> dict[str, object]:
