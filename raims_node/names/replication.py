@@ -175,7 +175,7 @@ class Replicator:
                     raise BadFrame("update without add and remove lists")
                 return self._update(peer, user, seq, [_pub_of(i, peer, user) for i in added], removed, now_ns)
             raise BadFrame(f"unknown op {op!r}")
-        except (ValueError, BadFrame):
+        except (ValueError, RecursionError, BadFrame):
             self.bad_frames += 1
             return [], []
 

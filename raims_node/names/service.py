@@ -12,7 +12,8 @@ subjects a client names so that the answers reach it through the network):
 - `BIND` `{"type","lower","upper","scope","inbox"}` (or `"instance"` for lower = upper)
   -> `{"port","key","node"}`. The port is the inbox: binds with one inbox share a port.
 - `UNBIND` `{"port"}` withdraws the port's publications (only the one sequence when
-  `type`/`lower`/`upper` are given) -> `{"withdrawn": n}`.
+  `type`/`lower`/`upper` are given) -> `{"withdrawn": n}`. As in TIPC the port names the
+  binder: any client of the node naming the port may withdraw its names.
 - `LOOKUP` `{"type","instance","domain"}` -> `{"port","node","lower","upper"}` or
   `{"error"}`; `domain` as table.py describes (default the nearest).
 - `INQUIRE` `{"type","instance","timeout_ms"}` -> `{"found": true, ...}` once
@@ -156,7 +157,7 @@ class NameService:
                 raise BadRequest(f"body of {len(payload)} bytes exceeds {MAX_BODY}")
             try:
                 body = json.loads(payload or b"{}")
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested too deep
                 raise BadRequest("body is not JSON") from None
             if not isinstance(body, dict):
                 raise BadRequest("body is not a JSON object")

@@ -123,3 +123,30 @@ def test_limits_refuse_with_an_error_and_a_full_table_drops_remote_names(monkeyp
     dump = {"o": "d", "s": 3, "p": [[6, i, i, 2, 1, i, "q"] for i in range(3)]}
     svc.node_event("names", B, "B", json.dumps(dump).encode(), 0)
     assert len(svc.table) == 4 and svc.dropped == 2
+
+
+def test_hostile_requests_and_frames_are_answered_or_dropped_never_raised() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    svc = NameService(ME, "A", 0)
+    verbs = st.sampled_from(["BIND", "UNBIND", "LOOKUP", "INQUIRE", "SUBSCRIBE", "UNSUBSCRIBE", "TO.1.2",
+                             "MCAST.1.2.3", "TO.x", "MCAST.1.5.2", "TO.", ""])
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-2, 2**33), st.text(max_size=5), st.floats())
+    bodies = st.one_of(st.binary(max_size=64), st.dictionaries(
+        st.sampled_from(["type", "lower", "upper", "instance", "scope", "inbox", "port", "sub", "domain",
+                         "timeout_ms", "reply"]), scalars, max_size=6).map(lambda d: json.dumps(d).encode()))
+
+    @settings(max_examples=400, deadline=None)
+    @given(verbs, bodies, st.booleans())
+    def run(verb: str, body: bytes, frame: bool) -> None:
+        if frame:
+            svc.node_event("names", B, "B", body, 0)
+        else:
+            svc.request("c", "_nats.", verb, "r", None, body, 0)
+
+    run()
+    deep = b"[" * 50_000
+    assert "error" in answers(list(svc.request("c", "_nats.", "BIND", "r", None, deep, 0)))[0][1]
+    svc.node_event("names", B, "B", deep, 0)
+    assert svc.repl.bad_frames > 0
