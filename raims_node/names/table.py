@@ -150,6 +150,7 @@ class NameTable:
     def __init__(self, self_node: bytes) -> None:
         self.self_node = self_node
         self._pubs: dict[tuple[bytes, int], Publication] = {}
+        self._by_node: dict[bytes, dict[int, Publication]] = {}
         self._types: dict[int, _TypeIndex] = {}
         self._turns: dict[tuple[int, int, int, str, bytes | None], int] = {}
         self.lookups = 0
@@ -173,6 +174,7 @@ class NameTable:
         if len(self._pubs) >= MAX_PUBLICATIONS:
             raise LimitExceeded(f"naming table holds {len(self._pubs)} publications, the limit")
         self._pubs[pub.ident] = pub
+        self._by_node.setdefault(pub.node, {})[pub.key] = pub
         index = self._types.get(pub.type)
         if index is None:
             index = self._types[pub.type] = _TypeIndex()
@@ -182,6 +184,10 @@ class NameTable:
     def remove(self, node: bytes, key: int) -> Publication | None:
         pub = self._pubs.pop((node, key), None)
         if pub is not None:
+            mine = self._by_node[node]
+            del mine[key]
+            if not mine:
+                del self._by_node[node]
             index = self._types[pub.type]
             index.remove(pub)
             if not index.groups:
@@ -189,7 +195,7 @@ class NameTable:
         return pub
 
     def of_node(self, node: bytes) -> list[Publication]:
-        return [p for p in self._pubs.values() if p.node == node]
+        return list(self._by_node.get(node, {}).values())
 
     def remove_node(self, node: bytes) -> list[Publication]:
         """Withdraw everything `node` published (it left or was declared down)."""
