@@ -137,7 +137,7 @@ def test_hostile_requests_and_frames_are_answered_or_dropped_never_raised() -> N
         st.sampled_from(["type", "lower", "upper", "instance", "scope", "inbox", "port", "sub", "domain",
                          "timeout_ms", "reply"]), scalars, max_size=6).map(lambda d: json.dumps(d).encode()))
 
-    @settings(max_examples=400, deadline=None)
+    @settings(max_examples=200, deadline=None)
     @given(verbs, bodies, st.booleans())
     def run(verb: str, body: bytes, frame: bool) -> None:
         if frame:
