@@ -43,6 +43,8 @@ Mapping into the Rai MS network (decisions):
   cached per subject until the link-state database changes version, which the node
   bumps whenever a peer's filter or subject list changes (`put_peer` with its new
   sub seqno) and whenever a peer comes or goes.
+- `_NAMES.*` (issue 21) goes to the node's name service (names/glue.py), not into the
+  network; a closing client's names are withdrawn.
 - Loss (issue 8 point 5): a delivery that reports a sequence gap gives NATS and Redis
   clients nothing extra; the node's loss counters (`show loss`) record it.
 """
@@ -50,17 +52,15 @@ Mapping into the Rai MS network (decisions):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from raims_node.bloom import BloomFilter, SubjectHashes
 from raims_node.bridges.bus import SHARD_PREFIX, ClientHandle, PatternSyntax
 from raims_node.bridges.errors import BridgeError
+from raims_node.bridges.host import NodeHost
 from raims_node.router.actions import Deliver
 from raims_node.subject import MAX_SUBJECT_LEN, SubjectError, compile_pattern
 
-if TYPE_CHECKING:
-    from raims_node.daemon import Daemon
-
+NAMES_PREFIX = "_NAMES."  # requests to the node's name service, never routed
 # Room left in a frame's subject for the `_S.JOIN.` / `_P.PSUB.` / `_QUEUE.q.sub.` wrappers.
 SUBJECT_HEADROOM = 32
 ROUTE_CACHE_LIMIT = 65536
@@ -93,10 +93,10 @@ class _Owner:
 class RouterBus:
     """One service namespace of a daemon's node, as the client sessions see it."""
 
-    def __init__(self, daemon: Daemon, service: str) -> None:
+    def __init__(self, host: NodeHost, service: str) -> None:
         check_service(service)
-        self.daemon = daemon
-        self.node = daemon.node
+        self.host = host
+        self.node = host.node
         self.service = service
         self.prefix = service + "."
         self._plen = len(self.prefix)
@@ -142,7 +142,7 @@ class RouterBus:
                   queue: str | None = None) -> None:
         internal = self.inside(subject)
         if self._carriable(internal, len(queue) if queue else 0):
-            self.daemon.subscribe(self._owner(client), sid, internal, queue)
+            self.host.subscribe(self._owner(client), sid, internal, queue)
 
     def psubscribe(self, client: ClientHandle, sid: str, pattern: str,
                    syntax: PatternSyntax, queue: str | None = None) -> None:
@@ -150,19 +150,20 @@ class RouterBus:
         if not self._carriable(internal, len(queue) if queue else 0):
             return
         try:
-            self.daemon.psubscribe(self._owner(client), sid, internal, syntax, queue)
+            self.host.psubscribe(self._owner(client), sid, internal, syntax, queue)
         except SubjectError:  # the node checks the pattern before changing anything
             self.bad_patterns += 1
 
     def unsubscribe(self, client: ClientHandle, sid: str) -> None:
         owner = self._owners.get(client)
         if owner is not None:
-            self.daemon.unsubscribe(owner, sid)
+            self.host.unsubscribe(owner, sid)
 
     def drop_client(self, client: ClientHandle) -> None:
         owner = self._owners.pop(client, None)
         if owner is not None:
-            self.daemon.drop_owner(owner)
+            self.host.drop_owner(owner)
+        self.host.naming.client_gone(client)  # its service names are withdrawn
 
     # ------------------------------------------------------------ publish
 
@@ -176,12 +177,15 @@ class RouterBus:
     def _publish(self, client: ClientHandle | None, subject: str, reply: str | None,
                  headers: bytes | None, payloads: Sequence[bytes]) -> int:
         """Publish each payload in order; the receivers reached, summed."""
+        if subject.startswith(NAMES_PREFIX):  # the node's name service (names/glue.py)
+            names = self.host.naming
+            return sum(names.request(client, self.prefix, subject, reply, headers, p) for p in payloads)
         internal, remote = self._route(subject)
         no_echo = self._owners.get(client) if client is not None and not client.echo else None
         if remote:
             if not self._carriable(internal) or (reply is not None and not self._carriable(reply)):
                 return 0
-            publish = self.daemon.publish
+            publish = self.host.publish
             return sum(publish(internal, payload, reply, headers, no_echo) + remote for payload in payloads)
         # the local fast path: a multicast to no remote node, without a frame
         node = self.node
@@ -256,6 +260,8 @@ class RouterBus:
                    if isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes))
 
     def has_interest(self, subject: str) -> bool:
+        if subject.startswith(NAMES_PREFIX):
+            return True
         internal, remote = self._route(subject)
         return remote > 0 or bool(self.node.subs.match(internal))
 
