@@ -26,6 +26,7 @@ class Rule(StrEnum):
     UNTERMINATED_BRACKET = "unterminated-bracket"
     EMPTY_BRACKET = "empty-bracket"
     DANGLING_ESCAPE = "dangling-escape"
+    GLOB_TOO_COMPLEX = "glob-too-complex"
     UNKNOWN_SYNTAX = "unknown-syntax"
 
     def describe(self) -> str:
@@ -47,6 +48,8 @@ _RULE_TEXT = MappingProxyType(
         Rule.UNTERMINATED_BRACKET: "a glob '[' needs a closing ']'",
         Rule.EMPTY_BRACKET: "a glob bracket expression names at least one character",
         Rule.DANGLING_ESCAPE: "a glob '\\' must be followed by the character it escapes",
+        Rule.GLOB_TOO_COMPLEX: "the characters of a glob's pieces that hold '?' or '[...]' "
+        "(between stars) number at most 1024",
         Rule.UNKNOWN_SYNTAX: "the syntax is one of 'rv', 'glob', 'sbus'",
     }
 )

@@ -12,6 +12,12 @@ Decisions:
 - '?' follows the manual (0 or 1 characters), not Redis itself nor the C++ converter,
   which both match exactly one. The result is a superset of what Redis delivers, so a
   Redis client never misses a message it would get from Redis.
+- A glob whose pieces with '?' or '[...]' (the runs between stars) hold more than
+  `MAX_WILD_PIECE_CHARS` characters in all is refused (`GLOB_TOO_COMPLEX`): such a piece
+  is matched by a bit-parallel automaton whose state has one bit per character, so this
+  bounds the cost of one subject (65,535 bytes at most) to tens of milliseconds.
+  Plain-text pieces have no limit (`str.find`). Redis has no such limit; no sensible
+  pattern comes near it.
 - Redis accepts and quietly interprets three malformed forms; raims rejects them with a
   typed error instead: a '[' without ']' (`UNTERMINATED_BRACKET`), an empty '[]' or '[^]'
   (`EMPTY_BRACKET`, which would match nothing) and a trailing lone '\\'
@@ -25,6 +31,7 @@ from raims_node.subject.globmatch import Atom, CharClass, GlobMatcher
 
 SYNTAX: Final = "glob"
 _SPECIAL: Final = "\\*?["
+MAX_WILD_PIECE_CHARS: Final = 1024
 
 
 def check_subject(text: str) -> None:
@@ -101,4 +108,8 @@ def compile_glob(text: str) -> GlobMatcher:
             cls, end = _bracket(text, i)
             pieces[-1].append(cls)
             i = end
+    wild_chars = sum(sum(len(a) if isinstance(a, str) else 1 for a in piece)
+                     for piece in pieces if not all(isinstance(a, str) for a in piece))
+    if wild_chars > MAX_WILD_PIECE_CHARS:
+        raise InvalidPattern(Rule.GLOB_TOO_COMPLEX, SYNTAX, text, 0)
     return GlobMatcher(pieces)

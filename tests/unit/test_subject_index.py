@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raims_node.subject import InvalidPattern, compile_pattern
+from raims_node.subject import InvalidPattern, Rule, compile_pattern
 from raims_node.subject.index import PatternIndex, SubjectIndex
 from raims_node.subject.text import Syntax
 from tests.unit.test_subject_patterns import glob_reference, sbus_reference
@@ -205,6 +205,20 @@ def test_glob_buckets_try_only_fitting_globs() -> None:
     found: list[str] = []
     index.match("k42:x:v", found)
     assert sorted(found) == ["all", "k42"] and calls == 2
+
+
+def test_glob_wild_pieces_are_bounded() -> None:
+    """A piece with '?' or classes costs one state bit per character: past 1024 such
+    characters the glob is refused (a typed error), plain pieces are not limited, and
+    the largest allowed glob against the longest subject stays fast."""
+    with pytest.raises(InvalidPattern) as exc:
+        compile_pattern("*" + "?a" * 600 + "*", "glob")
+    assert exc.value.rule == Rule.GLOB_TOO_COMPLEX
+    compile_pattern("*" + "ab" * 20000 + "*", "glob")
+    p = compile_pattern("*" + "?a" * 511 + "x*c", "glob")
+    t0 = time.process_time()
+    assert not p.matches("a" * 65000 + "c")
+    assert time.process_time() - t0 < 1.0
 
 
 @pytest.mark.parametrize(("pattern", "subject", "expected"), [
