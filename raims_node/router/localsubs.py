@@ -59,7 +59,9 @@ class Change:
 
 class LocalSubs:
     def __init__(self) -> None:
-        self._by_key: dict[tuple[int, str], LocalSub] = {}  # (id(owner), sid)
+        # id(owner) -> sid -> subscription: an owner's subscriptions without a scan of all
+        self._by_owner: dict[int, dict[str, LocalSub]] = {}
+        self._count = 0
         self._exact: dict[str, list[LocalSub]] = {}
         self._patterns: dict[tuple[str, str, Shard | None], list[LocalSub]] = {}  # (syntax, text, shard)
         self._queues: dict[str, int] = {}  # queue marker -> members
@@ -70,14 +72,15 @@ class LocalSubs:
         self.match: Callable[[str], tuple[LocalSub, ...]] = self._index.match
 
     def __len__(self) -> int:
-        return len(self._by_key)
+        return self._count
 
     def add(self, owner: object, sid: str, text: str, syntax: str | None, queue: str | None = None,
             shard: Shard | None = None) -> Change:
         """Add a subscription (the caller removed any earlier one with this sid)."""
         pattern = compile_pattern(text, syntax) if syntax is not None else None  # type: ignore[arg-type]
         sub = LocalSub(owner, sid, text, syntax, pattern, queue, shard if syntax is not None else None)
-        self._by_key[(id(owner), sid)] = sub
+        self._by_owner.setdefault(id(owner), {})[sid] = sub
+        self._count += 1
         if pattern is None:
             refs = self._exact.setdefault(text, [])
             self._index.add_subject(text, sub)
@@ -93,17 +96,21 @@ class LocalSubs:
         return Change(sub, len(refs) == 1, queue_edge)
 
     def remove(self, owner: object, sid: str) -> Change | None:
-        sub = self._by_key.pop((id(owner), sid), None)
+        mine = self._by_owner.get(id(owner))
+        sub = None if mine is None else mine.pop(sid, None)
         if sub is None:
             return None
+        if not mine:
+            del self._by_owner[id(owner)]
         return self._drop(sub)
 
     def drop_owner(self, owner: object) -> list[Change]:
         """Remove every subscription of `owner`."""
-        mine = [k for k in self._by_key if k[0] == id(owner)]
-        return [self._drop(self._by_key.pop(key)) for key in mine]
+        mine = self._by_owner.pop(id(owner), {})
+        return [self._drop(sub) for sub in mine.values()]
 
     def _drop(self, sub: LocalSub) -> Change:
+        self._count -= 1
         if sub.pattern is None:
             self._index.remove_subject(sub.text, sub)
             refs = self._exact[sub.text]
@@ -143,7 +150,7 @@ class LocalSubs:
     def rows(self) -> list[dict[str, object]]:
         return [
             {"subject": s.text, "type": s.syntax or "sub", "sid": s.sid, "queue": s.queue or ""}
-            for s in self._by_key.values()
+            for mine in self._by_owner.values() for s in mine.values()
         ]
 
 

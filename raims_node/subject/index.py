@@ -6,17 +6,17 @@ subject, and a Redis glob was a backtracking regular expression. Here, after nat
 
 - Literal patterns (no wildcard in any syntax) sit in a dict by their text.
 - RV/NATS and sbus patterns sit in one token tree per syntax (`_Tree`): a level per
-  segment with a dict of literal children, a dict of wild children by the text before the
-  '*' (RV's '*' is the wild child '' ; sbus's 'ab*' the child 'ab'), and the values
-  whose pattern ends there, exactly (`here`) or with the rest wildcard (`rest`: RV's
-  '>', sbus's trailing '/'). Insert and remove walk one path: O(segments). A match walks
+  segment with a dict of literal children, one `*` child (RV's '*', sbus's '*' alone), a
+  dict of sbus 'ab*' children by the text before the '*', and the values whose pattern
+  ends there, exactly (`here`) or with the rest wildcard (`rest`: RV's '>', sbus's
+  trailing '/'). Insert and remove walk one path: O(segments). A match walks
   only the branches the subject's segments take, so its cost does not grow with the
   number of patterns, only with those that share its segments.
 - Globs sit in groups by their literal prefix and literal suffix (`_GlobTable`); a
   subject looks up one group per pair of prefix and suffix lengths in use, so only the
   globs whose both ends fit the subject are run (`globmatch.GlobMatcher`, no
-  backtracking). A glob with neither a prefix nor a
-  suffix (`*x*`) is tried for every subject, as Redis does for all of its patterns.
+  backtracking). A glob with neither a prefix nor a suffix (`*x*`) is tried for every
+  subject, as Redis does for all of its patterns.
 - `SubjectIndex` adds exact subjects and a bounded cache of results per subject: a
   change of an exact subject (or of a literal pattern) forgets only that subject's entry,
   a change of a wildcard pattern forgets them all; at `cache_limit` entries the cache
@@ -36,6 +36,7 @@ from raims_node.subject.pattern import Pattern
 from raims_node.subject.segments import Rules, Segments
 
 V = TypeVar("V")
+K = TypeVar("K")
 
 MATCH_CACHE_LIMIT: Final = 65536
 
@@ -49,7 +50,7 @@ def discard(values: list[V], value: V) -> bool:
     return False
 
 
-def _bump(counts: dict[int, int], key: int, delta: int) -> bool:
+def _bump(counts: dict[K, int], key: K, delta: int) -> bool:
     """Count `key` up or down; True when it appeared or disappeared."""
     c = counts.get(key, 0) + delta
     if c:
@@ -219,13 +220,7 @@ class _GlobTable(Generic[V]):
         self._pairs: dict[tuple[int, int], int] = {}  # (prefix len, suffix len) -> groups
 
     def _count(self, key: tuple[str, str], delta: int) -> None:
-        pair = (len(key[0]), len(key[1]))
-        c = self._pairs.get(pair, 0) + delta
-        if c:
-            self._pairs[pair] = c
-        else:
-            del self._pairs[pair]
-        if c == 0 or (c == 1 and delta > 0):
+        if _bump(self._pairs, (len(key[0]), len(key[1])), delta):
             plan: dict[int, list[int]] = {}
             for plen, slen in sorted(self._pairs):
                 plan.setdefault(plen, []).append(slen)

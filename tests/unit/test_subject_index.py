@@ -234,3 +234,28 @@ def test_glob_worst_cases_are_fast(pattern: str, subject: str, expected: bool) -
     t0 = time.perf_counter()
     assert p.matches(subject) is expected
     assert time.perf_counter() - t0 < (0.005 if len(subject) < 100 else 0.25)
+
+
+def test_local_table_owners_queues_and_shards() -> None:
+    """The node's table on the index: an owner's subscriptions go with it, references
+    decide the network edges, a shardcast pattern takes only the subjects of its shard."""
+    from raims_node.bloom import Shard, shard_of, subject_hash
+    from raims_node.router.localsubs import LocalSubs
+
+    table = LocalSubs()
+    a, b = object(), object()
+    assert table.add(a, "1", "x.*", "rv").text_edge
+    assert not table.add(b, "1", "x.*", "rv").text_edge
+    table.add(b, "2", "x.y", None, queue="q")
+    table.add(a, "3", "s.*", "rv", shard=Shard(1, 2))
+    assert len(table) == 4 and {s.sid for s in table.match("x.y")} == {"1", "2"}
+    in_shard = [f"s.{i}" for i in range(40) if shard_of(subject_hash(f"s.{i}".encode()), 2) == 1]
+    out_shard = [f"s.{i}" for i in range(40) if f"s.{i}" not in in_shard]
+    assert in_shard and out_shard
+    assert all(len(table.match(s)) == 1 for s in in_shard) and not any(table.match(s) for s in out_shard)
+    changes = table.drop_owner(a)
+    assert len(changes) == 2 and len(table) == 2
+    assert not any(c.text_edge for c in changes if c.sub.text == "x.*")
+    assert [s.owner for s in table.match("x.z")] == [b] and table.match("s.1") == ()
+    assert table.remove(b, "2") is not None and table.remove(b, "2") is None
+    assert table.remove(b, "1") is not None and len(table) == 0 and table.match("x.y") == ()
