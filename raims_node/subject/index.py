@@ -332,18 +332,19 @@ class SubjectIndex(Generic[V]):
     shard does not hold the subject.
     """
 
-    __slots__ = ("_exact", "_patterns", "_cache", "_limit", "_refine")
+    __slots__ = ("_exact", "_exact_count", "_patterns", "_cache", "_limit", "_refine")
 
     def __init__(self, cache_limit: int = MATCH_CACHE_LIMIT,
                  refine: Callable[[str, list[V]], list[V]] | None = None) -> None:
         self._exact: dict[str, list[V]] = {}
+        self._exact_count = 0
         self._patterns: PatternIndex[V] = PatternIndex()
         self._cache: dict[str, tuple[V, ...]] = {}
         self._limit = cache_limit
         self._refine = refine
 
     def __len__(self) -> int:
-        return sum(map(len, self._exact.values())) + len(self._patterns)
+        return self._exact_count + len(self._patterns)
 
     @property
     def cached(self) -> int:
@@ -351,6 +352,7 @@ class SubjectIndex(Generic[V]):
 
     def add_subject(self, subject: str, value: V) -> None:
         self._exact.setdefault(subject, []).append(value)
+        self._exact_count += 1
         self._cache.pop(subject, None)
 
     def remove_subject(self, subject: str, value: V) -> bool:
@@ -359,6 +361,7 @@ class SubjectIndex(Generic[V]):
             return False
         if not values:
             del self._exact[subject]
+        self._exact_count -= 1
         self._cache.pop(subject, None)
         return True
 

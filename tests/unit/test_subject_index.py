@@ -154,7 +154,9 @@ def test_cache_follows_changes() -> None:
     literal = compile_pattern("a.d", "rv")
     index.add_pattern(literal, "lit")
     assert index.match("a.d") == ("lit",)
+    assert len(index) == 3
     assert index.remove_subject("a.b", "exact") and index.match("a.b") == ()
+    assert not index.remove_subject("a.b", "exact") and len(index) == 2
     for i in range(10):
         index.match(f"x.{i}")
     assert index.cached <= 4
