@@ -356,10 +356,10 @@ class MessageLog:
             if mid > ids_of[origin]:
                 ids_of[origin] = mid
         self.messages += len(ids)
+        self.end += len(raw)
         self._after_write(len(ids))
         if self.listeners:
             self._notify(start, raw, ids)
-        self.end += len(raw)
         return start
 
     def _notify(self, start: Position, raw: bytes, ids: list[tuple[int, int]]) -> None:

@@ -1,0 +1,114 @@
+"""The server/client link protocol, sans-IO (seed 004 sections 1.3, 1.5).
+
+Both ends open with a hello frame, `b"NBMH"`, a u32 length (little-endian) and a JSON
+object: `cabal`, `node`, `number`, `type`, `role` ("server" or "client") and, from the
+client, `state` (origin -> last id, `State.to_json`). After the hellos only the server
+sends: message records exactly as they are in its log file (`record`), the ones the
+client's state lacks, then new ones as they are logged. The client checks every record's
+CRC; anything else on the stream (another record kind, a second hello, bytes from the
+client) is a `ProtocolError` and the link is closed.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from typing import Any, Final, NamedTuple
+
+from raims_node.msglog.errors import ProtocolError
+from raims_node.msglog.reader import Span
+from raims_node.msglog.record import HEAD, HEAD_SIZE, MAX_DATA, Kind
+
+HELLO_MAGIC: Final = b"NBMH"
+_HELLO_HEAD: Final = struct.Struct("<4sI")
+MAX_HELLO: Final = 64 * 1024
+_CRC_SPAN: Final = HEAD_SIZE - 4
+_MESSAGE: Final = int(Kind.MESSAGE)
+
+
+def encode_hello(fields: dict[str, Any]) -> bytes:
+    body = json.dumps(fields, separators=(",", ":")).encode()
+    return _HELLO_HEAD.pack(HELLO_MAGIC, len(body)) + body
+
+
+class Hello(NamedTuple):
+    fields: dict[str, Any]
+
+
+class Messages(NamedTuple):
+    """Whole, checked message records: `data` is all of them, `spans` each one."""
+
+    data: bytes
+    spans: list[Span]
+
+
+Event = Hello | Messages
+
+
+class Decoder:
+    """`feed(bytes) -> events` for one end of a link; `records` is whether this end is the
+    client (it receives records after the hello) or the server (it receives nothing)."""
+
+    def __init__(self, records: bool) -> None:
+        self.records = records
+        self._buf = bytearray()
+        self._hello = False
+
+    def feed(self, data: bytes) -> list[Event]:
+        buf = self._buf
+        buf += data
+        out: list[Event] = []
+        if not self._hello:
+            if len(buf) < _HELLO_HEAD.size:
+                return out
+            magic, length = _HELLO_HEAD.unpack_from(buf, 0)
+            if magic != HELLO_MAGIC or length > MAX_HELLO:
+                raise ProtocolError(f"not a message link hello (magic {bytes(magic)!r}, {length} bytes)")
+            end = _HELLO_HEAD.size + length
+            if len(buf) < end:
+                return out
+            try:
+                fields = json.loads(bytes(buf[_HELLO_HEAD.size : end]))
+            except ValueError as exc:
+                raise ProtocolError(f"hello is not JSON: {exc}") from None
+            if not isinstance(fields, dict):
+                raise ProtocolError("hello is not a JSON object")
+            del buf[:end]
+            self._hello = True
+            out.append(Hello(fields))
+        if buf:
+            if not self.records:
+                raise ProtocolError(f"{len(buf)} unexpected bytes from a client after its hello")
+            msgs = self._records()
+            if msgs is not None:
+                out.append(msgs)
+        return out
+
+    def _records(self) -> Messages | None:
+        buf = self._buf
+        end = len(buf)
+        view = memoryview(buf)
+        unpack = HEAD.unpack_from
+        crc32 = zlib.crc32
+        spans: list[Span] = []
+        off = 0
+        try:
+            while end - off >= HEAD_SIZE:
+                kind, origin, _f, length, mid, _t, crc = unpack(buf, off)
+                if kind != _MESSAGE or length > MAX_DATA or not origin:
+                    raise ProtocolError(f"bad record on a link: kind {kind}, origin {origin}, {length} bytes")
+                stop = off + HEAD_SIZE + length
+                if stop > end:
+                    break
+                if crc32(view[off + HEAD_SIZE : stop], crc32(view[off : off + _CRC_SPAN])) != crc:
+                    raise ProtocolError(f"record {origin}:{mid} fails its checksum")
+                spans.append(Span(origin, mid, off, stop))
+                off = stop
+            data = bytes(view[:off])
+        finally:
+            view.release()
+        if not spans:
+            return None
+        del buf[:off]
+        return Messages(data, spans)
