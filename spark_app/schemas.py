@@ -67,6 +67,7 @@ TABLES: Final = (
     "audit_lsdb",
     "audit_routes",
     "audit_blooms",
+    "msglog",
 )
 TIMESTAMP_UNIT: Final = "us"
 TIMESTAMP_TZ: Final = "UTC"
