@@ -52,7 +52,7 @@ from raims_node.msglog.record import FileHeader, Kind, LogKind
 from raims_node.msglog.state import MAX_ORIGIN, State, check_origin
 
 DEFAULT_MAX_FILE_SIZE: Final = 64 * 1024 * 1024
-DEFAULT_BATCH_RECORDS: Final = 1000
+DEFAULT_BATCH_RECORDS: Final = 10_000
 DEFAULT_BATCH_INTERVAL: Final = 0.05  # seconds
 
 
@@ -370,7 +370,7 @@ class MessageLog:
         offset = 0
         view = memoryview(raw)
         for origin, mid in ids:
-            length = int.from_bytes(view[offset + 4 : offset + 8], "little")
+            length = int.from_bytes(view[offset + 8 : offset + 12], "little")
             stop = offset + record.HEAD_SIZE + length
             piece = bytes(view[offset:stop])
             pos = Position(start.file_no, start.offset + offset)

@@ -175,7 +175,7 @@ class Consumer:
                     continue  # already read from the log
                 if (file_no, offset) == here and body and not missed:
                     head = HEAD.unpack_from(body, 0)
-                    deliver(Record(head[0], head[1], head[4], head[5], body[HEAD_SIZE:]))
+                    deliver(Record(head[1], head[2], head[5], head[6], body[HEAD_SIZE:]))
                     self.reader.pos = Position(file_no, nxt)
                     self.cursor.save(self.reader.pos)
                     self.from_packets += 1

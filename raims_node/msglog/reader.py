@@ -26,7 +26,6 @@ from raims_node.msglog.record import HEAD, HEAD_SIZE, Kind, Record
 from raims_node.msglog.state import State
 
 READ_SIZE: Final = 1 << 20
-_CRC_SPAN: Final = HEAD_SIZE - 4
 _MESSAGE: Final = int(Kind.MESSAGE)
 _FOOTER: Final = int(Kind.FOOTER)
 _HEADER: Final = int(Kind.HEADER)
@@ -129,11 +128,11 @@ class LogReader:
         verify = self.verify
         view = memoryview(data)
         while end - off >= HEAD_SIZE:
-            kind, origin, _f, length, mid, _t, crc = unpack(data, off)
+            crc, kind, origin, _f, length, mid, _t = unpack(data, off)
             stop = off + HEAD_SIZE + length
             if stop > end:
                 return spans, off, False, stop - off
-            if verify and crc32(view[off + HEAD_SIZE : stop], crc32(view[off : off + _CRC_SPAN])) != crc:
+            if verify and crc32(view[off + 4 : stop]) != crc:
                 if stop == end:  # maybe a write still in progress: look again later
                     return spans, off, False, stop - off
                 raise CorruptLog(
@@ -162,7 +161,7 @@ class LogReader:
                 out.append(
                     (
                         Position(chunk.pos.file_no, chunk.pos.offset + s.start),
-                        Record(head[0], s.origin, s.mid, head[5], chunk.data[s.start + HEAD_SIZE : s.stop]),
+                        Record(head[1], s.origin, s.mid, head[6], chunk.data[s.start + HEAD_SIZE : s.stop]),
                     )
                 )
         return out

@@ -3,14 +3,16 @@
 Every record, header and footer included, is a 28-byte record header and a data part:
 
     offset size field
-    0      1    kind     b'H' file header, b'M' message, b'F' footer
-    1      1    origin   node number of the message's origin (header/footer: the log's)
-    2      2    flags    0 (reserved)
-    4      4    length   bytes of data that follow the record header
-    8      8    id       message id (header/footer: the file number)
-    16     8    time     nanoseconds since the epoch (message: when it originated;
+    0      4    crc      CRC-32 of everything after it: bytes 4..27 and the data
+    4      1    kind     b'H' file header, b'M' message, b'F' footer
+    5      1    origin   node number of the message's origin (header/footer: the log's)
+    6      2    flags    0 (reserved)
+    8      4    length   bytes of data that follow the record header
+    12     8    id       message id (header/footer: the file number)
+    20     8    time     nanoseconds since the epoch (message: when it originated;
                          header: when the file started; footer: when it was closed)
-    24     4    crc      CRC-32 of bytes 0..23 and the data
+
+(The CRC comes first so that it covers one contiguous run: one crc32 call per record.)
 
 All integers little-endian. A header's data is MAGIC, a version byte, the log's node
 number, its kind (content or state) and a pad byte, then the log's state when the file
@@ -33,9 +35,8 @@ from typing import Final, NamedTuple
 from raims_node.msglog.errors import MsgLogError
 from raims_node.msglog.state import State
 
-HEAD: Final = struct.Struct("<BBHIQqI")
+HEAD: Final = struct.Struct("<IBBHIQq")
 HEAD_SIZE: Final = HEAD.size  # 28
-_CRC_SPAN: Final = HEAD_SIZE - 4
 MAGIC: Final = b"NBMSGLOG"
 VERSION: Final = 1
 _FILE_HEAD: Final = struct.Struct("<8sBBBB")
@@ -76,9 +77,9 @@ class FileHeader:
 def encode(kind: int, origin: int, mid: int, time_ns: int, data: bytes) -> bytes:
     if len(data) > MAX_DATA:
         raise MsgLogError(f"message of {len(data)} bytes exceeds max {MAX_DATA}")
-    head = HEAD.pack(kind, origin, 0, len(data), mid, time_ns, 0)[:_CRC_SPAN]
+    head = HEAD.pack(0, kind, origin, 0, len(data), mid, time_ns)[4:]
     crc = zlib.crc32(data, zlib.crc32(head))
-    return head + crc.to_bytes(4, "little") + data
+    return crc.to_bytes(4, "little") + head + data
 
 
 def encode_message(origin: int, mid: int, time_ns: int, data: bytes) -> bytes:
@@ -126,7 +127,7 @@ def scan(buf: bytes | memoryview, offset: int = 0, verify: bool = True) -> Itera
         if end - offset < HEAD_SIZE:
             yield Bad(offset, "short record header", offset + HEAD_SIZE)
             return
-        kind, origin, _flags, length, mid, time_ns, crc = unpack(view, offset)
+        crc, kind, origin, _flags, length, mid, time_ns = unpack(view, offset)
         stop = offset + HEAD_SIZE + length
         if kind not in _KINDS or length > MAX_DATA:
             yield Bad(offset, f"bad record kind {kind} or length {length}", stop)
@@ -135,7 +136,7 @@ def scan(buf: bytes | memoryview, offset: int = 0, verify: bool = True) -> Itera
             yield Bad(offset, f"record of {length} bytes cut short", stop)
             return
         data = view[offset + HEAD_SIZE : stop]
-        if verify and crc32(data, crc32(view[offset : offset + _CRC_SPAN])) != crc:
+        if verify and crc32(view[offset + 4 : stop]) != crc:
             yield Bad(offset, "checksum mismatch", stop)
             return
         yield offset, Record(kind, origin, mid, time_ns, bytes(data))

@@ -17,14 +17,13 @@ import zlib
 from typing import Any, Final, NamedTuple
 
 from raims_node.msglog.errors import ProtocolError
-from raims_node.msglog.reader import Span
-from raims_node.msglog.record import HEAD, HEAD_SIZE, MAX_DATA, Kind
+from raims_node.msglog.record import HEAD_SIZE, MAX_DATA, Kind
 
 HELLO_MAGIC: Final = b"NBMH"
 _HELLO_HEAD: Final = struct.Struct("<4sI")
 MAX_HELLO: Final = 64 * 1024
-_CRC_SPAN: Final = HEAD_SIZE - 4
 _MESSAGE: Final = int(Kind.MESSAGE)
+_LINK_HEAD: Final = struct.Struct("<IBBxxIQ")  # HEAD without flags and time: what a link checks
 
 
 def encode_hello(fields: dict[str, Any]) -> bytes:
@@ -36,11 +35,14 @@ class Hello(NamedTuple):
     fields: dict[str, Any]
 
 
+RawSpan = tuple[int, int, int, int]  # origin, id, start, stop (plain tuples: one per message)
+
+
 class Messages(NamedTuple):
     """Whole, checked message records: `data` is all of them, `spans` each one."""
 
     data: bytes
-    spans: list[Span]
+    spans: list[RawSpan]
 
 
 Event = Hello | Messages
@@ -89,21 +91,22 @@ class Decoder:
         buf = self._buf
         end = len(buf)
         view = memoryview(buf)
-        unpack = HEAD.unpack_from
+        unpack = _LINK_HEAD.unpack_from
         crc32 = zlib.crc32
-        spans: list[Span] = []
+        spans: list[RawSpan] = []
+        add = spans.append
         off = 0
         try:
             while end - off >= HEAD_SIZE:
-                kind, origin, _f, length, mid, _t, crc = unpack(buf, off)
+                crc, kind, origin, length, mid = unpack(buf, off)
                 if kind != _MESSAGE or length > MAX_DATA or not origin:
                     raise ProtocolError(f"bad record on a link: kind {kind}, origin {origin}, {length} bytes")
                 stop = off + HEAD_SIZE + length
                 if stop > end:
                     break
-                if crc32(view[off + HEAD_SIZE : stop], crc32(view[off : off + _CRC_SPAN])) != crc:
+                if crc32(view[off + 4 : stop]) != crc:
                     raise ProtocolError(f"record {origin}:{mid} fails its checksum")
-                spans.append(Span(origin, mid, off, stop))
+                add((origin, mid, off, stop))
                 off = stop
             data = bytes(view[:off])
         finally:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from raims_node.msglog import paths
+from raims_node.msglog.record import encode_message
 from tests.integration.msglog_harness import CABAL, Cluster, ring
 
 
@@ -49,10 +50,10 @@ def test_five_hub_ring_kill_bypass_torn_write_and_catch_up(make_cluster) -> None
         c.send(n, 20, "b")
     c.wait_states(live, names)
 
-    # a torn write on the dead hub's active file: a record header with no data after it
+    # a torn write on the dead hub's active file: the next record, cut short
     d = paths.log_dir(c.root, CABAL, "n3")
     with open(d / os.readlink(d / "n3.msg"), "ab") as f:
-        f.write(b"M\x01\x00\x00\x40\x00\x00\x00" + b"\x07" * 20)
+        f.write(encode_message(3, 31, 0, b"x" * 64)[:40])
     c.start("n3")
     assert "cut a torn last record" in c.out("n3")
     for _ in range(10):  # traffic while the ring re-forms over redundant links

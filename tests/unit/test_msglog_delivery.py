@@ -98,7 +98,7 @@ def test_feed_falls_back_to_the_log_when_the_link_pushes_back(tmp_path: Path) ->
     d.feed(wire.encode_hello({}))
     (msgs,) = d.feed(bytes(out))
     assert isinstance(msgs, wire.Messages)
-    assert [s.mid for s in msgs.spans] == list(range(1, 152))
+    assert [s[1] for s in msgs.spans] == list(range(1, 152))
     # never the client's own messages, never what its state has
     out2 = bytearray()
     Feed(log, State({1: 140}), 1, out2.extend).pump()
@@ -106,7 +106,7 @@ def test_feed_falls_back_to_the_log_when_the_link_pushes_back(tmp_path: Path) ->
     out3 = bytearray()
     Feed(log, State({1: 140}), 2, out3.extend).pump()
     (m3,) = d.feed(bytes(out3))
-    assert isinstance(m3, wire.Messages) and [s.mid for s in m3.spans] == list(range(141, 152))
+    assert isinstance(m3, wire.Messages) and [s[1] for s in m3.spans] == list(range(141, 152))
     log.close()
 
 
@@ -127,4 +127,4 @@ def test_link_protocol_rejects_bad_bytes() -> None:
     whole = wire.encode_hello({"a": 1}) + encode_message(2, 7, 5, b"xyz")
     events = [ev for i in range(len(whole)) for ev in partial.feed(whole[i : i + 1])]
     assert isinstance(events[0], wire.Hello) and events[0].fields == {"a": 1}
-    assert isinstance(events[1], wire.Messages) and events[1].spans[0].mid == 7
+    assert isinstance(events[1], wire.Messages) and events[1].spans[0][1] == 7
