@@ -24,11 +24,13 @@ from collections.abc import Callable
 from typing import Final
 
 from raims_node.msglog import paths, record
+from raims_node.msglog.errors import MsgLogError
 from raims_node.msglog.log import MessageLog, Position
 from raims_node.msglog.reader import LogReader
 from raims_node.msglog.state import State
 
 READ_BYTES: Final = 128 * 1024
+MIN_BULK: Final = 16 * 1024
 
 
 class Feed:
@@ -57,7 +59,7 @@ class Feed:
     def _header_state(self, file_no: int) -> State:
         try:
             return self.reader.header(file_no).state.copy()
-        except (OSError, ValueError):
+        except (OSError, MsgLogError):
             return State()
 
     def close(self) -> None:
@@ -109,8 +111,14 @@ class Feed:
 
     def _start_bulk(self) -> bool:
         pos = self.reader.pos
-        if pos.offset == 0:
-            return False  # the header first, by the parsing path
+        if pos.offset == 0:  # step over the file's header (its state is what was seen)
+            try:
+                header = self.reader.header(pos.file_no)
+            except (OSError, MsgLogError):
+                return False
+            pos = Position(pos.file_no, len(record.encode_header(header)))
+            self.reader.pos = pos
+            self.seen = header.state.copy()
         if pos.file_no == self.log.active_no:
             end, end_state = self.log.end, self.log.state
         else:
@@ -118,7 +126,7 @@ class Feed:
             if bounds is None:
                 return False
             end, end_state = bounds
-        if end - pos.offset < READ_BYTES:
+        if end - pos.offset < MIN_BULK:
             return False  # not worth it
         sent, seen = self.sent.ids, self.seen.ids
         for origin, last in end_state.items():
@@ -136,7 +144,7 @@ class Feed:
         try:
             end_state = self.reader.header(file_no + 1).state
             size = os.stat(self.log.directory / paths.numbered(file_no)).st_size
-        except (OSError, ValueError):
+        except (OSError, MsgLogError):
             return None
         return size - len(record.encode_footer(0, 0, 0, end_state)), end_state
 

@@ -128,3 +128,44 @@ def test_link_protocol_rejects_bad_bytes() -> None:
     events = [ev for i in range(len(whole)) for ev in partial.feed(whole[i : i + 1])]
     assert isinstance(events[0], wire.Hello) and events[0].fields == {"a": 1}
     assert isinstance(events[1], wire.Messages) and events[1].spans[0][1] == 7
+
+
+@pytest.mark.parametrize(("client_number", "have"), [(0, {}), (3, {1: 500, 3: 1200}), (3, {3: 1200})])
+def test_bulk_catch_up_sends_raw_runs_and_delivers_exactly_once(
+    tmp_path: Path, client_number: int, have: dict[int, int]
+) -> None:
+    order = interleaving(random.Random(7), {1: 3000, 3: 1200})
+    create_log(tmp_path, "cab", "a", 1)
+    log = MessageLog.open(tmp_path, "cab", "a", fsync=FsyncPolicy.NONE, max_file_size=200_000)
+    for origin, mid in order:
+        log.append(origin, mid, b"%d:%d" % (origin, mid) + bytes(100))
+    name = "c" if client_number else "s"
+    create_log(tmp_path, "cab", name, client_number)
+    c_log = MessageLog.open(tmp_path, "cab", name, fsync=FsyncPolicy.NONE)
+    for origin, mid in order:  # what the client already has, in the same order
+        if mid <= have.get(origin, 0):
+            c_log.append(origin, mid, b"%d:%d" % (origin, mid) + bytes(100))
+    cab = config.build("cab", ["a", "c", "s"], {
+        "a": {"id": 1, "type": "hub", "server": "unix:///a", "client": "unix:///b"},
+        "c": {"id": 3, "type": "hub", "server": "unix:///c", "client": "unix:///d"},
+        "s": {"id": 0, "type": "spoke"},
+    })
+    node = CabalNode(cab, name, c_log)
+    pipe = bytearray()
+    feed = Feed(log, c_log.state, client_number, pipe.extend)
+    feed.pump()
+    log.append(1, 3001, b"1:3001" + bytes(100))  # live after the catch-up
+    assert feed.live and feed.bulk_bytes > 0
+    d = wire.Decoder(records=True)
+    d.feed(wire.encode_hello({}))
+    for i in range(0, len(pipe), 50_000):
+        for ev in d.feed(bytes(pipe[i : i + 50_000])):
+            assert isinstance(ev, wire.Messages)
+            node.receive(ev.data, ev.spans)
+    got: dict[int, list[int]] = {}
+    for r in LogReader(paths.log_dir(tmp_path, "cab", name)).all_records():
+        got.setdefault(r.origin, []).append(r.mid)
+    assert got == {1: list(range(1, 3002)), 3: list(range(1, 1201))}
+    assert node.counters["gaps"] == 0
+    log.close()
+    c_log.close()
