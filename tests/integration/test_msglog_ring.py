@@ -6,6 +6,7 @@ two rings of five and heal into one; source/sink and spoke roles."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 from collections.abc import Iterator
@@ -121,3 +122,17 @@ def test_sources_sinks_and_spokes(make_cluster) -> None:  # type: ignore[no-unty
     c.send("n4", 5, "late")
     c.wait_states(["n5", "n7"], ["n4"])
     c.check_exactly_once("n7", ["n4", "n6"])
+
+
+def test_tcp_links_on_loopback(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    c = make_cluster(["source", "sink"])
+    text = c.config.read_text()
+    c.config.write_text(text.replace(f'"unix://{c.sock}/n1.server"', '"tcp://127.0.0.1:0"'))
+    c.start("n1")
+    port = re.search(r"listening on tcp://127\.0\.0\.1:(\d+)", c.out("n1"))
+    assert port is not None
+    c.config.write_text(text.replace(f'"unix://{c.sock}/n1.server"', f'"tcp://127.0.0.1:{port.group(1)}"'))
+    c.send("n1", 25)
+    c.start("n2")
+    c.wait_states(["n2"], ["n1"])
+    c.check_exactly_once("n2", ["n1"])
