@@ -50,7 +50,9 @@ def sqlite_rate(tmp: Path, n: int) -> float:
     db = sqlite3.connect(tmp / "peer.db", isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("CREATE TABLE msg (origin INTEGER, id INTEGER, time INTEGER, data BLOB, PRIMARY KEY (origin, id))")
+    db.execute(
+        "CREATE TABLE msg (origin INTEGER, id INTEGER, time INTEGER, data BLOB, PRIMARY KEY (origin, id))"
+    )
     ins = "INSERT INTO msg VALUES (?, ?, ?, ?)"
     t0 = time.perf_counter()
     for i in range(1, n + 1):
@@ -77,15 +79,32 @@ async def catch_up(tmp: Path, n: int, policy: FsyncPolicy = FsyncPolicy.BATCH) -
     root = tmp / "catchup"
     fill(root, n)
     cab = config.build(
-        "bench", ["src", "sink"],
-        {"src": {"id": 1, "type": "source", "server": f"unix://{tmp}/src.sock"}, "sink": {"id": 0, "type": "sink"}},
+        "bench",
+        ["src", "sink"],
+        {
+            "src": {"id": 1, "type": "source", "server": f"unix://{tmp}/src.sock"},
+            "sink": {"id": 0, "type": "sink"},
+        },
     )
     cfg = tmp / "cabal.nb"
     cfg.write_text(config.to_nb(cab))
     out = open(tmp / "src.out", "wb")  # noqa: SIM115
     server = subprocess.Popen(
-        [sys.executable, *os.environ.get("BENCH_SERVER_PREFIX", "").split(), "-m", "raims_node.msglog", "serve", str(root), "bench", "src", "--config", str(cfg)],
-        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            *os.environ.get("BENCH_SERVER_PREFIX", "").split(),
+            "-m",
+            "raims_node.msglog",
+            "serve",
+            str(root),
+            "bench",
+            "src",
+            "--config",
+            str(cfg),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
     )
     try:
@@ -142,8 +161,16 @@ def main() -> None:
         print(f"{name:40} {n:>10,} {r:>12,.0f}  {note}")
     ratio = res["append_per_s_batch"] / res["sqlite_wal_per_s"]
     print(f"batched / sqlite = {ratio:.2f}")
-    print(json.dumps({"bench": "msglog", **{k: round(v) for k, v in res.items()},
-                      "batch_over_sqlite": round(ratio, 2), "quick": args.quick}))
+    print(
+        json.dumps(
+            {
+                "bench": "msglog",
+                **{k: round(v) for k, v in res.items()},
+                "batch_over_sqlite": round(ratio, 2),
+                "quick": args.quick,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

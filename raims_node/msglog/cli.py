@@ -5,7 +5,7 @@
     ms_msglog prune  [path] cabal node number retention        (20d, 12h, 30m, 10s)
     ms_msglog append [path] cabal node number                  (messages from stdin, one a line)
     ms_msglog serve  [path] cabal node --config cabal.nb [--fsync batch] [--partition FILE]
-                     [--status FILE] [--trace] [--create]
+                     [--status FILE] [--trace] [--create [--kind content|state]]
     ms_msglog consume [path] cabal node name [--follow] [--live]
 
 `serve` runs the node's message server and client as its cabal configuration says
@@ -30,6 +30,7 @@ from raims_node.msglog import commands, config, paths
 from raims_node.msglog.errors import BadArgument, LogNotFound, MsgLogError
 from raims_node.msglog.log import FsyncPolicy, MessageLog, create_log
 from raims_node.msglog.node import CabalNode
+from raims_node.msglog.record import LogKind
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,7 +54,15 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--retry", type=float, default=1.0, help="seconds between attempts at a peer")
     s.add_argument("--trace", action="store_true")
     s.add_argument("--create", action="store_true", help="create the log if it does not exist")
-    c = sub.add_parser("consume", usage="ms_msglog consume [path] cabal node name [--follow] [--live]")
+    s.add_argument(
+        "--kind",
+        choices=["content", "state"],
+        default="content",
+        help="what --create makes (state: node number 0 only)",
+    )
+    c = sub.add_parser(
+        "consume", usage="ms_msglog consume [path] cabal node name [--follow] [--live]"
+    )
     c.add_argument("words", nargs="+")
     c.add_argument("--follow", action="store_true")
     c.add_argument("--live", action="store_true")
@@ -76,7 +85,8 @@ async def _serve(args: argparse.Namespace) -> None:
     except LogNotFound:
         if not args.create:
             raise
-        create_log(root, cabal_name, node_name, conf.number)
+        kind = LogKind.STATE if args.kind == "state" else LogKind.CONTENT
+        create_log(root, cabal_name, node_name, conf.number, kind)
         log = MessageLog.open(root, cabal_name, node_name, conf.number, **options)
     if log.repaired_bytes:
         print(f"{node_name}: cut a torn last record ({log.repaired_bytes} bytes)", flush=True)
@@ -84,8 +94,13 @@ async def _serve(args: argparse.Namespace) -> None:
 
     producer = Producer(log)
     node = CabalNode(
-        cabal, node_name, log, block_file=args.partition, status_file=args.status,
-        retry=args.retry, trace=args.trace,
+        cabal,
+        node_name,
+        log,
+        block_file=args.partition,
+        status_file=args.status,
+        retry=args.retry,
+        trace=args.trace,
     )
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
@@ -124,7 +139,16 @@ def _consume(args: argparse.Namespace) -> None:
     out = sys.stdout
     try:
         if args.live:
-            asyncio.run(consumer.stream(lambda rec: print(f"{rec.origin} {rec.mid} {commands.fmt_data(rec.data)}", file=out, flush=True), args.count or None))
+            asyncio.run(
+                consumer.stream(
+                    lambda rec: print(
+                        f"{rec.origin} {rec.mid} {commands.fmt_data(rec.data)}",
+                        file=out,
+                        flush=True,
+                    ),
+                    args.count or None,
+                )
+            )
             return
         n = 0
         while True:
@@ -144,7 +168,11 @@ def _consume(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     try:
         if args.command == "serve":
             with contextlib.suppress(KeyboardInterrupt):

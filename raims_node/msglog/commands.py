@@ -57,7 +57,10 @@ def parse_retention(text: str) -> float:
 
 
 def stamp(ns: int) -> str:
-    return datetime.fromtimestamp(ns // 1_000_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{ns % 1_000_000_000:09d}Z"
+    return (
+        datetime.fromtimestamp(ns // 1_000_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        + f".{ns % 1_000_000_000:09d}Z"
+    )
 
 
 def fmt_state(s: State) -> str:
@@ -115,7 +118,9 @@ def export(words: list[str]) -> list[str]:
             )
         elif rec.kind == Kind.FOOTER:
             st, _ = State.decode(rec.data)
-            lines.append(f"footer offset={off} file={rec.mid} time={stamp(rec.time_ns)} state={fmt_state(st)}")
+            lines.append(
+                f"footer offset={off} file={rec.mid} time={stamp(rec.time_ns)} state={fmt_state(st)}"
+            )
         else:
             lines.append(
                 f"message offset={off} origin={rec.origin} id={rec.mid} time={stamp(rec.time_ns)} {fmt_data(rec.data)}"
@@ -147,7 +152,9 @@ def prune(words: list[str], now: float | None = None) -> list[str]:
             break
         os.unlink(d / paths.numbered(a))
         removed.append(paths.numbered(a))
-    return [f"pruned {len(removed)} file(s) from {d}" + (f": {', '.join(removed)}" if removed else "")]
+    return [
+        f"pruned {len(removed)} file(s) from {d}" + (f": {', '.join(removed)}" if removed else "")
+    ]
 
 
 def append(words: list[str], lines: Iterable[bytes]) -> list[str]:

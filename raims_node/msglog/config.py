@@ -192,7 +192,9 @@ def parse_nb(cabal: str, text: str) -> Cabal:
             ring = [n.strip() for n in str(parsed).split(",") if n.strip()]
         else:
             if owner not in nodes:
-                raise ConfigError(f"cabal {cabal!r}: {owner!r} is used before 'define {owner} node'")
+                raise ConfigError(
+                    f"cabal {cabal!r}: {owner!r} is used before 'define {owner} node'"
+                )
             if name not in ("id", "type", "client", "server"):
                 raise ConfigError(f"cabal {cabal!r}: node {owner!r}: unknown cell {name!r}")
             nodes[owner][name] = parsed

@@ -32,7 +32,9 @@ class Cursor:
         try:
             file_no, offset = (int(x) for x in text.split())
         except ValueError:
-            raise MsgLogError(f"{self.path}: not a cursor ('<file> <offset>'): {text[:40]!r}") from None
+            raise MsgLogError(
+                f"{self.path}: not a cursor ('<file> <offset>'): {text[:40]!r}"
+            ) from None
         return Position(file_no, offset)
 
     def save(self, pos: Position) -> None:

@@ -399,12 +399,17 @@ class MessageLog:
 
     def roll_over(self) -> None:
         """Close the active file with a footer and start the next one."""
-        os.write(self._fd, record.encode_footer(self.node_number, self.active_no, self.clock(), self.state))
+        os.write(
+            self._fd,
+            record.encode_footer(self.node_number, self.active_no, self.clock(), self.state),
+        )
         os.fsync(self._fd)
         self._start_file(self.active_no + 1)
 
     def _start_file(self, file_no: int) -> None:
-        header = FileHeader(self.node_number, LogKind.CONTENT, file_no, self.clock(), self.state.copy())
+        header = FileHeader(
+            self.node_number, LogKind.CONTENT, file_no, self.clock(), self.state.copy()
+        )
         data = record.encode_header(header)
         path = self.directory / paths.numbered(file_no)
         if path.exists():  # left by a crash before its header was whole (see _load)

@@ -88,6 +88,7 @@ class PeerLink(asyncio.Protocol):
                     self.node.receive(ev.data, ev.spans)
         except (ProtocolError, MsgLogError) as exc:
             self.node.counters["protocol_errors"] += 1
+            self.node.mark_dirty()
             log.warning("link %s %s: %s", self.id, self.peer or "?", exc)
             self.close(str(exc))
 
@@ -149,7 +150,14 @@ class CabalNode:
         self.links: dict[int, PeerLink] = {}
         self.pending: set[PeerLink] = set()
         self.servers: list[asyncio.AbstractServer] = []
-        self.counters = {"received": 0, "duplicates": 0, "gaps": 0, "originated": 0, "protocol_errors": 0, "rejected": 0}
+        self.counters = {
+            "received": 0,
+            "duplicates": 0,
+            "gaps": 0,
+            "originated": 0,
+            "protocol_errors": 0,
+            "rejected": 0,
+        }
         self._ids = 0
         self._block_mtime: float | None = None
         self._dirty = True
@@ -159,6 +167,10 @@ class CabalNode:
     def next_id(self) -> int:
         self._ids += 1
         return self._ids
+
+    def mark_dirty(self) -> None:
+        """The status changed: rewrite the status file on the next tick."""
+        self._dirty = True
 
     def trace(self, text: str) -> None:
         if self.trace_on:
@@ -178,7 +190,9 @@ class CabalNode:
             out["state"] = self.log.state.to_json()
         return out
 
-    def check_hello(self, f: dict[str, Any], direction: Direction, mine: bool, expected: str | None) -> str:
+    def check_hello(
+        self, f: dict[str, Any], direction: Direction, mine: bool, expected: str | None
+    ) -> str:
         def reject(why: str) -> ProtocolError:
             self.counters["rejected"] += 1
             return ProtocolError(f"hello refused: {why}")
@@ -207,7 +221,9 @@ class CabalNode:
         self.links[link.id] = link
         assert link.peer is not None
         self.strategy.link_up(Link(link.id, link.peer, link.direction, link.mine))
-        self.trace(f"link {link.id} {link.peer} {link.direction} up ({'mine' if link.mine else 'theirs'})")
+        self.trace(
+            f"link {link.id} {link.peer} {link.direction} up ({'mine' if link.mine else 'theirs'})"
+        )
         self._dirty = True
         self._poll()
 
@@ -231,7 +247,9 @@ class CabalNode:
                 continue  # Verdict.DUPLICATE
             if mid != last + 1:  # Verdict.GAP
                 self.counters["gaps"] += 1
-                log.warning("%s: gap before %d:%d (the server's log lacks it)", self.conf.name, origin, mid)
+                log.warning(
+                    "%s: gap before %d:%d (the server's log lacks it)", self.conf.name, origin, mid
+                )
             ids[origin] = mid
             keep.append(s)
         self.counters["duplicates"] += len(spans) - len(keep)
@@ -269,7 +287,10 @@ class CabalNode:
             host, port = server.sockets[0].getsockname()[:2]
             shown = f"tcp://{host}:{port}"
         self.servers.append(server)
-        print(f"{self.conf.name}: listening on {shown} ({'server' if direction is Direction.FEED else 'client'})", flush=True)
+        print(
+            f"{self.conf.name}: listening on {shown} ({'server' if direction is Direction.FEED else 'client'})",
+            flush=True,
+        )
 
     async def start(self) -> None:
         if self.conf.server is not None and self.conf.type.value in ("hub", "source"):
@@ -310,7 +331,9 @@ class CabalNode:
 
         try:
             if addr is None:
-                raise OSError(f"{act.peer} has no {'client' if act.direction is Direction.FEED else 'server'} address")
+                raise OSError(
+                    f"{act.peer} has no {'client' if act.direction is Direction.FEED else 'server'} address"
+                )
             if addr.scheme == "unix":
                 coro = loop.create_unix_connection(factory, addr.path)
             else:
@@ -335,7 +358,9 @@ class CabalNode:
             try:
                 groups = json.loads(self.block_file.read_text()).get("groups", [])
             except (OSError, ValueError, AttributeError) as exc:
-                log.warning("%s: partition file %s unreadable: %s", self.conf.name, self.block_file, exc)
+                log.warning(
+                    "%s: partition file %s unreadable: %s", self.conf.name, self.block_file, exc
+                )
                 return
             mine = next((set(g) for g in groups if self.conf.name in g), None)
             if mine is not None:
@@ -352,7 +377,10 @@ class CabalNode:
             "number": self.conf.number,
             "state": self.log.state.to_json(),
             "links": sorted(
-                ({"peer": lk.peer, "direction": str(lk.direction), "mine": lk.mine} for lk in self.links.values()),
+                (
+                    {"peer": lk.peer, "direction": str(lk.direction), "mine": lk.mine}
+                    for lk in self.links.values()
+                ),
                 key=lambda d: (str(d["peer"]), str(d["direction"]), bool(d["mine"])),
             ),
             "counters": dict(self.counters),

@@ -84,7 +84,10 @@ class Producer:
             return
         body = raw if len(raw) + PACKET.size <= MAX_DATAGRAM else b""
         for name, seq in list(self.consumers.items()):
-            packet = PACKET.pack(PACKET_MAGIC, seq[0], pos.file_no, pos.offset, pos.offset + len(raw)) + body
+            packet = (
+                PACKET.pack(PACKET_MAGIC, seq[0], pos.file_no, pos.offset, pos.offset + len(raw))
+                + body
+            )
             seq[0] += 1
             try:
                 self._sock.sendto(packet, str(paths.consumer_socket(self.log.directory, name)))
@@ -131,7 +134,9 @@ class Consumer:
             self.cursor.save(self.reader.pos)
         return out
 
-    async def stream(self, deliver: Callable[[Record], None], count: int | None = None, idle: float | None = None) -> int:
+    async def stream(
+        self, deliver: Callable[[Record], None], count: int | None = None, idle: float | None = None
+    ) -> int:
         """Deliver records as the producer logs them until `count` were delivered (or
         `idle` seconds pass with none); returns how many were delivered."""
         sock_path = paths.consumer_socket(self.directory, self.name)
@@ -161,7 +166,9 @@ class Consumer:
                 if idle is not None and now - last_message > idle:
                     break
                 try:
-                    packet = await asyncio.wait_for(loop.sock_recv(sock, MAX_DATAGRAM), REQUEST_EVERY / 4)
+                    packet = await asyncio.wait_for(
+                        loop.sock_recv(sock, MAX_DATAGRAM), REQUEST_EVERY / 4
+                    )
                 except TimeoutError:
                     continue
                 magic, seq, file_no, offset, nxt = PACKET.unpack_from(packet, 0)

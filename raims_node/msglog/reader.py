@@ -115,7 +115,9 @@ class LogReader:
                     max_bytes = need  # one record bigger than the read size
                     continue
                 return None
-            nxt = Position(pos.file_no + 1, 0) if footer else Position(pos.file_no, pos.offset + used)
+            nxt = (
+                Position(pos.file_no + 1, 0) if footer else Position(pos.file_no, pos.offset + used)
+            )
             self.pos = nxt
             return Chunk(pos, data[:used], spans, nxt)
 
@@ -136,7 +138,9 @@ class LogReader:
                 if stop == end:  # maybe a write still in progress: look again later
                     return spans, off, False, stop - off
                 raise CorruptLog(
-                    str(self.directory / paths.numbered(pos.file_no)), pos.offset + off, "checksum mismatch"
+                    str(self.directory / paths.numbered(pos.file_no)),
+                    pos.offset + off,
+                    "checksum mismatch",
                 )
             if kind == _MESSAGE:
                 spans.append(Span(origin, mid, off, stop))
@@ -144,7 +148,9 @@ class LogReader:
                 return spans, stop, True, 0
             elif kind != _HEADER:
                 raise CorruptLog(
-                    str(self.directory / paths.numbered(pos.file_no)), pos.offset + off, f"bad record kind {kind}"
+                    str(self.directory / paths.numbered(pos.file_no)),
+                    pos.offset + off,
+                    f"bad record kind {kind}",
                 )
             off = stop
         return spans, off, False, HEAD_SIZE
@@ -161,7 +167,13 @@ class LogReader:
                 out.append(
                     (
                         Position(chunk.pos.file_no, chunk.pos.offset + s.start),
-                        Record(head[1], s.origin, s.mid, head[6], chunk.data[s.start + HEAD_SIZE : s.stop]),
+                        Record(
+                            head[1],
+                            s.origin,
+                            s.mid,
+                            head[6],
+                            chunk.data[s.start + HEAD_SIZE : s.stop],
+                        ),
                     )
                 )
         return out

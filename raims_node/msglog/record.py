@@ -116,7 +116,9 @@ class Bad(NamedTuple):
     extent: int  # where the bad record claims to end (>= offset + HEAD_SIZE)
 
 
-def scan(buf: bytes | memoryview, offset: int = 0, verify: bool = True) -> Iterator[tuple[int, Record] | Bad]:
+def scan(
+    buf: bytes | memoryview, offset: int = 0, verify: bool = True
+) -> Iterator[tuple[int, Record] | Bad]:
     """(offset, record) for each whole record from `offset`; a final `Bad` when the
     bytes end inside a record or a record is invalid (nothing when they end cleanly)."""
     view = memoryview(buf)

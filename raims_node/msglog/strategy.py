@@ -83,7 +83,9 @@ def wants_of(cabal: Cabal, me: str) -> list[Want]:
     if node.type is NodeType.SPOKE:
         return [Want(Direction.PULL, hubs_behind)]
     if node.type is NodeType.SINK:
-        return [Want(Direction.PULL, [n.name]) for n in cabal.ahead(me) if n.type is NodeType.SOURCE]
+        return [
+            Want(Direction.PULL, [n.name]) for n in cabal.ahead(me) if n.type is NodeType.SOURCE
+        ]
     return []
 
 
@@ -146,8 +148,11 @@ class Strategy:
             if not link.mine:
                 continue
             twin = any(
-                o.id != link.id and o.peer == link.peer and o.direction is link.direction
-                and not o.mine and o.id not in self._dropping
+                o.id != link.id
+                and o.peer == link.peer
+                and o.direction is link.direction
+                and not o.mine
+                and o.id not in self._dropping
                 for o in self.links.values()
             )
             if twin and (self.me.number, self.me.name) > self._rank(link):
@@ -164,8 +169,11 @@ class Strategy:
     def _serve(self, w: Want, now: float, out: list[Action]) -> None:
         cands = [c for c in w.candidates if c not in self.blocked]
         live = [
-            link for link in self.links.values()
-            if link.direction is w.direction and link.peer in cands and link.id not in self._dropping
+            link
+            for link in self.links.values()
+            if link.direction is w.direction
+            and link.peer in cands
+            and link.id not in self._dropping
         ]
         best = min((cands.index(link.peer) for link in live), default=len(cands))
         for link in live:
@@ -184,7 +192,10 @@ class Strategy:
         out: dict[Direction, str | None] = {}
         for w in self.wants:
             cands = [c for c in w.candidates if c not in self.blocked]
-            ups = [cands.index(link.peer) for link in self.links.values()
-                   if link.direction is w.direction and link.peer in cands]
+            ups = [
+                cands.index(link.peer)
+                for link in self.links.values()
+                if link.direction is w.direction and link.peer in cands
+            ]
             out[w.direction] = cands[min(ups)] if ups else None
         return out

@@ -66,7 +66,9 @@ class Decoder:
                 return out
             magic, length = _HELLO_HEAD.unpack_from(buf, 0)
             if magic != HELLO_MAGIC or length > MAX_HELLO:
-                raise ProtocolError(f"not a message link hello (magic {bytes(magic)!r}, {length} bytes)")
+                raise ProtocolError(
+                    f"not a message link hello (magic {bytes(magic)!r}, {length} bytes)"
+                )
             end = _HELLO_HEAD.size + length
             if len(buf) < end:
                 return out
@@ -100,7 +102,9 @@ class Decoder:
             while end - off >= HEAD_SIZE:
                 crc, kind, origin, length, mid = unpack(buf, off)
                 if kind != _MESSAGE or length > MAX_DATA or not origin:
-                    raise ProtocolError(f"bad record on a link: kind {kind}, origin {origin}, {length} bytes")
+                    raise ProtocolError(
+                        f"bad record on a link: kind {kind}, origin {origin}, {length} bytes"
+                    )
                 stop = off + HEAD_SIZE + length
                 if stop > end:
                     break

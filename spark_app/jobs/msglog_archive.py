@@ -124,7 +124,12 @@ def archive(spark: SparkSession, lake: Lake, root: str | Path) -> ArchiveResult:
         out = fresh.select(
             F.lit(snapshot_id).alias("snapshot_id"),
             F.lit(collected_at).cast("timestamp").alias("collected_at"),
-            "node", "cabal", "origin", "id", "time", "payload",
+            "node",
+            "cabal",
+            "origin",
+            "id",
+            "time",
+            "payload",
         )
         added = lake.write(TABLE, out)
     finally:

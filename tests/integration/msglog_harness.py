@@ -58,11 +58,29 @@ class Cluster:
         out = open(self.tmp / f"{name}.out", "ab")  # noqa: SIM115 (the child owns it)
         mark = (self.tmp / f"{name}.out").stat().st_size
         self.procs[name] = subprocess.Popen(
-            [PYTHON, "-m", "raims_node.msglog", "serve", str(self.root), CABAL, name,
-             "--config", str(self.config), "--create", "--partition", str(self.partition),
-             "--status", str(self.tmp / f"{name}.status"), "--retry", str(self.retry), "--trace",
-             *(extra or [])],
-            stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+            [
+                PYTHON,
+                "-m",
+                "raims_node.msglog",
+                "serve",
+                str(self.root),
+                CABAL,
+                name,
+                "--config",
+                str(self.config),
+                "--create",
+                "--partition",
+                str(self.partition),
+                "--status",
+                str(self.tmp / f"{name}.status"),
+                "--retry",
+                str(self.retry),
+                "--trace",
+                *(extra or []),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         out.close()
@@ -143,8 +161,9 @@ class Cluster:
         for o in origins:
             got = by_origin.get(self.number(o), [])
             want = [(i + 1, line) for i, line in enumerate(self.sent[o])]
-            assert got == want, f"{name}: origin {o}: {len(got)} logged, {len(want)} sent; first diff " + str(
-                next(((g, w) for g, w in zip(got, want, strict=False) if g != w), None)
+            assert got == want, (
+                f"{name}: origin {o}: {len(got)} logged, {len(want)} sent; first diff "
+                + str(next(((g, w) for g, w in zip(got, want, strict=False) if g != w), None))
             )
 
     def feeds(self) -> set[tuple[str, str]]:

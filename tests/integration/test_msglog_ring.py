@@ -6,9 +6,10 @@ two rings of five and heal into one; source/sink and spoke roles."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from raims_node.msglog import paths
 from raims_node.msglog.record import encode_message
+from raims_node.msglog.wire import encode_hello
 from tests.integration.msglog_harness import CABAL, Cluster, ring
 
 
@@ -104,15 +106,19 @@ def test_sources_sinks_and_spokes(make_cluster) -> None:  # type: ignore[no-unty
     # n1 source, n2 sink, n3 source, n4 hub, n5 spoke, n6 hub, n7 spoke (state only is
     # covered in unit tests; here spokes and sinks keep content)
     c = make_cluster(["source", "sink", "source", "hub", "spoke", "hub", "spoke"])
-    c.start_all()
-    c.wait_feeds({("n1", "n2"), ("n3", "n2"), ("n4", "n5"), ("n6", "n7"), ("n4", "n6"), ("n6", "n4")})
+    for n in c.names:  # the spoke n5 keeps only its state (seed 3.5.1 "state")
+        c.start(n, extra=["--kind", "state"] if n == "n5" else None)
+    c.wait_feeds(
+        {("n1", "n2"), ("n3", "n2"), ("n4", "n5"), ("n6", "n7"), ("n4", "n6"), ("n6", "n4")}
+    )
     for n in ("n1", "n3", "n4", "n6"):
         c.send(n, 15)
     c.wait_states(["n2"], ["n1", "n3"])
     c.wait_states(["n4", "n5", "n6", "n7"], ["n4", "n6"])
     c.check_exactly_once("n2", ["n1", "n3"])
-    for n in ("n5", "n7"):
-        c.check_exactly_once(n, ["n4", "n6"])
+    c.check_exactly_once("n7", ["n4", "n6"])
+    d5 = paths.log_dir(c.root, CABAL, "n5")
+    assert not (d5 / "n5.msg").is_symlink() and not list(d5.glob("0*.msg"))
     # a source logs only its own; hubs do not see sources (sinks are the sources' only clients)
     assert {o for o, _, _ in c.log_messages("n1")} == {1}
     assert "3" not in c.status("n4")["state"]
@@ -122,6 +128,7 @@ def test_sources_sinks_and_spokes(make_cluster) -> None:  # type: ignore[no-unty
     c.send("n4", 5, "late")
     c.wait_states(["n5", "n7"], ["n4"])
     c.check_exactly_once("n7", ["n4", "n6"])
+    assert sum(c.status(n)["counters"]["gaps"] for n in ("n2", "n5", "n7")) == 0
 
 
 def test_tcp_links_on_loopback(make_cluster) -> None:  # type: ignore[no-untyped-def]
@@ -131,8 +138,22 @@ def test_tcp_links_on_loopback(make_cluster) -> None:  # type: ignore[no-untyped
     c.start("n1")
     port = re.search(r"listening on tcp://127\.0\.0\.1:(\d+)", c.out("n1"))
     assert port is not None
-    c.config.write_text(text.replace(f'"unix://{c.sock}/n1.server"', f'"tcp://127.0.0.1:{port.group(1)}"'))
+    c.config.write_text(
+        text.replace(f'"unix://{c.sock}/n1.server"', f'"tcp://127.0.0.1:{port.group(1)}"')
+    )
     c.send("n1", 25)
+    # bad clients are refused without harm to the others: garbage, then a stranger's hello
+    for junk in (
+        b"GET / HTTP/1.1\r\n\r\n",
+        encode_hello({"cabal": CABAL, "node": "mallory", "number": 9, "role": "client"}),
+    ):
+        with socket.create_connection(("127.0.0.1", int(port.group(1))), timeout=5) as s:
+            s.sendall(junk)
+            s.settimeout(5)
+            while s.recv(4096):  # the server answers its hello, then closes
+                pass
     c.start("n2")
     c.wait_states(["n2"], ["n1"])
     c.check_exactly_once("n2", ["n1"])
+    counters = c.status("n1")["counters"]
+    assert counters["protocol_errors"] == 2 and counters["rejected"] == 1

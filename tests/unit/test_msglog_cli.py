@@ -22,12 +22,18 @@ from raims_node.msglog.producer import Consumer, Producer
 
 def run(cwd: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "raims_node.msglog", *args], cwd=cwd, input=stdin,
-        capture_output=True, timeout=30, env={**os.environ},
+        [sys.executable, "-m", "raims_node.msglog", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        timeout=30,
+        env={**os.environ},
     )
 
 
-def test_commands_as_a_script_uses_them(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_commands_as_a_script_uses_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     r = run(tmp_path, "create", "c1", "alpha", "3")
     assert r.returncode == 0 and (tmp_path / "message/c1/alpha/alpha.msg").is_symlink()
     r = run(tmp_path, "append", "c1", "alpha", "3", stdin=b"one\ntwo\n\xff\n")

@@ -22,8 +22,10 @@ from raims_node.msglog.state import State
 CAB = config.build(
     "cab",
     ["a", "b", "c"],
-    {n: {"id": i, "type": "hub", "server": f"unix:///tmp/{n}.s", "client": f"unix:///tmp/{n}.c"}
-     for i, n in enumerate(["a", "b", "c"], 1)},
+    {
+        n: {"id": i, "type": "hub", "server": f"unix:///tmp/{n}.s", "client": f"unix:///tmp/{n}.c"}
+        for i, n in enumerate(["a", "b", "c"], 1)
+    },
 )
 
 
@@ -56,7 +58,9 @@ def test_two_redundant_feeds_deliver_once_in_order(tmp_path: Path, seed: int) ->
     c_log.append(2, 1, b"2:1")  # the client already has one message
     node = CabalNode(CAB, "c", c_log)
     pipes: list[bytearray] = [bytearray(), bytearray()]
-    feeds = [Feed(log, c_log.state, 3, pipe.extend) for log, pipe in zip((a, b), pipes, strict=True)]
+    feeds = [
+        Feed(log, c_log.state, 3, pipe.extend) for log, pipe in zip((a, b), pipes, strict=True)
+    ]
     decoders = [wire.Decoder(records=True), wire.Decoder(records=True)]
     for d in decoders:
         d.feed(wire.encode_hello({"role": "server"}))
@@ -130,7 +134,9 @@ def test_link_protocol_rejects_bad_bytes() -> None:
     assert isinstance(events[1], wire.Messages) and events[1].spans[0][1] == 7
 
 
-@pytest.mark.parametrize(("client_number", "have"), [(0, {}), (3, {1: 500, 3: 1200}), (3, {3: 1200})])
+@pytest.mark.parametrize(
+    ("client_number", "have"), [(0, {}), (3, {1: 500, 3: 1200}), (3, {3: 1200})]
+)
 def test_bulk_catch_up_sends_raw_runs_and_delivers_exactly_once(
     tmp_path: Path, client_number: int, have: dict[int, int]
 ) -> None:
@@ -145,11 +151,15 @@ def test_bulk_catch_up_sends_raw_runs_and_delivers_exactly_once(
     for origin, mid in order:  # what the client already has, in the same order
         if mid <= have.get(origin, 0):
             c_log.append(origin, mid, b"%d:%d" % (origin, mid) + bytes(100))
-    cab = config.build("cab", ["a", "c", "s"], {
-        "a": {"id": 1, "type": "hub", "server": "unix:///a", "client": "unix:///b"},
-        "c": {"id": 3, "type": "hub", "server": "unix:///c", "client": "unix:///d"},
-        "s": {"id": 0, "type": "spoke"},
-    })
+    cab = config.build(
+        "cab",
+        ["a", "c", "s"],
+        {
+            "a": {"id": 1, "type": "hub", "server": "unix:///a", "client": "unix:///b"},
+            "c": {"id": 3, "type": "hub", "server": "unix:///c", "client": "unix:///d"},
+            "s": {"id": 0, "type": "spoke"},
+        },
+    )
     node = CabalNode(cab, name, c_log)
     pipe = bytearray()
     feed = Feed(log, c_log.state, client_number, pipe.extend)

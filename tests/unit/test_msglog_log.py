@@ -57,7 +57,11 @@ def test_append_reopen_and_read_back(tmp_path: Path) -> None:
         assert log.originate(b"m3") == 4
     recs = LogReader(paths.log_dir(tmp_path, "c", "n")).all_records()
     assert [(r.origin, r.mid, r.data) for r in recs] == [
-        (2, 1, b"m0"), (2, 2, b"m1"), (2, 3, b"m2"), (7, 1, b"from seven"), (2, 4, b"m3")
+        (2, 1, b"m0"),
+        (2, 2, b"m1"),
+        (2, 3, b"m2"),
+        (7, 1, b"from seven"),
+        (2, 4, b"m3"),
     ]
     with pytest.raises(BadArgument):
         MessageLog.open(tmp_path, "c", "n", 5)

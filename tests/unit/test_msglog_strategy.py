@@ -58,7 +58,9 @@ class Sim:
     def partition(self, groups: list[list[str]]) -> None:
         self.group = {n: i for i, g in enumerate(groups) for n in g}
         for name, s in self.nodes.items():
-            s.set_blocked(n for n in self.cabal.ring if self.group.get(n, 0) != self.group.get(name, 0))
+            s.set_blocked(
+                n for n in self.cabal.ring if self.group.get(n, 0) != self.group.get(name, 0)
+            )
 
     def run(self, seconds: float, step: float = 0.1) -> None:
         for _ in range(int(seconds / step)):
@@ -70,9 +72,11 @@ class Sim:
                             self._down(act.link)
                         continue
                     peer = self.cabal.node(act.peer)
-                    if self.reachable(name, act.peer) and accepts(
-                        peer, self.cabal.node(name), FLIP[act.direction]
-                    ) and name not in self.nodes[act.peer].blocked:
+                    if (
+                        self.reachable(name, act.peer)
+                        and accepts(peer, self.cabal.node(name), FLIP[act.direction])
+                        and name not in self.nodes[act.peer].blocked
+                    ):
                         lid = next(self.ids)
                         self.links[lid] = (name, act.peer)
                         self.nodes[name].link_up(Link(lid, act.peer, act.direction, True))
@@ -181,12 +185,17 @@ def test_cabal_nb_file_is_read_as_the_seed_writes_it(tmp_path: Path) -> None:
         ('define ring cell "a";', "undefined"),
         ('define ring cell "a"; define a node; a. define type cell "hub";', "server address"),
         ('define ring cell "a"; define a node; a. define type cell "star";', "star"),
-        ('define ring cell "a"; define a node; a. define id cell 1; a. define type cell "source";'
-         ' a. define server cell "tls://h:1";', "tls"),
-        ('define ring cell "a,b"; define a node; define b node; a. define id cell 1;'
-         ' a. define type cell "source"; a. define server cell "unix:///a";'
-         ' b. define id cell 1; b. define type cell "source"; b. define server cell "unix:///b";',
-         "share number"),
+        (
+            'define ring cell "a"; define a node; a. define id cell 1; a. define type cell "source";'
+            ' a. define server cell "tls://h:1";',
+            "tls",
+        ),
+        (
+            'define ring cell "a,b"; define a node; define b node; a. define id cell 1;'
+            ' a. define type cell "source"; a. define server cell "unix:///a";'
+            ' b. define id cell 1; b. define type cell "source"; b. define server cell "unix:///b";',
+            "share number",
+        ),
         ("a. define id cell 1;", "before"),
     ],
 )
