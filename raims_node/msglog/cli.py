@@ -9,7 +9,8 @@
     ms_msglog consume [path] cabal node name [--follow] [--live]
 
 `serve` runs the node's message server and client as its cabal configuration says
-(hub, spoke, source or sink) and originates one message per line of its standard input.
+(hub, spoke, source or sink) and originates one message per line of its standard input;
+SIGUSR1 toggles its trace (the seed's `node:trace`), SIGTERM stops it.
 `consume` prints the messages of a log from the consumer's cursor on (`--follow` keeps
 going, `--live` asks the producer for its stream). Errors print one line on stderr and
 exit 1 (2 for bad usage).
@@ -106,6 +107,8 @@ async def _serve(args: argparse.Namespace) -> None:
     done = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)
+    # `node:trace` for a running server: SIGUSR1 toggles it (seed 3.4.1)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: print(*commands.trace(node, []), flush=True))
     await producer.start()
     await node.start()
     reader = asyncio.StreamReader(limit=1 << 24)

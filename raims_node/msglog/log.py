@@ -172,27 +172,30 @@ def scan_file(path: Path) -> tuple[FileHeader, State, int, bool, record.Bad | No
     end = 0
     closed = False
     messages = 0
-    for item in record.scan(buf):
-        if isinstance(item, record.Bad):
-            if header is None or not _is_torn(buf, item):
-                raise CorruptLog(str(path), item.offset, item.why)
-            return header, state, end, closed, item, messages
-        offset, rec = item
-        if header is None:
+    ids = state.ids
+    message = int(Kind.MESSAGE)
+    for h in record.scan_heads(buf):
+        if isinstance(h, record.Bad):
+            if header is None or not _is_torn(buf, h):
+                raise CorruptLog(str(path), h.offset, h.why)
+            return header, state, end, closed, h, messages
+        if h.kind == message and header is not None and not closed:
+            if h.mid > ids[h.origin]:
+                ids[h.origin] = h.mid
+            messages += 1
+        elif header is None:
+            data = buf[h.offset + record.HEAD_SIZE : h.stop]
+            rec = record.Record(h.kind, h.origin, h.mid, h.time_ns, data)
             header = record.decode_header(rec, str(path))
             state = header.state.copy()
-        elif closed:
-            raise CorruptLog(str(path), offset, "record after the footer")
-        elif rec.kind == Kind.MESSAGE:
             ids = state.ids
-            if rec.mid > ids[rec.origin]:
-                ids[rec.origin] = rec.mid
-            messages += 1
-        elif rec.kind == Kind.FOOTER:
+        elif closed:
+            raise CorruptLog(str(path), h.offset, "record after the footer")
+        elif h.kind == Kind.FOOTER:
             closed = True
         else:
-            raise CorruptLog(str(path), offset, "a second file header")
-        end = offset + record.HEAD_SIZE + len(rec.data)
+            raise CorruptLog(str(path), h.offset, "a second file header")
+        end = h.stop
     if header is None:
         raise CorruptLog(str(path), 0, "no file header")
     return header, state, end, closed, None, messages

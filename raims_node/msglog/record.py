@@ -116,11 +116,22 @@ class Bad(NamedTuple):
     extent: int  # where the bad record claims to end (>= offset + HEAD_SIZE)
 
 
-def scan(
+class Head(NamedTuple):
+    """A whole, valid record's header fields and where its data ends."""
+
+    offset: int
+    kind: int
+    origin: int
+    mid: int
+    time_ns: int
+    stop: int
+
+
+def scan_heads(
     buf: bytes | memoryview, offset: int = 0, verify: bool = True
-) -> Iterator[tuple[int, Record] | Bad]:
-    """(offset, record) for each whole record from `offset`; a final `Bad` when the
-    bytes end inside a record or a record is invalid (nothing when they end cleanly)."""
+) -> Iterator[Head | Bad]:
+    """The header of each whole record from `offset` (data not copied); a final `Bad` when
+    the bytes end inside a record or a record is invalid (nothing when they end cleanly)."""
     view = memoryview(buf)
     end = len(view)
     unpack = HEAD.unpack_from
@@ -137,9 +148,21 @@ def scan(
         if stop > end:
             yield Bad(offset, f"record of {length} bytes cut short", stop)
             return
-        data = view[offset + HEAD_SIZE : stop]
         if verify and crc32(view[offset + 4 : stop]) != crc:
             yield Bad(offset, "checksum mismatch", stop)
             return
-        yield offset, Record(kind, origin, mid, time_ns, bytes(data))
+        yield Head(offset, kind, origin, mid, time_ns, stop)
         offset = stop
+
+
+def scan(
+    buf: bytes | memoryview, offset: int = 0, verify: bool = True
+) -> Iterator[tuple[int, Record] | Bad]:
+    """(offset, record) for each whole record from `offset`, then `Bad` as `scan_heads`."""
+    view = memoryview(buf)
+    for h in scan_heads(view, offset, verify):
+        if isinstance(h, Bad):
+            yield h
+            return
+        data = bytes(view[h.offset + HEAD_SIZE : h.stop])
+        yield h.offset, Record(h.kind, h.origin, h.mid, h.time_ns, data)
