@@ -4,6 +4,7 @@ the cabal configuration files (section 3.1.5)."""
 from __future__ import annotations
 
 import itertools
+import random
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,28 @@ def test_cabal_nb_file_is_read_as_the_seed_writes_it(tmp_path: Path) -> None:
 def test_bad_cabal_configs_are_clear_errors(text: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         config.parse_nb("cab", text)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_any_mix_of_dead_and_partitioned_hubs_settles_into_one_ring_per_group(seed: int) -> None:
+    rng = random.Random(seed)
+    names = [f"n{i}" for i in range(1, 8)]
+    sim = Sim(cabal_of(["hub"] * 7))
+    sim.run(2)
+    for _ in range(3):  # a few upheavals in a row, each settling before the next
+        for n in names:
+            if n in sim.up and rng.random() < 0.3:
+                sim.kill(n)
+            elif n not in sim.up and rng.random() < 0.6:
+                sim.up.add(n)
+        cut = rng.randrange(1, 7)
+        groups = [names[:cut], names[cut:]] if rng.random() < 0.5 else [names]
+        sim.partition(groups)
+        sim.run(6)
+        want: set[tuple[str, str]] = set()
+        for g in groups:
+            alive = [n for n in g if n in sim.up]
+            if len(alive) > 1:
+                want |= ring_edges(alive)
+        assert sim.feeds() == want, (seed, groups, sorted(sim.up))
+        assert len(sim.links) == len(want)
