@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--partition", type=Path, default=None, help='JSON {"groups": [[names]...]}')
     s.add_argument("--status", type=Path, default=None, help="status JSON written on changes")
     s.add_argument("--retry", type=float, default=1.0, help="seconds between attempts at a peer")
+    s.add_argument(
+        "--heartbeat",
+        type=float,
+        default=1.0,
+        help="seconds of silence before a keepalive; 5 silent heartbeats close a link",
+    )
     s.add_argument("--trace", action="store_true")
     s.add_argument("--create", action="store_true", help="create the log if it does not exist")
     s.add_argument(
@@ -101,6 +107,7 @@ async def _serve(args: argparse.Namespace) -> None:
         block_file=args.partition,
         status_file=args.status,
         retry=args.retry,
+        heartbeat=args.heartbeat,
         trace=args.trace,
     )
     loop = asyncio.get_running_loop()

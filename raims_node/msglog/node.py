@@ -34,7 +34,7 @@ from raims_node.msglog.feed import Feed
 from raims_node.msglog.log import FsyncPolicy, MessageLog
 from raims_node.msglog.state import State
 from raims_node.msglog.strategy import Connect, Direction, Drop, Link, Strategy, accepts
-from raims_node.msglog.wire import Decoder, Hello, Messages, RawSpan, encode_hello
+from raims_node.msglog.wire import KEEPALIVE, Decoder, Hello, Messages, RawSpan, encode_hello
 
 log = logging.getLogger("raims.msglog")
 
@@ -43,6 +43,8 @@ CONNECT_TIMEOUT: Final = 2.0
 HELLO_TIMEOUT: Final = 5.0
 HIGH_WATER: Final = 256 * 1024  # small: asyncio moves its whole buffer on each send
 LOW_WATER: Final = 64 * 1024
+DEFAULT_HEARTBEAT: Final = 1.0  # seconds of silence before a keepalive is sent
+DEAD_HEARTBEATS: Final = 5  # heartbeats of silence from a peer before its link is closed
 _FLIP: Final = {Direction.FEED: Direction.PULL, Direction.PULL: Direction.FEED}
 
 
@@ -60,12 +62,13 @@ class PeerLink(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.decoder = Decoder(records=direction is Direction.PULL)
         self._hello_timer: asyncio.TimerHandle | None = None
+        self.last_rx = self.last_tx = time.monotonic()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         transport.set_write_buffer_limits(high=HIGH_WATER, low=LOW_WATER)
-        transport.write(encode_hello(self.node.hello(self.direction)))
+        self.write(encode_hello(self.node.hello(self.direction)))
         self._hello_timer = asyncio.get_running_loop().call_later(HELLO_TIMEOUT, self._no_hello)
         self.node.pending.add(self)
 
@@ -78,7 +81,21 @@ class PeerLink(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def write(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
+        self.last_tx = time.monotonic()
+
+    def heartbeat(self, now: float, interval: float) -> None:
+        """Keep the link alive; close it when the peer has been silent too long."""
+        if now - self.last_rx > interval * DEAD_HEARTBEATS:
+            self.node.counters["silent_peers"] += 1
+            self.close(f"nothing heard for {now - self.last_rx:.1f} s")
+        elif now - self.last_tx >= interval:
+            self.write(KEEPALIVE)
+
     def data_received(self, data: bytes) -> None:
+        self.last_rx = time.monotonic()
         try:
             events = self.decoder.feed(data)
             for ev in events:
@@ -102,7 +119,7 @@ class PeerLink(asyncio.Protocol):
         if self.direction is Direction.FEED:
             state = State.from_json(fields.get("state", {}))
             assert self.transport is not None
-            self.feed = Feed(self.node.log, state, int(fields["number"]), self.transport.write)
+            self.feed = Feed(self.node.log, state, int(fields["number"]), self.write)
             self.feed.pump()
 
     def pause_writing(self) -> None:
@@ -131,6 +148,7 @@ class CabalNode:
         block_file: Path | None = None,
         status_file: Path | None = None,
         retry: float = 1.0,
+        heartbeat: float = DEFAULT_HEARTBEAT,
         trace: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -146,6 +164,7 @@ class CabalNode:
         self.block_file = block_file
         self.status_file = status_file
         self.trace_on = trace
+        self.heartbeat = heartbeat
         self.clock = clock
         self.links: dict[int, PeerLink] = {}
         self.pending: set[PeerLink] = set()
@@ -156,6 +175,7 @@ class CabalNode:
             "gaps": 0,
             "originated": 0,
             "protocol_errors": 0,
+            "silent_peers": 0,
             "rejected": 0,
         }
         self._ids = 0
@@ -304,6 +324,9 @@ class CabalNode:
         while True:
             self._read_block_file()
             self._poll()
+            now = time.monotonic()
+            for link in list(self.links.values()):
+                link.heartbeat(now, self.heartbeat)
             if self.log.fsync is FsyncPolicy.BATCH:
                 self.log.sync()
             if self._dirty:

@@ -7,6 +7,11 @@ sends: message records exactly as they are in its log file (`record`), the ones 
 client's state lacks, then new ones as they are logged. The client checks every record's
 CRC; anything else on the stream (another record kind, a second hello, bytes from the
 client) is a `ProtocolError` and the link is closed.
+
+Keepalives: each end sends a keepalive record (kind `K`, origin 0, id 0, no data) when it
+has sent nothing for a heartbeat interval, and closes a link it has heard nothing on for
+`node.DEAD_HEARTBEATS` intervals, so a hung peer (stopped, not dead: its sockets stay open)
+is bypassed like a dead one. Keepalives are never logged.
 """
 
 from __future__ import annotations
@@ -17,13 +22,17 @@ import zlib
 from typing import Any, Final, NamedTuple
 
 from raims_node.msglog.errors import ProtocolError
-from raims_node.msglog.record import HEAD_SIZE, MAX_DATA, Kind
+from raims_node.msglog.record import HEAD_SIZE, MAX_DATA, Kind, encode
 
 HELLO_MAGIC: Final = b"NBMH"
 _HELLO_HEAD: Final = struct.Struct("<4sI")
 MAX_HELLO: Final = 64 * 1024
 _MESSAGE: Final = int(Kind.MESSAGE)
 _LINK_HEAD: Final = struct.Struct("<IBBxxIQ")  # HEAD without flags and time: what a link checks
+
+
+KEEPALIVE_KIND: Final = ord("K")
+KEEPALIVE: Final = encode(KEEPALIVE_KIND, 0, 0, 0, b"")  # 28 bytes, links only, never logged
 
 
 def encode_hello(fields: dict[str, Any]) -> bytes:
@@ -50,12 +59,13 @@ Event = Hello | Messages
 
 class Decoder:
     """`feed(bytes) -> events` for one end of a link; `records` is whether this end is the
-    client (it receives records after the hello) or the server (it receives nothing)."""
+    client (it receives records after the hello) or the server (it receives keepalives)."""
 
     def __init__(self, records: bool) -> None:
         self.records = records
         self._buf = bytearray()
         self._hello = False
+        self.keepalives = 0
 
     def feed(self, data: bytes) -> list[Event]:
         buf = self._buf
@@ -81,13 +91,24 @@ class Decoder:
             del buf[:end]
             self._hello = True
             out.append(Hello(fields))
-        if buf:
+        while len(buf) >= HEAD_SIZE:
+            if buf[4] == KEEPALIVE_KIND:
+                self._keepalive()
+                continue
             if not self.records:
-                raise ProtocolError(f"{len(buf)} unexpected bytes from a client after its hello")
+                raise ProtocolError("a client sent a record other than a keepalive")
             msgs = self._records()
-            if msgs is not None:
-                out.append(msgs)
+            if msgs is None:
+                break
+            out.append(msgs)
         return out
+
+    def _keepalive(self) -> None:
+        crc, _kind, origin, length, mid = _LINK_HEAD.unpack_from(self._buf, 0)
+        if length or origin or mid or crc != zlib.crc32(self._buf[4:HEAD_SIZE]):
+            raise ProtocolError("malformed keepalive")
+        del self._buf[:HEAD_SIZE]
+        self.keepalives += 1
 
     def _records(self) -> Messages | None:
         buf = self._buf
@@ -101,6 +122,8 @@ class Decoder:
         try:
             while end - off >= HEAD_SIZE:
                 crc, kind, origin, length, mid = unpack(buf, off)
+                if kind == KEEPALIVE_KIND:
+                    break  # the run of messages ends here; feed() takes the keepalive
                 if kind != _MESSAGE or length > MAX_DATA or not origin:
                     raise ProtocolError(
                         f"bad record on a link: kind {kind}, origin {origin}, {length} bytes"

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -182,3 +183,29 @@ def test_ring_under_load_with_kills_and_restarts(make_cluster) -> None:  # type:
     for n in names:
         c.check_exactly_once(n, names)
     assert sum(c.status(n)["counters"]["gaps"] for n in names) == 0
+
+
+def test_a_hung_hub_is_bypassed_by_keepalive_and_rejoins(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    c = make_cluster(["hub"] * 4)
+    for n in c.names:
+        c.start(n, extra=["--heartbeat", "0.2"])
+    names = c.names
+    c.wait_feeds(ring(names))
+    c.procs["n2"].send_signal(signal.SIGSTOP)  # hung, not dead: its sockets stay open
+    try:
+        live = ["n1", "n3", "n4"]
+        deadline = time.monotonic() + 15
+        while {(a, b) for a, b in c.feeds() if "n2" not in (a, b)} != ring(live):
+            assert time.monotonic() < deadline, c.feeds()
+            time.sleep(0.05)
+        for n in live:
+            c.send(n, 20)
+        c.wait_states(live, live)
+    finally:
+        c.procs["n2"].send_signal(signal.SIGCONT)
+    c.wait_feeds(ring(names))
+    c.send("n2", 20)
+    c.wait_states(names, names)
+    for n in names:
+        c.check_exactly_once(n, names)
+    assert sum(c.status(n)["counters"]["silent_peers"] for n in live) >= 2

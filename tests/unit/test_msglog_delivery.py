@@ -179,3 +179,25 @@ def test_bulk_catch_up_sends_raw_runs_and_delivers_exactly_once(
     assert node.counters["gaps"] == 0
     log.close()
     c_log.close()
+
+
+def test_keepalives_pass_between_messages_and_are_never_delivered() -> None:
+    client = wire.Decoder(records=True)
+    client.feed(wire.encode_hello({}))
+    stream = (
+        encode_message(1, 1, 5, b"a")
+        + wire.KEEPALIVE
+        + encode_message(1, 2, 5, b"b")
+        + wire.KEEPALIVE
+    )
+    events = [ev for i in range(0, len(stream), 7) for ev in client.feed(stream[i : i + 7])]
+    runs = [ev for ev in events if isinstance(ev, wire.Messages)]
+    assert [s[1] for r in runs for s in r.spans] == [1, 2] and client.keepalives == 2
+    assert all(b"K" not in r.data[4:5] for r in runs)
+    server = wire.Decoder(records=False)
+    assert server.feed(wire.encode_hello({}) + wire.KEEPALIVE * 3) == [wire.Hello({})]
+    assert server.keepalives == 3
+    bad = bytearray(wire.KEEPALIVE)
+    bad[8] = 1  # a "keepalive" with data
+    with pytest.raises(ProtocolError, match="keepalive"):
+        server.feed(bytes(bad) + b"x")
