@@ -159,6 +159,11 @@ def _consume(args: argparse.Namespace) -> None:
                     args.count or None,
                 )
             )
+            print(
+                f"consumed {consumer.from_packets} from packets, {consumer.from_log} from the "
+                f"log, {consumer.gaps} gap(s)",
+                file=sys.stderr,
+            )
             return
         n = 0
         while True:

@@ -10,6 +10,8 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,3 +211,44 @@ def test_a_hung_hub_is_bypassed_by_keepalive_and_rejoins(make_cluster) -> None: 
     for n in names:
         c.check_exactly_once(n, names)
     assert sum(c.status(n)["counters"]["silent_peers"] for n in live) >= 2
+
+
+def test_a_consumer_process_takes_the_producers_live_stream(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    c = make_cluster(["source"])
+    c.start("n1")
+    c.send("n1", 5)
+    c.wait_states(["n1"], ["n1"])
+    consumer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "raims_node.msglog",
+            "consume",
+            str(c.root),
+            CABAL,
+            "n1",
+            "reader1",
+            "--live",
+            "--count",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        d = paths.log_dir(c.root, CABAL, "n1")
+        deadline = time.monotonic() + 20
+        while not (d / "reader1.socket").exists():  # bound: it asks the producer next
+            assert time.monotonic() < deadline and consumer.poll() is None
+            time.sleep(0.02)
+        c.send("n1", 25)
+        out, err = consumer.communicate(timeout=30)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait(5)
+    lines = out.decode().splitlines()
+    assert lines == [f'1 {i + 1} data="n1-{i}"' for i in range(30)], lines
+    m = re.search(rb"consumed (\d+) from packets, (\d+) from the log", err)
+    assert m is not None and int(m.group(1)) > 0 and int(m.group(2)) >= 5, err
+    assert (paths.log_dir(c.root, CABAL, "n1") / "reader1.cursor").read_text().split()[0] == "1"
