@@ -3,8 +3,9 @@
 
 Each command takes its words as the seed orders them, an optional path first (a path
 must start with "/" or "./"; default `./message`), and returns lines of text. Errors
-are `MsgLogError`s whose text is the one line to show. `COMMANDS` is the table the
-console registers (`message.create ...` -> `COMMANDS["create"](words)`); `trace` works
+are `MsgLogError`s whose text is the one line to show. `CONSOLE` is the table the
+console registers (`message.create ...` -> its `run(words)`, lines of text back; `help`
+shows `words`, `args`, `description`); `trace` is the node command `node:trace [on|off]`
 on a running `CabalNode`.
 
 Retention (prune) is a number and a unit: `20d`, `12h`, `30m`, `10s`. A numbered file is
@@ -20,6 +21,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
@@ -190,3 +192,35 @@ COMMANDS: Final[dict[str, Callable[[list[str]], list[str]]]] = {
     "export": export,
     "prune": prune,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleCommand:
+    """A row of the console table: `message.<verb> <args>`, its help line and handler."""
+
+    words: str
+    args: str
+    description: str
+    run: Callable[[list[str]], list[str]]
+
+
+CONSOLE: Final[tuple[ConsoleCommand, ...]] = (
+    ConsoleCommand(
+        "message.create",
+        "[path] cabal node number [content|state]",
+        "Create a message log",
+        create,
+    ),
+    ConsoleCommand(
+        "message.export",
+        "[path] cabal node number file",
+        "Print a message file as text",
+        export,
+    ),
+    ConsoleCommand(
+        "message.prune",
+        "[path] cabal node number retention",
+        "Retire message files older than the retention (20d, 12h, 30m, 10s)",
+        prune,
+    ),
+)

@@ -80,6 +80,12 @@ def test_prune_retires_old_closed_files_only(tmp_path: Path) -> None:
 
 def test_console_table_and_trace() -> None:
     assert set(commands.COMMANDS) == {"create", "export", "prune"}
+    assert [c.words for c in commands.CONSOLE] == [
+        "message.create",
+        "message.export",
+        "message.prune",
+    ]
+    assert all(c.run is commands.COMMANDS[c.words.split(".")[1]] for c in commands.CONSOLE)
 
     class Node:
         trace_on = False
