@@ -25,10 +25,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from raims_node.msglog import config, record  # noqa: E402
+from raims_node.msglog.cli import run_loop  # noqa: E402
 from raims_node.msglog.log import FsyncPolicy, MessageLog, create_log  # noqa: E402
 from raims_node.msglog.node import CabalNode  # noqa: E402
 
@@ -133,6 +135,17 @@ async def catch_up(tmp: Path, n: int, policy: FsyncPolicy = FsyncPolicy.BATCH) -
         out.close()
 
 
+def _run(coro: Coroutine[object, object, float]) -> float:
+    """The node's own loop (uvloop when installed), as `ms_msglog serve` runs."""
+    out: list[float] = []
+
+    async def keep() -> None:
+        out.append(await coro)
+
+    run_loop(keep())
+    return out[0]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes")
@@ -147,7 +160,7 @@ def main() -> None:
             "append_per_s_batch": append_rate(tmp, FsyncPolicy.BATCH, n_append),
             "append_per_s_none": append_rate(tmp, FsyncPolicy.NONE, n_append),
             "sqlite_wal_per_s": sqlite_rate(tmp, n_append),
-            "catchup_per_s": asyncio.run(catch_up(tmp, n_catchup)),
+            "catchup_per_s": _run(catch_up(tmp, n_catchup)),
         }
     rows = [
         ("append, fsync every record", n_every, res["append_per_s_every"], ""),

@@ -22,9 +22,11 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 
 from raims_node.msglog import commands, config, paths
@@ -77,6 +79,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+async def _line_reader(loop: asyncio.AbstractEventLoop) -> Callable[[], Awaitable[bytes]]:
+    """Lines of standard input: a pipe, socket or terminal through the loop; a file or
+    /dev/null (which uvloop's pipe transport cannot take) read in a worker thread."""
+    mode = os.fstat(sys.stdin.fileno()).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty():
+        reader = asyncio.StreamReader(limit=1 << 24)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        return reader.readline
+
+    async def from_file() -> bytes:
+        return await loop.run_in_executor(None, sys.stdin.buffer.readline)
+
+    return from_file
+
+
 async def _serve(args: argparse.Namespace) -> None:
     root, rest = commands.split_path(args.words)
     if len(rest) != 2:
@@ -118,13 +135,12 @@ async def _serve(args: argparse.Namespace) -> None:
     loop.add_signal_handler(signal.SIGUSR1, lambda: print(*commands.trace(node, []), flush=True))
     await producer.start()
     await node.start()
-    reader = asyncio.StreamReader(limit=1 << 24)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    readline = await _line_reader(loop)
     print(f"{node_name}: ready (state {commands.fmt_state(log.state)})", flush=True)
 
     async def originate() -> None:
         while True:
-            line = await reader.readline()
+            line = await readline()
             if not line:
                 return
             node.originate(line.rstrip(b"\n"))
@@ -181,6 +197,16 @@ def _consume(args: argparse.Namespace) -> None:
         consumer.close()
 
 
+def run_loop(coro: Coroutine[object, object, None]) -> None:
+    """On uvloop when it is installed (CONVENTIONS 7), else the stock loop."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coro)
+        return
+    uvloop.run(coro)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -191,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             with contextlib.suppress(KeyboardInterrupt):
-                asyncio.run(_serve(args))
+                run_loop(_serve(args))
             return 0
         if args.command == "consume":
             _consume(args)

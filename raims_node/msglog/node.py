@@ -26,7 +26,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from raims_node.msglog.config import Address, Cabal
 from raims_node.msglog.errors import MsgLogError, ProtocolError
@@ -65,9 +65,8 @@ class PeerLink(asyncio.Protocol):
         self.last_rx = self.last_tx = time.monotonic()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(high=HIGH_WATER, low=LOW_WATER)
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self.transport.set_write_buffer_limits(high=HIGH_WATER, low=LOW_WATER)
         self.write(encode_hello(self.node.hello(self.direction)))
         self._hello_timer = asyncio.get_running_loop().call_later(HELLO_TIMEOUT, self._no_hello)
         self.node.pending.add(self)
