@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING
 from raims_node.bridges.glue import (
     BadNetwork,
     BridgeServer,
-    BridgeSettings,
     BridgeStartError,
     ClientNetwork,
     FlowGate,
 )
+from raims_node.bridges.ipc import IpcServer
 from raims_node.bridges.nats import NatsServer
 from raims_node.bridges.redis import RedisServer
 from raims_node.bridges.router_bus import InvalidService, RouterBus
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("raims.bridge")
 
-SERVERS: dict[str, type[BridgeServer]] = {"nats": NatsServer, "redis": RedisServer}
+SERVERS: dict[str, type[BridgeServer]] = {"nats": NatsServer, "redis": RedisServer, "ipc": IpcServer}
 NETWORK_TPORT_PREFIX = "net_"
 
 
@@ -81,7 +81,7 @@ class BridgeHub:
         """Start transport `cfg` (of a type in SERVERS) listening; raise BridgeStartError."""
         cls = SERVERS[cfg.type]
         try:
-            server = cls(self, cfg.tport, BridgeSettings.of(cfg, cls.default_service))
+            server = cls(self, cfg.tport, cls.settings_of(self, cfg))
         except (InvalidService, ConfigError, BadNetwork) as exc:
             raise BridgeStartError(f"transport {cfg.tport!r}: {exc}") from None
         await server.listen()

@@ -67,7 +67,7 @@ MAX_INCLUDE_FILES = 10_000
 NUM_PATHS = 4
 DEFAULT_COST = 1000
 MAX_PORT = 0xFFFF
-TRANSPORT_TYPES = ("pgm", "mesh", "tcp", "rv", "nats", "redis", "telnet", "web", "name")
+TRANSPORT_TYPES = ("pgm", "mesh", "tcp", "rv", "nats", "redis", "ipc", "telnet", "web", "name")
 SECTIONS = ("services", "users", "transports", "groups", "parameters", "startup", "hosts", "include")
 
 _USER_FIELDS = ("user", "svc", "create", "expires", "revoke", "pri", "pub")
