@@ -1,0 +1,116 @@
+"""raims_node.client against a real ms_server: found through its endpoints file,
+pub/sub (iterator, callback, asyncio), flush, wait_visible, request, reconnect."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from raims_node.client import ClientError, Message, NoNode, aconnect, connect, endpoints
+from tests.integration.harness import NodeProc, graph_config
+
+
+class Node:
+    def __init__(self, tmp: Path) -> None:
+        cfg, _ = graph_config(tmp, "node A\n", web=False)
+        data = yaml.safe_load(cfg.read_text())
+        data["transports"] += [{"tport": "bus", "type": "ipc", "route": {}}]
+        cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+        self.tmp, self.cfg = tmp, cfg
+        self.proc = self.start()
+
+    def start(self) -> NodeProc:
+        proc = NodeProc("A", ["-d", str(self.cfg), "-u", "A", "-t", "bus.listen"], self.tmp)
+        proc.wait_for(r"listening on .*A\.sock")
+        deadline = threading.Event()
+        for _ in range(100):  # the endpoints file follows the listeners
+            if endpoints.endpoints_file("A").exists():
+                break
+            deadline.wait(0.05)
+        return proc
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    for var in (endpoints.ENV_FILE, endpoints.ENV_NODE):
+        monkeypatch.delenv(var, raising=False)
+    n = Node(tmp_path)
+    yield n
+    n.proc.stop()
+
+
+def test_no_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv(endpoints.ENV_FILE, raising=False)
+    with pytest.raises(NoNode, match="no raims node runs on this host"):
+        connect()
+    with pytest.raises(NoNode, match="no node 'Z'"):
+        connect(node="Z")
+
+
+def test_endpoints_file(node: Node) -> None:
+    ep = endpoints.find()
+    assert ep.node == "A" and ep.service == "test" and ep.sbus == [str(endpoints.endpoints_dir() / "A.sock")]
+    node.proc.stop()
+    assert not endpoints.endpoints_file("A").exists()  # removed at stop
+
+
+def test_pubsub_iterator_callback_flush_visible(node: Node) -> None:
+    with connect() as c, connect() as d:
+        seen: list[Message] = []
+        done = threading.Event()
+
+        def on_msg(m: Message) -> None:
+            seen.append(m)
+            if len(seen) == 3:
+                done.set()
+
+        assert not c.visible("it/x")
+        with c.subscribe("it/*") as sub:
+            d.subscribe("it/", callback=on_msg)
+            d.wait_visible("it/x", timeout=5)
+            for i in range(3):
+                c.publish("it/x", b"%d" % i)
+            c.flush()
+            assert [sub.next(5).payload for _ in range(3)] == [b"0", b"1", b"2"]
+            assert done.wait(5) and [m.subject for m in seen] == ["it/x"] * 3
+        with pytest.raises(ClientError, match="no subscriber"):
+            c.wait_visible("nobody/listens", timeout=0.3)
+
+
+def test_request(node: Node) -> None:
+    with connect() as server, connect() as c:
+        server.subscribe("svc/echo", callback=lambda m: m.respond(b"re:" + m.payload))
+        server.flush()
+        assert c.request("svc/echo", b"hi", timeout=5).payload == b"re:hi"
+
+
+def test_reconnect_restores_subscriptions(node: Node) -> None:
+    with connect(reconnect_s=20) as c, connect(reconnect_s=20) as d:
+        sub = c.subscribe("rc/x")
+        c.flush()
+        node.proc.stop()
+        node.proc = node.start()
+        d.wait_visible("rc/x", timeout=20)  # c's subscription is back
+        d.publish("rc/x", b"after")
+        assert sub.next(10).payload == b"after"
+
+
+def test_asyncio_client(node: Node) -> None:
+    async def run() -> list[bytes]:
+        async with await aconnect() as c:
+            sub = await c.subscribe("aio/*")
+            await c.wait_visible("aio/x", timeout=5)
+            for i in range(3):
+                await c.publish("aio/x", b"%d" % i)
+            return [(await sub.next(5)).payload for _ in range(3)]
+
+    assert asyncio.run(run()) == [b"0", b"1", b"2"]
