@@ -255,7 +255,7 @@ FLOOD_KEYS: Final[dict[bytes, tuple[str, str]]] = {
 
 DEFAULT_MAX_BYTES: Final = 8 * 1024 * 1024
 DEFAULT_MAX_PACKETS: Final = 10_000
-BLOCK_OVERSHOOT: Final = 2  # hard/block: past this many times the limit the client is cut
+BLOCK_CAP_BYTES: Final = 64 * 1024 * 1024  # hard/block: past this the client is cut (flow.HARD_LIMIT)
 
 
 class Outbox:
@@ -272,16 +272,20 @@ class Outbox:
     - hard (the queue is over `max_bytes` or `max_packets`, default 8 MiB / 10,000):
       `discard` drops new packets; `error` closes the client; `block` (default) keeps
       queueing with `holding` True. Publishers that cannot be held (links to other
-      nodes; local ones once the daemon's congestion deadline passed) may still fill it:
-      past BLOCK_OVERSHOOT times the limit the client is closed as a slow consumer, so
-      memory stays bounded.
+      nodes, which are never paused; local ones once the daemon's congestion deadline
+      passed) still queue, up to `block_cap` bytes (default 64 MiB, the NATS bridge's
+      hard limit): past it the client is closed as a slow consumer, so memory stays
+      bounded. (Cutting at the packet limit instead would lose a stream that crosses
+      the network whenever its reader lags by a few thousand messages.)
     - order of what is queued: `queue` oldest first (default); `stack` newest first;
       `random` "frees memory as fast as possible": the largest packet first (ties
       oldest first).
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES, max_packets: int = DEFAULT_MAX_PACKETS) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES, max_packets: int = DEFAULT_MAX_PACKETS,
+                 block_cap: int = BLOCK_CAP_BYTES) -> None:
         self.max_bytes = max_bytes
+        self.block_cap = max(block_cap, max_bytes)
         self.max_packets = max_packets
         self.soft: Soft = "queue"
         self.hard: Hard = "block"
@@ -320,9 +324,9 @@ class Outbox:
             return False
         return self.soft == "block" or (self.hard == "block" and self._over(0))
 
-    def _over(self, extra: int, factor: int = 1) -> bool:
+    def _over(self, extra: int) -> bool:
         n = self.packets + (1 if extra else 0)
-        return self.bytes + extra > self.max_bytes * factor or n > self.max_packets * factor
+        return self.bytes + extra > self.max_bytes or n > self.max_packets
 
     def offer(self, packet: bytes) -> Verdict:
         """A packet the socket cannot take now."""
@@ -338,7 +342,7 @@ class Outbox:
             if hard == "discard":
                 self.discarded += 1
                 return "discarded"
-            if hard == "error" or self._over(size, BLOCK_OVERSHOOT):
+            if hard == "error" or self.bytes + size > self.block_cap:
                 return "error"
         self._push(packet)
         return "queued"

@@ -127,7 +127,7 @@ def test_network_sub_examples() -> None:
 # ---------------------------------------------------------------- outbox
 
 def test_outbox_modes() -> None:
-    box = sp.Outbox(max_bytes=100, max_packets=3)
+    box = sp.Outbox(max_bytes=4, max_packets=3, block_cap=6)
     assert (box.soft, box.hard, box.order) == ("queue", "block", "queue")
     for i in range(3):
         assert box.offer(b"%d" % i) == "queued"
@@ -135,7 +135,7 @@ def test_outbox_modes() -> None:
     assert box.offer(b"3") == "queued" and box.holding  # hard/block: over the limit, held
     box.offer(b"4")
     box.offer(b"5")
-    assert box.offer(b"6") == "error"  # past BLOCK_OVERSHOOT times the limit
+    assert box.offer(b"6") == "error"  # past the block cap
     assert box.control(b"blocking/hard/discard") and not box.holding
     assert box.offer(b"7") == "discarded" and box.discarded == 1
     box.control(b"blocking/hard/error")
