@@ -63,8 +63,7 @@ from raims_node.config.params import parse_bytes, parse_count
 from raims_node.subject import Pattern, SubjectError, compile_pattern, subject_text
 
 if TYPE_CHECKING:
-    from raims_node.bridges.glue import SessionProtocol
-    from raims_node.bridges.hub import BridgeHub
+    from raims_node.bridges.glue import HubView, SessionProtocol
     from raims_node.config.tree import TransportConfig
 
 log = logging.getLogger("raims.bridge.ipc")
@@ -277,7 +276,7 @@ class IpcServer(BridgeServer):
     settings: IpcSettings
     echo = False  # what sbus clients publish is delivered to them here, not by the bus
 
-    def __init__(self, hub: BridgeHub, name: str, settings: BridgeSettings) -> None:
+    def __init__(self, hub: HubView, name: str, settings: BridgeSettings) -> None:
         super().__init__(hub, name, settings)
         assert isinstance(settings, IpcSettings)
         self.client_id = hub.next_client_id()
@@ -298,8 +297,8 @@ class IpcServer(BridgeServer):
         self._canon: dict[str, str] = {}  # bus subject -> the one sid that delivers it
 
     @classmethod
-    def settings_of(cls, hub: BridgeHub, cfg: TransportConfig) -> BridgeSettings:
-        return IpcSettings.of_ipc(cfg, hub.daemon.tree.parameters.text("ipc_name") or hub.daemon.node.user)
+    def settings_of(cls, hub: HubView, cfg: TransportConfig) -> BridgeSettings:
+        return IpcSettings.of_ipc(cfg, hub.host.tree.parameters.text("ipc_name") or hub.host.node.user)
 
     # ------------------------------------------------------------ listening
 
