@@ -4,6 +4,8 @@ pub/sub (iterator, callback, asyncio), flush, wait_visible, request, reconnect."
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,3 +116,27 @@ def test_asyncio_client(node: Node) -> None:
             return [(await sub.next(5)).payload for _ in range(3)]
 
     assert asyncio.run(run()) == [b"0", b"1", b"2"]
+
+
+@pytest.mark.parametrize("xdg", [False, True])
+def test_ipc_name_parameter_alone_starts_a_named_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     xdg: bool) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    if xdg:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg"))
+        want = tmp_path / "xdg" / "raims" / "named.sock"
+    else:
+        monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+        want = tmp_path / f"raims-{os.getuid()}" / "named.sock"
+    cfg, _ = graph_config(tmp_path, "node A\n", web=False)
+    data = yaml.safe_load(cfg.read_text())
+    data["parameters"]["ipc_name"] = "named"
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = NodeProc("A", ["-d", str(cfg), "-u", "A"], tmp_path)
+    try:
+        proc.wait_for(re.escape(f"listening on {want}"))
+        with connect(path=str(want)) as c:
+            c.subscribe("n/x")
+            c.wait_visible("n/x", timeout=5)
+    finally:
+        proc.stop()

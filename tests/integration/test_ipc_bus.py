@@ -224,6 +224,27 @@ def test_reserved_bang(bus: OneNode) -> None:
     assert msgs(a.drain()) == [(b"x/!y", b"3"), (b"y!", b"4")]
 
 
+def test_garbage_packets_leave_the_bus_working(bus: OneNode) -> None:
+    import random
+
+    rng = random.Random(20)
+    a, bad = bus.client(), bus.client()
+    a.sub(b"g/*")
+    a.sync()
+    verbs = [b"SUB ", b"UNSUB ", b"MSG ", b"CMSG ", b"", b"MSG", b"SUB !", b"CMSG !/cred/", b"MSG !/cred/"]
+    for _ in range(2000):
+        body = bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+        bad.send(rng.choice(verbs) + body.replace(b"g/", b"h/") or b"x")
+    bad.s.setsockopt(socket.SOL_SOCKET, 32, 1 << 20)  # SO_SNDBUFFORCE (root)
+    a.sub(b"big")
+    a.sync()
+    bad.send(b"MSG big\x00" + b"k" * 200_000)  # over max_packet (192 KiB): dropped and counted
+    bad.sync()
+    bad.pub(b"g/ok", b"1")
+    bad.sync()
+    assert msgs(a.drain()) == [(b"g/ok", b"1")]
+
+
 # ---------------------------------------------------------------- credentials
 
 def _own_creds() -> bytes:
