@@ -421,6 +421,8 @@ class IpcServer(BridgeServer):
         receivers = tuple(c for c in self.clients.values() if c.creds == creds
                           and any(p.regex.fullmatch(text) is not None for _, p in c.patterns))
         route = (receivers, None)
+        if len(self._routes) >= ROUTE_CACHE_LIMIT:
+            self._routes.clear()
         self._routes[key] = route
         return route
 

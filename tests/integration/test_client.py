@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,7 +100,7 @@ def test_reconnect_restores_subscriptions(node: Node) -> None:
     with connect(reconnect_s=20) as c, connect(reconnect_s=20) as d:
         sub = c.subscribe("rc/x")
         c.flush()
-        node.proc.stop()
+        node.proc.stop(signal.SIGKILL)  # the socket and endpoints file stay behind
         node.proc = node.start()
         d.wait_visible("rc/x", timeout=20)  # c's subscription is back
         d.publish("rc/x", b"after")
