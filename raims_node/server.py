@@ -170,7 +170,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     await stop.wait()
     from raims_node.client import endpoints
 
-    endpoints.remove(daemon.node.user)
+    endpoints.remove(daemon.node.user, daemon.node.service)
     await asyncio.wait_for(daemon.stop(), STOP_GRACE_S)
     for admin in webs:
         with contextlib.suppress(Exception):

@@ -377,12 +377,11 @@ class Rollout:
             return
         with self.stage("pipeline") as note:
             mine = sorted(e.node for e in endpoints.nodes() if e.service == s.service and e.sbus)
-            names = [n.node for n in o.nodes]
             if not mine:
                 note.append("skipped: no node with an sbus on the driver's host")
                 return
-            sub = mine[-1]
-            others = [n for n in names if n != sub]
+            sub = f"{mine[-1]}.{s.service}"
+            others = [f"{n.node}.{s.service}" for n in o.nodes if f"{n.node}.{s.service}" != sub]
             pub = others[0] if is_local_master(o.master) and others else None
             o.pipeline = run_pipeline(self.spark, sub, pub).summary()
             note.append(f"{pub or 'executor node'} -> {sub}: {o.pipeline}, exactly once")

@@ -9,7 +9,7 @@ Transport record (decisions where the manual and the seed are silent):
               max_queue_packets: 10000, max_packet: 192kb, mode: "0666"}
 
 - `path` absent: the socket is `socket_path(NAME)`, NAME the `ipc_name` parameter or
-  else the node's user name (unique among the daemons of one host): `$XDG_RUNTIME_DIR/raims/NAME.sock`, else
+  else the node's `user.service` (unique among the daemons of one host): `$XDG_RUNTIME_DIR/raims/NAME.sock`, else
   `${TMPDIR:-/tmp}/raims-<uid>/NAME.sock`. The parameter `ipc_name: NAME` alone (no ipc
   transport in the startup) makes the daemon start one such bus (`start_ipc_name`).
 - The directory is created 0755; a path left by a dead daemon (connect refused) is
@@ -298,7 +298,8 @@ class IpcServer(BridgeServer):
 
     @classmethod
     def settings_of(cls, hub: HubView, cfg: TransportConfig) -> BridgeSettings:
-        return IpcSettings.of_ipc(cfg, hub.host.tree.parameters.text("ipc_name") or hub.host.node.user)
+        return IpcSettings.of_ipc(cfg, hub.host.tree.parameters.text("ipc_name")
+                                  or f"{hub.host.node.user}.{hub.host.node.service}")
 
     # ------------------------------------------------------------ listening
 

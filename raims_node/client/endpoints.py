@@ -1,16 +1,17 @@
 """The endpoints file: how a client on a host finds the node(s) running there.
 
-Each ms_server writes, once its transports listen, `endpoints_dir()/<node>.json`
+Each ms_server writes, once its transports listen, `endpoints_dir()/<user>.<service>.json`
 (`$XDG_RUNTIME_DIR/raims/`, else `${TMPDIR:-/tmp}/raims-<uid>/`, beside the named sbus
 sockets) and removes it when it stops:
 
     {"node": "A", "service": "test", "pid": 1234,
-     "sbus": ["/tmp/raims-0/A.sock"], "nats": ["127.0.0.1:4222"],
+     "sbus": ["/tmp/raims-0/A.test.sock"], "nats": ["127.0.0.1:4222"],
      "redis": ["127.0.0.1:6379"], "web": ["127.0.0.1:8080"]}
 
 `find()` picks the file: `$RAIMS_ENDPOINTS` (a file path) wins, then the node named by
-the argument or `$RAIMS_NODE`, then the only live node of the host. Files whose pid is
-gone are ignored (left by a daemon killed with SIGKILL).
+the argument or `$RAIMS_NODE` (`user` or `user.service`; a `user` running in two services
+on the host is ambiguous), then the only live node of the host. Files whose pid is gone
+are ignored (left by a daemon killed with SIGKILL).
 """
 
 from __future__ import annotations
@@ -52,13 +53,13 @@ def endpoints_dir() -> Path:
     return socket_dir()
 
 
-def endpoints_file(node: str) -> Path:
-    return endpoints_dir() / f"{node}{SUFFIX}"
+def endpoints_file(node: str, service: str) -> Path:
+    return endpoints_dir() / f"{node}.{service}{SUFFIX}"
 
 
 def write(ep: Endpoints) -> Path:
     """Write `ep` atomically (readers never see half a file)."""
-    path = endpoints_file(ep.node)
+    path = endpoints_file(ep.node, ep.service)
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(ep.__dict__))
@@ -67,11 +68,12 @@ def write(ep: Endpoints) -> Path:
     return path
 
 
-def remove(node: str) -> None:
+def remove(node: str, service: str) -> None:
+    path = endpoints_file(node, service)
     try:
-        data = json.loads(endpoints_file(node).read_text())
+        data = json.loads(path.read_text())
         if int(data.get("pid", 0)) == os.getpid():
-            endpoints_file(node).unlink()
+            path.unlink()
     except (OSError, ValueError):
         pass
 
@@ -115,13 +117,13 @@ def find(node: str | None = None) -> Endpoints:
         return read(Path(env))
     node = node or os.environ.get(ENV_NODE) or None
     if node is not None:
-        path = endpoints_file(node)
-        if not path.exists():
-            raise NoNode(f"no node {node!r} on this host ({path} does not exist)")
-        ep = read(path)
-        if not _alive(ep.pid):
-            raise NoNode(f"node {node!r} is not running (pid {ep.pid} in {path} is gone)")
-        return ep
+        named = [e for e in nodes() if node in (e.node, f"{e.node}.{e.service}")]
+        if not named:
+            raise NoNode(f"no node {node!r} runs on this host (no live endpoints file in {endpoints_dir()})")
+        if len(named) > 1:
+            raise NoNode(f"node {node!r} is ambiguous on this host: "
+                         f"{', '.join(f'{e.node}.{e.service}' for e in named)}")
+        return named[0]
     live = nodes()
     if not live:
         raise NoNode(f"no raims node runs on this host (no endpoints file in {endpoints_dir()}; "

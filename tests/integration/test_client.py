@@ -29,10 +29,10 @@ class Node:
 
     def start(self) -> NodeProc:
         proc = NodeProc("A", ["-d", str(self.cfg), "-u", "A", "-t", "bus.listen"], self.tmp)
-        proc.wait_for(r"listening on .*A\.sock")
+        proc.wait_for(r"listening on .*A\.test\.sock")
         deadline = threading.Event()
         for _ in range(100):  # the endpoints file follows the listeners
-            if endpoints.endpoints_file("A").exists():
+            if endpoints.endpoints_file("A", "test").exists():
                 break
             deadline.wait(0.05)
         return proc
@@ -55,15 +55,16 @@ def test_no_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(endpoints.ENV_FILE, raising=False)
     with pytest.raises(NoNode, match="no raims node runs on this host"):
         connect()
-    with pytest.raises(NoNode, match="no node 'Z'"):
+    with pytest.raises(NoNode, match="no node 'Z' runs"):
         connect(node="Z")
 
 
 def test_endpoints_file(node: Node) -> None:
     ep = endpoints.find()
-    assert ep.node == "A" and ep.service == "test" and ep.sbus == [str(endpoints.endpoints_dir() / "A.sock")]
+    assert ep.node == "A" and ep.service == "test" and ep.sbus == [str(endpoints.endpoints_dir() / "A.test.sock")]
+    assert endpoints.find("A.test") == endpoints.find("A") == ep
     node.proc.stop()
-    assert not endpoints.endpoints_file("A").exists()  # removed at stop
+    assert not endpoints.endpoints_file("A", "test").exists()  # removed at stop
 
 
 def test_pubsub_iterator_callback_flush_visible(node: Node) -> None:
