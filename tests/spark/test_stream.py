@@ -12,8 +12,8 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
-from raims_node.client import endpoints
-from spark_app.stream import publish_partition, register
+from raims_node.client import Client, connect, endpoints
+from spark_app.stream import publish_partition, register, with_client
 from tests.integration.harness import NodeProc, graph_config
 
 ROWS = 100_000
@@ -66,3 +66,19 @@ def test_pipeline_exactly_once(spark: SparkSession, two_nodes: dict[str, str]) -
         assert tuple(got) == (ROWS, ROWS, ROWS * (ROWS - 1) // 2, ROWS * (ROWS - 1) / 4)
     finally:
         query.stop()
+
+
+def test_map_partitions_with_one_client_per_partition(spark: SparkSession, two_nodes: dict[str, str]) -> None:
+    def stage(c: Client, rows: Iterator[int]) -> Iterator[int]:
+        for r in rows:
+            c.publish("pipe/mp", b"%d" % r)
+            yield r * 2
+
+    with connect(path=two_nodes["B"]) as sub_client:
+        sub = sub_client.subscribe("pipe/mp")
+        with connect(path=two_nodes["A"]) as probe:
+            probe.wait_visible("pipe/mp", timeout=30)
+        out = spark.sparkContext.parallelize(range(100), 4).mapPartitions(
+            with_client(stage, path=two_nodes["A"])).collect()
+        assert sorted(out) == [2 * i for i in range(100)]
+        assert sorted(int(sub.next(30).payload) for _ in range(100)) == list(range(100))
