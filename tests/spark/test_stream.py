@@ -82,3 +82,22 @@ def test_map_partitions_with_one_client_per_partition(spark: SparkSession, two_n
             with_client(stage, path=two_nodes["A"])).collect()
         assert sorted(out) == [2 * i for i in range(100)]
         assert sorted(int(sub.next(30).payload) for _ in range(100)) == list(range(100))
+
+
+def test_stream_writer_publishes_rows(spark: SparkSession, two_nodes: dict[str, str], tmp_path: Path) -> None:
+    import json
+
+    register(spark)
+    with connect(path=two_nodes["B"]) as sub_client:
+        sub = sub_client.subscribe("pipe/ws")
+        with connect(path=two_nodes["A"]) as probe:
+            probe.wait_visible("pipe/ws", timeout=30)
+        query = (spark.readStream.format("rate").option("rowsPerSecond", 100).load()
+                 .writeStream.format("raims").option("subject", "pipe/ws").option("path", two_nodes["A"])
+                 .option("checkpointLocation", str(tmp_path / "ck")).start())
+        try:
+            rows = [json.loads(sub.next(60).payload) for _ in range(20)]
+        finally:
+            query.stop()
+    assert all(set(r) == {"timestamp", "value"} for r in rows)
+    assert len({r["value"] for r in rows}) == 20
