@@ -169,3 +169,45 @@ def test_outbox_orders_and_answers() -> None:
     assert a == b"CMSG again"
     box.unpop(a)
     assert box.pop() == b"CMSG again" and box.pop() is None and box.bytes == 0
+
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("offer"), st.binary(min_size=1, max_size=8)),
+    st.tuples(st.just("force"), st.binary(min_size=1, max_size=8)),
+    st.tuples(st.just("pop"), st.booleans()),  # True: the socket refuses it (unpop)
+    st.tuples(st.just("control"), st.sampled_from(sorted(sp.FLOOD_KEYS))),
+), max_size=60)
+
+
+@given(ops)
+def test_outbox_never_loses_duplicates_or_miscounts(steps: list[tuple[str, object]]) -> None:
+    box = sp.Outbox(max_bytes=40, max_packets=6, block_cap=60)
+    kept: list[bytes] = []  # queued data and answers, as a multiset
+    sent: list[bytes] = []
+    for op, arg in steps:
+        if op == "offer":
+            assert isinstance(arg, bytes)
+            if box.offer(b"D" + arg) == "queued":
+                kept.append(b"D" + arg)
+        elif op == "force":
+            assert isinstance(arg, bytes)
+            box.force(b"A" + arg)
+            kept.append(b"A" + arg)
+        elif op == "pop":
+            p = box.pop()
+            if p is None:
+                assert not kept
+            elif arg:
+                box.unpop(p)
+            else:
+                kept.remove(p)
+                sent.append(p)
+        else:
+            assert isinstance(arg, bytes)
+            box.control(arg)
+        assert len(box) == len(kept)
+        assert box.bytes == sum(len(p) for p in kept if p.startswith(b"D")) <= 60
+    rest = []
+    while (p := box.pop()) is not None:
+        rest.append(p)
+    assert sorted(rest) == sorted(kept) and box.bytes == 0
