@@ -139,6 +139,7 @@ class Daemon:
             await self.start_transport(name, listen=True)
         for name in connect:
             await self.start_transport(name, listen=False)
+        await self._start_ipc_name()
         self._ticker = asyncio.create_task(self._tick_loop())
 
     async def start_transport(self, name: str, listen: bool) -> Running:
@@ -189,6 +190,13 @@ class Daemon:
             for addr in bridge.bound:
                 self.say(f"listening on {addr}")
         return run
+
+    async def _start_ipc_name(self) -> None:
+        """Parameter `ipc_name` without an ipc transport started: the named sbus bus
+        (bridges/ipc.py)."""
+        name = self.tree.parameters.text("ipc_name")
+        if name and not any(run.cfg.type == "ipc" for run in self.running.values()):
+            await self._start_bridge(TransportConfig(f"ipc_{name}", "ipc", {}), listen=True)
 
     async def stop(self) -> None:
         """Graceful: `_X.BYE` on every link, flush, close."""

@@ -144,6 +144,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     try:
         web_names = {t.tport for t in tree.transports if t.type == "web"}
+        web_bound: list[str] = []
         await daemon.start([n for n in listen if n not in web_names], [n for n in connect if n not in web_names])
         for name in [n for n in listen + connect if n in web_names]:
             from raims_node.web.admin import WebAdmin
@@ -159,12 +160,17 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
                 log.info("web listening on %s", addr)
                 daemon.say(f"listening on {addr}")
             webs.append(admin)
+            web_bound += bound
+        _write_endpoints(daemon, web_bound)
     except DaemonError as exc:
         log.error("%s", exc)
         await daemon.stop()
         return EXIT_START
     console_task = asyncio.create_task(_console(daemon, stop)) if args.console else None
     await stop.wait()
+    from raims_node.client import endpoints
+
+    endpoints.remove(daemon.node.user, daemon.node.service)
     await asyncio.wait_for(daemon.stop(), STOP_GRACE_S)
     for admin in webs:
         with contextlib.suppress(Exception):
@@ -172,6 +178,21 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     if console_task is not None:
         console_task.cancel()
     return 0
+
+
+def _write_endpoints(daemon: Daemon, web: list[str]) -> None:
+    """This host's endpoints file for clients (raims_node.client.endpoints)."""
+    from raims_node.client import endpoints
+
+    bound: dict[str, list[str]] = {"ipc": [], "nats": [], "redis": []}
+    for run in daemon.running.values():
+        if run.cfg.type in bound:
+            bound[run.cfg.type] += run.bound
+    try:
+        endpoints.write(endpoints.Endpoints(daemon.node.user, daemon.node.service, os.getpid(), bound["ipc"],
+                                            bound["nats"], bound["redis"], web))
+    except OSError as exc:
+        log.warning("endpoints file not written: %s", exc)
 
 
 class _ConsoleSubscriber:

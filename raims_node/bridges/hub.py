@@ -31,7 +31,6 @@ import socket
 from raims_node.bridges.glue import (
     BadNetwork,
     BridgeServer,
-    BridgeSettings,
     BridgeStartError,
     ClientNetwork,
     FlowGate,
@@ -76,7 +75,7 @@ class BridgeHub:
         """Start transport `cfg` (of a type in CLIENT_PROTOCOLS) listening; raise BridgeStartError."""
         cls = CLIENT_PROTOCOLS[cfg.type]
         try:
-            server = cls(self, cfg.tport, BridgeSettings.of(cfg, cls.default_service))
+            server = cls(self, cfg.tport, cls.settings_of(self, cfg))
         except (InvalidService, ConfigError, BadNetwork) as exc:
             raise BridgeStartError(f"transport {cfg.tport!r}: {exc}") from None
         await server.listen()
