@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from raims_node.kv.commands import BLOCKED, Engine, KVClient
+from raims_node.kv.commands import BLOCKED, COMMANDS, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, encode
 
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ class DataSide:
             self.held.append(args)
             return True
         name = args[0].lower()
+        if self.multi is None and name in COMMANDS and not (self.session.resp == 2 and self.session.subscribed):
+            self.run(args)  # the fast path: a data command outside a transaction
+            return True
         if name in _TX:
             self._transaction(name, args)
             return True
@@ -70,7 +73,12 @@ class DataSide:
         client.db = s.db
         client.resp = s.resp
         reply = self.engine.execute(client, args)
-        if reply is not BLOCKED:
+        t = type(reply)
+        if t is bytes:
+            s._write(b"$%d\r\n%s\r\n" % (len(reply), reply))
+        elif t is int:
+            s._write(b":%d\r\n" % reply)
+        elif reply is not BLOCKED:
             s._write(encode(reply, s.resp))
 
     def reset(self) -> None:

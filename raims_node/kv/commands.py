@@ -200,19 +200,20 @@ class Engine:
     def execute(self, client: KVClient, args: list[bytes]) -> Any:
         cmd = COMMANDS[args[0].lower()]
         n = len(args)
-        if (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
+        arity = cmd.arity
+        if (arity != n if arity > 0 else n < -arity):
             return Err(b"ERR wrong number of arguments for '%s' command" % cmd.name.encode())
-        if cmd.write and not self.store.writable:
+        store = self.store
+        if cmd.write and not store.writable:
             return Err(NO_MAP)
         self.commands_processed += 1
-        store = self.store
         before = store.dirty
         self.prop = None
         try:
             reply = cmd.handler(self, client, args)
         except CommandError as exc:
             reply = Err(exc.text)
-        if cmd.write and store.dirty != before and self.log is not None and not self.loading:
+        if store.dirty != before and cmd.write and self.log is not None and not self.loading:
             self.log(client.db, self.prop if self.prop is not None else [args])
         if store.ready:
             self.serve_ready()

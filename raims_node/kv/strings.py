@@ -60,6 +60,9 @@ def _set(e: Engine, c: KVClient, key: bytes, value: bytes, when: int | None, kee
 
 @command("set", -3, write=True)
 def set_(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    if len(a) == 3:
+        _set(e, c, a[1], a[2], None, False)
+        return OK
     nx = xx = get_old = keep = False
     exp: tuple[int, bool] | None = None
     exp_raw = b""
