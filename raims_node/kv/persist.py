@@ -233,6 +233,7 @@ class MapFile:
                     except CommandError as exc:
                         raise MapFileError(f"map file {path}: {exc}") from None
                     replayed += 1
+            engine.store.sweep(limit=1 << 62)  # deadlines that passed while the node was down
         finally:
             engine.loading = False
         self.rewrite(engine.store)
