@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from raims_node.kv.commands import BLOCKED, COMMANDS, Engine, KVClient
+from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, encode
 
 if TYPE_CHECKING:
@@ -47,8 +47,9 @@ class DataSide:
             self.held.append(args)
             return True
         name = args[0].lower()
-        if self.multi is None and name in COMMANDS and not (self.session.resp == 2 and self.session.subscribed):
-            self.run(args)  # the fast path: a data command outside a transaction
+        cmd = COMMANDS.get(name)
+        if cmd is not None and self.multi is None and not (self.session.resp == 2 and self.session.subscribed):
+            self.run(args, cmd)  # the fast path: a data command outside a transaction
             return True
         if name in _TX:
             self._transaction(name, args)
@@ -66,13 +67,13 @@ class DataSide:
             self.reset()
         return False
 
-    def run(self, args: list[bytes]) -> None:
+    def run(self, args: list[bytes], cmd: Cmd | None = None) -> None:
         """A data command, with the session's database and protocol."""
         s = self.session
         client = self.client
         client.db = s.db
         client.resp = s.resp
-        reply = self.engine.execute(client, args)
+        reply = self.engine.execute(client, args, cmd)
         t = type(reply)
         if t is bytes:
             s._write(b"$%d\r\n%s\r\n" % (len(reply), reply))

@@ -197,8 +197,9 @@ class Engine:
 
     # ------------------------------------------------------------ execution
 
-    def execute(self, client: KVClient, args: list[bytes]) -> Any:
-        cmd = COMMANDS[args[0].lower()]
+    def execute(self, client: KVClient, args: list[bytes], cmd: Cmd | None = None) -> Any:
+        if cmd is None:
+            cmd = COMMANDS[args[0].lower()]
         n = len(args)
         arity = cmd.arity
         if (arity != n if arity > 0 else n < -arity):

@@ -42,9 +42,12 @@ def _push(e: Engine, c: KVClient, a: list[bytes], left: bool, only_existing: boo
         lst.extendleft(a[2:])
     else:
         lst.extend(a[2:])
-    e.store.touch(c.db, a[1])
-    e.store.signal_ready(c.db, a[1])
-    e.notify(N_LIST, "lpush" if left else "rpush", c.db, a[1])
+    store = e.store
+    store.touch(c.db, a[1])
+    if store.blocked:
+        store.signal_ready(c.db, a[1])
+    if e.notify_flags:
+        e.notify(N_LIST, "lpush" if left else "rpush", c.db, a[1])
     return len(lst)
 
 

@@ -180,7 +180,7 @@ class KVStore:
                     c.watch_dirty = True
 
     def signal_ready(self, db: int, key: bytes) -> None:
-        if (db, key) in self.blocked:
+        if self.blocked and (db, key) in self.blocked:
             self.ready.append((db, key))
 
     def flush(self, db: int | None) -> None:

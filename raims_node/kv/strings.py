@@ -52,7 +52,8 @@ def get(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 def _set(e: Engine, c: KVClient, key: bytes, value: bytes, when: int | None, keep_ttl: bool) -> None:
     store = e.store
     store.put(c.db, key, value, keep_ttl=keep_ttl)
-    e.notify(N_STRING, "set", c.db, key)
+    if e.notify_flags:
+        e.notify(N_STRING, "set", c.db, key)
     if when is not None:
         store.set_expire(c.db, key, when)
         e.notify(N_GENERIC, "expire", c.db, key)
@@ -167,7 +168,8 @@ def _incr(e: Engine, c: KVClient, key: bytes, by: int, event: str = "incrby") ->
     if not INT64_MIN <= new <= INT64_MAX:
         raise CommandError(b"ERR increment or decrement would overflow")
     e.store.put(c.db, key, b"%d" % new, keep_ttl=True)
-    e.notify(N_STRING, event, c.db, key)
+    if e.notify_flags:
+        e.notify(N_STRING, event, c.db, key)
     return new
 
 

@@ -29,6 +29,7 @@ from raims_node.kv.store import ZSet
 _BAD_SCORE_RANGE = b"ERR min or max is not a float"
 _BAD_LEX_RANGE = b"ERR min or max not valid string range item"
 _SYNTAX = b"ERR syntax error"
+_NUMERIC_START = frozenset(b"0123456789-+.")
 
 
 def _z(e: Engine, c: KVClient, key: bytes) -> ZSet | None:
@@ -37,7 +38,8 @@ def _z(e: Engine, c: KVClient, key: bytes) -> ZSet | None:
 
 def _changed(e: Engine, c: KVClient, key: bytes, event: str) -> None:
     e.store.touch(c.db, key)
-    e.notify(N_ZSET, event, c.db, key)
+    if e.notify_flags:
+        e.notify(N_ZSET, event, c.db, key)
     if e.store.drop_if_empty(c.db, key):
         e.notify(N_GENERIC, "del", c.db, key)
 
@@ -57,6 +59,19 @@ def _with_scores(c: KVClient, items: list[tuple[float, bytes]], scores: bool) ->
 
 @command("zadd", -4, write=True)
 def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    if len(a) == 4 and a[2] and a[2][0] in _NUMERIC_START:  # the plain form: ZADD key score member
+        score = parse_float(a[2])
+        z = _z(e, c, a[1])
+        if z is None:
+            z = ZSet()
+            e.store.dbs[c.db].data[a[1]] = z
+        member = a[3]
+        old = z.scores.get(member)
+        if old == score:
+            return 0
+        z.add(member, score)
+        _changed(e, c, a[1], "zadd")
+        return 1 if old is None else 0
     nx = xx = gt = lt = ch = incr = False
     i = 2
     while i < len(a):
