@@ -128,8 +128,10 @@ def srandmember(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 
 @command("smove", 4, write=True)
 def smove(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    if e.store.lookup(c.db, a[1]) is None:
+        return 0
     src = _set(e, c, a[1])
-    dst = _set(e, c, a[2])
+    _set(e, c, a[2])  # WRONGTYPE before anything moves
     if src is None or a[3] not in src:
         return 0
     if a[1] == a[2]:

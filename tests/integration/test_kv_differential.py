@@ -585,11 +585,30 @@ def _command() -> st.SearchStrategy[list[bytes]]:
         st.tuples(st.just(b"ZREM"), k, v).map(list),
         st.tuples(st.just(b"ZPOPMIN"), k).map(list),
         st.tuples(st.just(b"ZCOUNT"), k, s, s).map(list),
+        st.tuples(st.just(b"ZRANGE"), k, s, s, st.just(b"BYSCORE"), st.just(b"LIMIT"), i, i).map(list),
+        st.tuples(st.just(b"ZRANGEBYLEX"), k, st.sampled_from([b"-", b"[a", b"(a", b"[xyz"]),
+                  st.sampled_from([b"+", b"[b", b"(xyz", b"[0"])).map(list),
+        st.tuples(st.just(b"ZREMRANGEBYRANK"), k, i, i).map(list),
+        st.tuples(st.just(b"ZADD"), k, st.sampled_from([b"NX", b"XX", b"GT", b"LT", b"CH", b"INCR"]), s, v).map(list),
+        st.tuples(st.just(b"LPOS"), k, v, st.just(b"RANK"), i).map(list),
+        st.tuples(st.just(b"LINSERT"), k, st.sampled_from([b"BEFORE", b"AFTER"]), v, v).map(list),
+        st.tuples(st.just(b"LSET"), k, i, v).map(list),
+        st.tuples(st.just(b"INCRBYFLOAT"), k, st.sampled_from([b"0.1", b"-2.5", b"1e3", b"3"])).map(list),
+        st.tuples(st.just(b"HINCRBYFLOAT"), k, v, st.sampled_from([b"0.1", b"-2.5", b"1e3"])).map(list),
+        st.tuples(st.just(b"SINTERCARD"), st.just(b"2"), k, k).map(list),
+        st.tuples(st.just(b"SDIFFSTORE"), k, k, k).map(list),
+        st.tuples(st.just(b"SMOVE"), k, k, v).map(list),
+        st.tuples(st.just(b"EXPIRE"), k, st.sampled_from([b"100", b"200"]),
+                  st.sampled_from([b"NX", b"XX", b"GT", b"LT"])).map(list),
+        st.tuples(st.just(b"GETEX"), k, st.sampled_from([b"PERSIST", b"EX"])).map(list),
+        st.tuples(st.just(b"RENAMENX"), k, k).map(list),
+        st.tuples(st.just(b"MOVE"), k, st.just(b"1")).map(list),
+        st.tuples(st.just(b"SCAN"), st.just(b"0"), st.just(b"TYPE"), st.sampled_from([b"list", b"zset"])).map(list),
     ]
     return st.one_of(forms)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sequence=st.lists(_command(), min_size=1, max_size=25))
 def test_generated_sequences(pair: Pair, sequence: list[list[bytes]]) -> None:
     pair.reset()
