@@ -65,6 +65,10 @@ class DataSide:
             return True
         if name == b"reset":
             self.reset()
+        elif name == b"select" and len(args) == 2 and args[1].isdigit() \
+                and self.session.config.databases > int(args[1]) >= len(self.engine.store.dbs):
+            self.session._error("DB index is out of range")  # a map with fewer databases
+            return True
         return False
 
     def run(self, args: list[bytes], cmd: Cmd | None = None) -> None:

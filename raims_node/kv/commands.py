@@ -24,6 +24,7 @@ Decisions:
 from __future__ import annotations
 
 import importlib
+import logging
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -33,6 +34,8 @@ from typing import Any
 from raims_node.kv.errors import NO_MAP, NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE, CommandError
 from raims_node.kv.reply import NULL_ARRAY, Err
 from raims_node.kv.store import KVStore, ZSet
+
+log = logging.getLogger("raims.kv")
 
 FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "server")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -193,6 +196,7 @@ class Engine:
         self.blocked_clients: set[KVClient] = set()
         self.commands_processed = 0
         self.loading = False
+        self.internal_errors = 0
         store.on_expired = self._expired
 
     # ------------------------------------------------------------ execution
@@ -214,6 +218,10 @@ class Engine:
             reply = cmd.handler(self, client, args)
         except CommandError as exc:
             reply = Err(exc.text)
+        except Exception:  # a bug must cost this command only, never the connection or the node
+            self.internal_errors += 1
+            log.exception("data command %r failed", cmd.name)
+            reply = Err(b"ERR internal error in '%s', see the node's log" % cmd.name.encode())
         if store.dirty != before and cmd.write and self.log is not None and not self.loading:
             self.log(client.db, self.prop if self.prop is not None else [args])
         if store.ready:

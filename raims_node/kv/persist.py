@@ -237,6 +237,8 @@ class MapFile:
         finally:
             engine.loading = False
         self.rewrite(engine.store)
+        log.info("map %s loaded: %d commands replayed, %d keys", self.path, replayed,
+                 sum(len(d.data) for d in engine.store.dbs))
         return replayed
 
     def rewrite(self, store: KVStore) -> None:

@@ -220,3 +220,17 @@ def test_db_num_selects_the_default_database(tmp_path: Path) -> None:
     mf.close()
     with pytest.raises(Exception, match="db_num"):
         open_kv(str(tmp_path / "m"), "16")
+
+
+def test_a_failing_handler_costs_only_its_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    from raims_node.kv import commands
+
+    e = engine()
+    c = KVClient()
+
+    def broken(_e: Engine, _c: KVClient, _a: list[bytes]) -> Any:
+        raise ZeroDivisionError
+
+    monkeypatch.setitem(commands.COMMANDS, b"get", commands.Cmd("get", 2, broken, False))
+    assert encode(run(e, c, "GET x"), 2) == b"-ERR internal error in 'get', see the node's log\r\n"
+    assert e.internal_errors == 1 and run(e, c, "SET x 1") is not None
