@@ -375,6 +375,29 @@ class Engine:
         self.unwatch(client)
 
 
+def apply_deadline(e: Engine, c: KVClient, key: bytes, when: int) -> None:
+    """Give live `key` the deadline `when` (ms), or delete it when that has passed; logged
+    as PEXPIREAT or DEL."""
+    store = e.store
+    if when <= store.now_ms():
+        store.delete(c.db, key)
+        e.prop = [[b"DEL", key]]
+        e.notify(N_GENERIC, "del", c.db, key)
+    else:
+        store.set_expire(c.db, key, when)
+        e.prop = [[b"PEXPIREAT", key, b"%d" % when]]
+        e.notify(N_GENERIC, "expire", c.db, key)
+
+
+def parse_count(raw: bytes) -> int:
+    """The optional count of LPOP / SPOP / ZPOPMIN and friends."""
+    err = b"ERR value is out of range, must be positive"
+    count = parse_int(raw, err)
+    if count < 0:
+        raise CommandError(err)
+    return count
+
+
 def check_writable(engine: Engine) -> None:
     if not engine.store.writable:
         raise CommandError(NO_MAP)

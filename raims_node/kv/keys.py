@@ -19,6 +19,7 @@ from raims_node.kv.commands import (
     N_GENERIC,
     Engine,
     KVClient,
+    apply_deadline,
     command,
     parse_int,
     syntax_error,
@@ -89,14 +90,7 @@ def _expire(e: Engine, c: KVClient, a: list[bytes], unit: int, absolute: bool, n
     if (nx and cur is not None) or (xx and cur is None) or (gt and (cur is None or when <= cur)) \
             or (lt and cur is not None and when >= cur):
         return 0
-    if when <= store.now_ms():
-        store.delete(c.db, key)
-        e.prop = [[b"DEL", key]]
-        e.notify(N_GENERIC, "del", c.db, key)
-    else:
-        store.set_expire(c.db, key, when)
-        e.prop = [[b"PEXPIREAT", key, b"%d" % when]]
-        e.notify(N_GENERIC, "expire", c.db, key)
+    apply_deadline(e, c, key, when)
     return 1
 
 

@@ -18,6 +18,7 @@ from raims_node.kv.commands import (
     Engine,
     KVClient,
     command,
+    parse_count,
     parse_int,
     syntax_error,
 )
@@ -81,11 +82,7 @@ def _removed(e: Engine, c: KVClient, key: bytes, event: str) -> None:
 def _pop(e: Engine, c: KVClient, a: list[bytes], left: bool) -> Any:
     if len(a) > 3:
         raise CommandError(b"ERR wrong number of arguments for '%s' command" % a[0].lower())
-    count = None
-    if len(a) == 3:
-        count = parse_int(a[2], b"ERR value is out of range, must be positive")
-        if count < 0:
-            raise CommandError(b"ERR value is out of range, must be positive")
+    count = parse_count(a[2]) if len(a) == 3 else None
     lst = _list(e, c, a[1])
     if lst is None:
         return None if count is None else NULL_ARRAY

@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from raims_node.kv.commands import N_GENERIC, N_SET, Engine, KVClient, command, parse_int
+from raims_node.kv.commands import (
+    N_GENERIC,
+    N_SET,
+    Engine,
+    KVClient,
+    command,
+    parse_count,
+    parse_int,
+)
 from raims_node.kv.errors import CommandError
 from raims_node.kv.glob import glob_match
 from raims_node.kv.keys import parse_scan, scan_items
@@ -89,11 +97,7 @@ def scard(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 def spop(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     if len(a) > 3:
         raise CommandError(b"ERR syntax error")
-    count = None
-    if len(a) == 3:
-        count = parse_int(a[2], b"ERR value is out of range, must be positive")
-        if count < 0:
-            raise CommandError(b"ERR value is out of range, must be positive")
+    count = parse_count(a[2]) if len(a) == 3 else None
     s = _set(e, c, a[1])
     if s is None:
         return None if count is None else SetReply([])

@@ -13,6 +13,7 @@ from raims_node.kv.commands import (
     N_STRING,
     Engine,
     KVClient,
+    apply_deadline,
     command,
     parse_int,
     syntax_error,
@@ -330,14 +331,7 @@ def getex(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         return None
     store = e.store
     if when is not None:
-        if when <= store.now_ms():
-            store.delete(c.db, key)
-            e.prop = [[b"DEL", key]]
-            e.notify(N_GENERIC, "del", c.db, key)
-        else:
-            store.set_expire(c.db, key, when)
-            e.prop = [[b"PEXPIREAT", key, b"%d" % when]]
-            e.notify(N_GENERIC, "expire", c.db, key)
+        apply_deadline(e, c, key, when)
     elif persist and store.dbs[c.db].expires.pop(key, None) is not None:
         store.touch(c.db, key)
         e.prop = [[b"PERSIST", key]]

@@ -16,6 +16,7 @@ from raims_node.kv.commands import (
     Engine,
     KVClient,
     command,
+    parse_count,
     parse_float,
     parse_int,
 )
@@ -49,10 +50,7 @@ def _with_scores(c: KVClient, items: list[tuple[float, bytes]], scores: bool) ->
         return [m for _s, m in items]
     if c.resp == 3:
         return [[m, s] for s, m in items]
-    out: list[Any] = []
-    for s, m in items:
-        out += (m, s)
-    return out
+    return [x for s, m in items for x in (m, s)]
 
 
 # ------------------------------------------------------------------ ZADD family
@@ -423,23 +421,16 @@ def zremrangebylex(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 def _zpop(e: Engine, c: KVClient, a: list[bytes], maximum: bool) -> Any:
     if len(a) > 3:
         raise CommandError(_SYNTAX)
-    count = 1
-    if len(a) == 3:
-        count = parse_int(a[2], b"ERR value is out of range, must be positive")
-        if count < 0:
-            raise CommandError(b"ERR value is out of range, must be positive")
+    count = parse_count(a[2]) if len(a) == 3 else 1
     z = _z(e, c, a[1])
     if z is None or count == 0:
         return []
     n = min(count, len(z))
     items = list(z.order[len(z) - n:])[::-1] if maximum else list(z.order[:n])
     _remove_items(e, c, a[1], z, items, "zpopmax" if maximum else "zpopmin")
-    if len(a) == 3 and c.resp == 3:
-        return [[m, s] for s, m in items]
-    out: list[Any] = []
-    for s, m in items:
-        out += (m, s)
-    return out
+    if len(a) == 3:
+        return _with_scores(c, items, True)
+    return [x for s, m in items for x in (m, s)]
 
 
 @command("zpopmin", -2, write=True)
