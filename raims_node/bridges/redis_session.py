@@ -9,6 +9,9 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
   | SETINFO (redis-py sends SETINFO on connect), QUIT, RESET. Names are
   case-insensitive; arity is checked as redis-server does (`wrong number of arguments
   for 'client|setname' command`).
+- With the node's key-value engine (`kv`), the data commands, MULTI / EXEC / DISCARD /
+  WATCH and blocking pops go to redis_data.DataSide (one hook at the top of
+  `_execute`; EXEC replays queued commands through `_captured`).
 - Any other command gets `-ERR unknown command 'x', with args beginning with: 'a' 'b' `
   (at most 128 bytes of arguments, as redis-server) and the connection stays usable;
   an unknown subcommand gets `-ERR unknown subcommand 'x'. Try CLIENT HELP.`.

@@ -22,6 +22,7 @@ from raims_node.kv.keys import parse_scan, scan_items
 from raims_node.kv.reply import SetReply
 
 INTSET_MAX = 512
+MAX_REPEATS = 1 << 20  # SRANDMEMBER with a negative count: elements a reply may repeat (a decision)
 
 
 def _set(e: Engine, c: KVClient, key: bytes) -> set[bytes] | None:
@@ -127,7 +128,9 @@ def srandmember(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     members = list(s)
     if count >= 0:
         return rng.sample(members, min(count, len(members)))
-    return [rng.choice(members) for _ in range(-count)]
+    if -count > MAX_REPEATS:
+        raise CommandError(b"ERR value is out of range")  # redis-server's bound is -LONG_MAX/2
+    return rng.choices(members, k=-count)
 
 
 @command("smove", 4, write=True)

@@ -1,4 +1,9 @@
-"""String commands (Redis 7.0 semantics, errors and replies)."""
+"""String commands (Redis 7.0 semantics, errors and replies).
+
+Decision: a string grows to at most MAX_STRING (64 MiB, the bridge's `max_bulk`, where
+redis-server allows 512 MiB): APPEND and SETRANGE past it get redis-server's error, so
+one client cannot make the node allocate half a gigabyte with a 20-byte SETRANGE.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from raims_node.kv.commands import (
 from raims_node.kv.errors import NOT_INTEGER, CommandError
 from raims_node.kv.reply import OK
 
-MAX_STRING = 512 * 1024 * 1024
+MAX_STRING = 64 * 1024 * 1024
 
 
 def _invalid_expire(name: str) -> CommandError:
