@@ -206,6 +206,11 @@ class RedisSession(SessionOutput):
             self._capture = None
         return b"".join(capture)
 
+    def pending_output(self, max_bytes: int | None = None) -> bytes:
+        if self._data is not None:
+            self._data.engine.before_output()
+        return super().pending_output(max_bytes)
+
     def _write(self, data: bytes) -> bool:
         if self._capture is not None:
             self._capture.append(data)

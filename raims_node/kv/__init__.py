@@ -36,6 +36,7 @@ def open_kv(map_spec: str | None, db_num: str | None = None,
         store.writable = False
     else:
         mf.load(engine)
+        engine.flush_log = mf.flush
     return engine, mf
 
 

@@ -197,6 +197,7 @@ class Engine:
         self.commands_processed = 0
         self.loading = False
         self.internal_errors = 0
+        self.flush_log: Callable[[], None] | None = None  # hand the log to the OS (persist.py)
         store.on_expired = self._expired
 
     # ------------------------------------------------------------ execution
@@ -241,6 +242,12 @@ class Engine:
             cmd.handler(self, client, args)
         except CommandError:
             pass  # a logged command that failed then fails alike now
+
+    def before_output(self) -> None:
+        """Replies are about to leave: the log reaches the OS first, so an acknowledged
+        write survives a crash of the process (redis-server's AOF-before-reply order)."""
+        if self.flush_log is not None:
+            self.flush_log()
 
     # ------------------------------------------------------------ typed lookups
 
@@ -323,7 +330,7 @@ class Engine:
                 q = store.blocked.get((db, key))
                 while q:
                     value = store.dbs[db].data.get(key)
-                    if not value:
+                    if not value or type(value) is not deque:  # blocking pops are list commands
                         break
                     client = q[0]
                     state = client.blocked

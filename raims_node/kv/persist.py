@@ -18,10 +18,12 @@ which a Python node cannot share with other processes usefully):
   `PATH.tmp`, fsync'ed, renamed over PATH, then the log emptied). The same rewrite runs
   when the log outgrows REWRITE_MIN_BYTES and twice the snapshot.
 - fsync policy "everysec", as redis-server's default `appendfsync everysec`: log bytes
-  are handed to the OS at the end of the loop turn that produced them (the daemon's
-  `schedule`, or at once without one) and fsync'ed at most once per FSYNC_INTERVAL_S
-  from the daemon's tick; a process crash loses nothing handed to the OS, a machine
-  crash at most about a second of writes.
+  are handed to the OS before any reply leaves the node (Engine.before_output, called
+  when a Redis session's output is taken) or at the end of the loop turn (the daemon's
+  `schedule`; at once without one), and fsync'ed at most once per FSYNC_INTERVAL_S from
+  the daemon's tick: a process crash loses no acknowledged write, a machine crash at
+  most about a second of writes. A failed write (disk full) is logged and retried with
+  the bytes kept in memory. Compaction runs in the loop: a pause proportional to the map.
 """
 
 from __future__ import annotations
@@ -190,6 +192,7 @@ class MapFile:
         self.log_bytes = 0
         self.snapshot_bytes = 0
         self.rewrites = 0
+        self.failing = False  # the last write to the log failed (disk full...)
         self._read_header()
 
     def _read_header(self) -> None:
@@ -280,15 +283,20 @@ class MapFile:
             return
         data = bytes(self._buf)
         self._buf.clear()
-        view = memoryview(data)
+        done = 0
         try:
-            while view:
-                n = os.write(self._fd, view)
-                view = view[n:]
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
         except OSError as exc:
-            log.error("map log %s: write failed: %s", self.log_path, exc.strerror)
-            return
-        self.log_bytes += len(data)
+            self._buf[:0] = data[done:]  # kept, retried at the next flush
+            if not self.failing:
+                log.error("map log %s: write failed, retrying: %s", self.log_path, exc.strerror)
+            self.failing = True
+        else:
+            if self.failing:
+                log.warning("map log %s: writing again", self.log_path)
+            self.failing = False
+        self.log_bytes += done
         self._unsynced = True
 
     def tick(self, store: KVStore) -> None:

@@ -36,10 +36,20 @@ def _fill(r: redis.Redis) -> None:
     r.set("in3", "three")
     r.select(0)
     r.spop("set")  # logged as its effect
+    with r.pipeline(transaction=True) as p:  # redis-py's MULTI ... EXEC
+        p.incr("counter").incr("counter").get("counter")
+        assert p.execute() == [1, 2, b"2"]
+
+    def bump(pipe: redis.client.Pipeline) -> None:  # WATCH, read, MULTI, write, EXEC
+        value = int(pipe.get("counter") or 0)
+        pipe.multi()
+        pipe.set("counter", value * 10)
+
+    assert r.transaction(bump, "counter") == [True]
 
 
 def _check(r: redis.Redis, popped_left: int) -> None:
-    assert r.get("s") == b"v" and r.get("f") == b"0.1"
+    assert r.get("s") == b"v" and r.get("f") == b"0.1" and r.get("counter") == b"20"
     assert r.exists("short") == 0
     assert 990 <= r.ttl("long") <= 1000 and r.ttl("forever") == -1
     assert r.lrange("l", 0, -1) == [b"a", b"b", b"c"]

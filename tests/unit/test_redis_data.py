@@ -4,8 +4,12 @@ client holding its pipelined commands, and the map-less refusal."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from raims_node.bridges import RedisSession
+from raims_node.kv import open_kv
 from raims_node.kv.commands import Engine
+from raims_node.kv.persist import init_map, log_path
 from raims_node.kv.store import KVStore
 from tests.unit.test_nats_redis_bus import MemoryBus
 
@@ -86,3 +90,23 @@ def test_without_a_map_the_session_refuses_writes_and_reads_nil() -> None:
 def test_without_an_engine_data_commands_stay_unknown() -> None:
     s = RedisSession(MemoryBus(), 1)
     assert talk(s, b"GET a\r\n").startswith(b"-ERR unknown command 'GET'")
+
+
+def test_the_log_reaches_the_file_before_the_reply_leaves(tmp_path: Path) -> None:
+    init_map(tmp_path / "map")
+    engine, mf = open_kv(str(tmp_path / "map"), schedule=lambda fn: None)  # no loop turn ends here
+    assert mf is not None
+    s = session(engine)
+    s.data_received(b"SET k v\r\n")
+    assert log_path(tmp_path / "map").read_bytes() == b""
+    assert s.pending_output() == b"+OK\r\n"
+    assert log_path(tmp_path / "map").read_bytes().endswith(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n")
+    mf.close()
+
+
+def test_a_renamed_string_does_not_serve_list_waiters() -> None:
+    e = Engine(KVStore())
+    waiter, other = session(e, client_id=1), session(e, client_id=2)
+    assert talk(waiter, b"BLPOP q 0\r\n") == b""
+    assert talk(other, b"SET s v\r\nRENAME s q\r\n") == b"+OK\r\n+OK\r\n"
+    assert waiter.pending_output() == b"" and e.blocked_clients
