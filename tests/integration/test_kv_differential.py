@@ -444,6 +444,40 @@ ZSCAN f 0
 SET s v
 ZADD s 1 a
 ZSCORE s a
+ZADD u1 1 a 2 b 3 c
+ZADD u2 10 b 20 c 30 d
+SADD plain c d e
+ZUNION 2 u1 u2
+ZUNION 3 u1 u2 plain WITHSCORES
+ZUNION 2 u1 u2 WEIGHTS 2 0.5 AGGREGATE MAX WITHSCORES
+ZINTER 2 u1 u2 AGGREGATE MIN WITHSCORES
+ZINTER 3 u1 u2 plain WITHSCORES
+ZDIFF 2 u1 u2 WITHSCORES
+ZDIFF 2 u1 u2 WEIGHTS 1 1
+ZUNIONSTORE out 2 u1 u2 WEIGHTS 1 -1
+ZRANGE out 0 -1 WITHSCORES
+ZINTERSTORE out 2 u1 nosuch
+EXISTS out
+ZDIFFSTORE out 2 u2 u1
+ZRANGE out 0 -1 WITHSCORES
+ZUNION 0 u1
+ZUNION 3 u1 u2
+ZUNION 2 u1 s
+ZUNION 2 u1 u2 WEIGHTS 1 x
+ZUNION 2 u1 u2 AGGREGATE AVG
+ZUNIONSTORE out 2 u1 u2 WITHSCORES
+ZADD infs inf a -inf b
+ZUNION 2 infs infs WITHSCORES
+ZUNION 2 infs infs WEIGHTS 0 1 WITHSCORES
+ZRANGESTORE rs u2 0 1
+ZRANGE rs 0 -1 WITHSCORES
+ZRANGESTORE rs u2 (10 +inf BYSCORE LIMIT 0 1
+ZRANGE rs 0 -1 WITHSCORES
+ZRANGESTORE rs lex [a [c BYLEX
+ZRANGE rs 0 -1 WITHSCORES
+ZRANGESTORE rs u2 0 1 WITHSCORES
+ZRANGESTORE rs nosuch 0 -1
+EXISTS rs
 """
 
 TRANSACTIONS = """
@@ -603,6 +637,9 @@ def _command() -> st.SearchStrategy[list[bytes]]:
         st.tuples(st.just(b"GETEX"), k, st.sampled_from([b"PERSIST", b"EX"])).map(list),
         st.tuples(st.just(b"RENAMENX"), k, k).map(list),
         st.tuples(st.just(b"MOVE"), k, st.just(b"1")).map(list),
+        st.tuples(st.sampled_from([b"ZUNIONSTORE", b"ZINTERSTORE", b"ZDIFFSTORE"]), k, st.just(b"2"), k, k).map(list),
+        st.tuples(st.sampled_from([b"ZUNION", b"ZINTER"]), st.just(b"2"), k, k, st.just(b"AGGREGATE"),
+                  st.sampled_from([b"SUM", b"MIN", b"MAX"]), st.just(b"WITHSCORES")).map(list),
         st.tuples(st.just(b"SCAN"), st.just(b"0"), st.just(b"TYPE"), st.sampled_from([b"list", b"zset"])).map(list),
     ]
     return st.one_of(forms)
