@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, encode
+from raims_node.kv.reply import OK as OK_REPLY
 
 if TYPE_CHECKING:
     from raims_node.bridges.redis_session import RedisSession
@@ -83,6 +84,10 @@ class DataSide:
             s._write(b"$%d\r\n%s\r\n" % (len(reply), reply))
         elif t is int:
             s._write(b":%d\r\n" % reply)
+        elif reply is OK_REPLY:
+            s._write(OK)
+        elif reply is None:
+            s._write(b"_\r\n" if s.resp == 3 else b"$-1\r\n")
         elif reply is not BLOCKED:
             s._write(encode(reply, s.resp))
 
