@@ -17,14 +17,39 @@ data command the session resolved. Semantics as redis-server 7.0:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, encode
 from raims_node.kv.reply import OK as OK_REPLY
 
-if TYPE_CHECKING:
-    from raims_node.bridges.redis_session import RedisSession
+
+class SessionView(Protocol):
+    """What the data side uses of its RedisSession (redis_session.py)."""
+
+    db: int
+    resp: int
+
+    @property
+    def subscribed(self) -> bool: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
+    def databases(self) -> int: ...
+
+    def _write(self, data: bytes) -> bool: ...
+
+    def _error(self, message: str | bytes, code: str = "ERR") -> None: ...
+
+    def _arity_error(self, fullname: str) -> None: ...
+
+    def _resolve(self, args: list[bytes]) -> object: ...
+
+    def _captured(self, args: list[bytes]) -> bytes: ...
+
+    def _execute(self, args: list[bytes]) -> None: ...
 
 _TX = (b"multi", b"exec", b"discard", b"watch", b"unwatch")
 _NOT_QUEUED = (b"exec", b"discard", b"multi", b"watch", b"quit", b"reset")
@@ -33,7 +58,7 @@ OK = b"+OK\r\n"
 
 
 class DataSide:
-    def __init__(self, session: RedisSession, engine: Engine) -> None:
+    def __init__(self, session: SessionView, engine: Engine) -> None:
         self.session = session
         self.engine = engine
         self.client = KVClient(self._wake)
@@ -67,7 +92,7 @@ class DataSide:
         if name == b"reset":
             self.reset()
         elif name == b"select" and len(args) == 2 and args[1].isdigit() \
-                and self.session.config.databases > int(args[1]) >= len(self.engine.store.dbs):
+                and self.session.databases > int(args[1]) >= len(self.engine.store.dbs):
             self.session._error("DB index is out of range")  # a map with fewer databases
             return True
         return False

@@ -132,6 +132,10 @@ class RedisSession(SessionOutput):
             self.db = kv.store.default_db if kv is not None else 0
 
     @property
+    def databases(self) -> int:
+        return self.config.databases
+
+    @property
     def subscribed(self) -> bool:
         return bool(self._channels or self._patterns or self._shards)
 

@@ -21,14 +21,17 @@ import random
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sortedcontainers import SortedList
 
-if TYPE_CHECKING:
-    from raims_node.kv.commands import KVClient
-
 SWEEP_LIMIT = 1000  # expired keys removed per sweep at most (the rest wait for the next tick)
+
+
+class Client(Protocol):
+    """A connection as the store sees it (commands.KVClient): WATCH marks it dirty."""
+
+    watch_dirty: bool
 
 
 class ZSet:
@@ -86,8 +89,8 @@ class KVStore:
         self.default_db = default_db
         self.writable = True
         self.on_expired: Callable[[int, bytes], None] | None = None
-        self.watchers: dict[tuple[int, bytes], set[KVClient]] = {}
-        self.blocked: dict[tuple[int, bytes], deque[KVClient]] = {}
+        self.watchers: dict[tuple[int, bytes], set[Client]] = {}
+        self.blocked: dict[tuple[int, bytes], deque[Any]] = {}  # commands.KVClient, first come first
         self.ready: list[tuple[int, bytes]] = []
         self.dirty = 0  # changes since start (INFO persistence's rdb_changes_since_last_save)
         self.expired_keys = 0
