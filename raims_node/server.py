@@ -48,6 +48,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("-c", dest="console", action="store_true", help="console on stdin/stdout")
     ap.add_argument("-l", dest="logfile", default=None, help="log file")
     ap.add_argument("-b", dest="background", action="store_true", help="detach and run in the background")
+    ap.add_argument("-m", dest="map_file", default=None, help="key-value map file (ms_kv init PATH creates one)")
     ap.add_argument("-v", dest="verbose", action="store_true", help="verbose logging")
     ap.add_argument("--version", action="version", version=f"ms_server (raims) {__version__}")
     return ap.parse_args(argv)
@@ -117,7 +118,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
 
     user, svc = _default_user(tree, args.user)
     listen, connect = _split_tports(tree, args.tports)
-    daemon = Daemon(tree, user, svc)
+    daemon = Daemon(tree, user, svc, map_file=args.map_file)
     webs: list[Any] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
