@@ -404,7 +404,7 @@ class IpcServer(BridgeServer):
                 return None
         text = subject_text(key)
         receivers = tuple(c for c in self.clients.values()
-                          if any(p.regex.fullmatch(text) is not None for _, p in c.patterns))
+                          if any(p.matches(text) for _, p in c.patterns))
         route = (receivers, sp.subject_of(key))
         if len(self._routes) >= ROUTE_CACHE_LIMIT:
             self._routes.clear()
@@ -420,7 +420,7 @@ class IpcServer(BridgeServer):
             return (), None  # an empty field names nobody
         text = subject_text(key)
         receivers = tuple(c for c in self.clients.values() if c.creds == creds
-                          and any(p.regex.fullmatch(text) is not None for _, p in c.patterns))
+                          and any(p.matches(text) for _, p in c.patterns))
         route = (receivers, None)
         if len(self._routes) >= ROUTE_CACHE_LIMIT:
             self._routes.clear()

@@ -200,7 +200,7 @@ class Client:
         text = subject_text(event.key)
         msg = Message(text, payload, reply, self)
         with self._lock:
-            subs = [s for s in self._subs if s.compiled.regex.fullmatch(text) is not None]
+            subs = [s for s in self._subs if s.compiled.matches(text)]
         for sub in subs:
             if sub.callback is not None:
                 try:
