@@ -3,8 +3,12 @@
 `glob_match(pattern, key)` follows redis-server's stringmatchlen: `*`, `?`, `[abc]`,
 `[^a]`, `[a-z]`, and `\\` escaping the next character. Linear in |key| x |pattern| in the
 worst case (no backtracking: a set of pattern positions advances over the key, like an
-NFA), so a hostile pattern cannot hang the node. The subject index of issue 19 will take
-this function's place on merge; callers only know this signature.
+NFA), so a hostile pattern cannot hang the node.
+
+Not the subject package's glob engine: a psub wildcard follows the manual's Redis
+subject rules, where `?` matches 0 or 1 characters, while KEYS and SCAN must match as
+redis-server does (`?` is exactly one byte); the differential tests hold this to
+redis-server's answers.
 """
 
 from __future__ import annotations
