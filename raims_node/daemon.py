@@ -40,8 +40,10 @@ from raims_node.bridges.glue import BridgeServer, BridgeStartError
 from raims_node.bridges.hub import SERVERS, BridgeHub
 from raims_node.config.keyset import credentials, read_secrets
 from raims_node.config.tree import ConfigTree, TransportConfig
+from raims_node.lograte import RateLimitedLog
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, Send
 from raims_node.router.node import NS, Node, NodeParams
+from raims_node.transports.admission import Admission
 from raims_node.transports.name import (
     Advert,
     NameConfig,
@@ -126,6 +128,10 @@ class Daemon:
         self.names: dict[str, NameService] = {}  # by device, as configured
         self.advertised: dict[str, list[Running]] = {}  # device -> transports it advertises
         self.extra_ports.append(lambda: [svc.port_row() for svc in self.names.values()])
+        p = tree.parameters
+        self.admission = Admission(p.time("tcp_auth_timeout"), p.count("tcp_pending_max"),
+                                   p.count("tcp_pending_per_host"))
+        self.limited = RateLimitedLog(lambda level, text: self._say(text, level))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -218,6 +224,25 @@ class Daemon:
             now = time.monotonic()
             for link in list(self.links.values()):
                 link.check_write_timeout(now)
+            self._check_pending(now)
+            self.limited.flush(now)
+
+    def _check_pending(self, now: float) -> None:
+        """Links that authenticated leave the pending set; those past tcp_auth_timeout close."""
+        adm = self.admission
+        if not len(adm):
+            return
+        conns = self.node.conns
+        for cid in adm.pending():
+            conn = conns.get(cid)
+            if conn is not None and conn.active:
+                adm.done(cid)
+        for cid in adm.expired(now):
+            adm.done(cid)
+            link = self.links.get(cid)
+            if link is not None:
+                self.node.count_reject("auth_timeout")
+                link.close(f"not authenticated within tcp_auth_timeout {adm.auth_timeout_s:g} s")
 
     # ------------------------------------------------------------------ sockets
 
@@ -247,7 +272,7 @@ class Daemon:
         return LinkProtocol(
             self, run.tport_id, self.kdf if self._encrypt(run.cfg) else None,
             highwater=p.size("tcp_write_highwater"), write_timeout_s=p.time("tcp_write_timeout"),
-            outbound=outbound,
+            outbound=outbound, warn=lambda text: self.limited.log(None, logging.WARNING, text),
         )
 
     async def _listen(self, run: Running, ephemeral: bool) -> None:
@@ -392,6 +417,12 @@ class Daemon:
     def link_made(self, link: LinkProtocol) -> int:
         conn_id = self._next_conn
         self._next_conn += 1
+        host = None if link.outbound else link.peer_addr.rpartition(":")[0].strip("[]")
+        refused = self.admission.admit(conn_id, host, time.monotonic())
+        if refused is not None:  # never shown to the node
+            self.node.count_reject("pending_cap")
+            link.close(f"refused: {refused}")
+            return conn_id
         self.links[conn_id] = link
         self._apply(self.node.on_connect(conn_id, link.tport_id, time.time_ns()))
         return conn_id
@@ -416,6 +447,7 @@ class Daemon:
                     (link.transport.pause_reading if self.congested else link.transport.resume_reading)()
 
     def link_lost(self, conn_id: int, reason: str) -> None:
+        self.admission.done(conn_id)
         if conn_id in self.congested:
             self.link_congested(conn_id, False)
         link = self.links.pop(conn_id, None)
@@ -443,7 +475,10 @@ class Daemon:
                 if link is not None:
                     link.close(act.reason)
             elif isinstance(act, Log):
-                self._say(act.text)
+                if act.key is None:
+                    self._say(act.text)
+                else:
+                    self.limited.log(act.key, logging.INFO, act.text)
             elif isinstance(act, Connect):
                 run = next((r for r in self.running.values() if r.tport_id == act.tport_id), None)
                 if run is not None and not self.stopping:
@@ -451,11 +486,11 @@ class Daemon:
                     run.tasks.append(asyncio.create_task(
                         self._connector(run, (host.strip("[]"), int(port)), once=True)))
 
-    def _say(self, text: str) -> None:
+    def _say(self, text: str, level: int = logging.INFO) -> None:
         line = f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  {text}"
         self.log_lines.append(line)
         del self.log_lines[:-1000]
-        log.info(text)
+        log.log(level, "%s", text)
         for fn in self.on_log:
             fn(line)
 

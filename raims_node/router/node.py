@@ -39,7 +39,7 @@ import logging
 import random
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import mmh3
 
@@ -47,7 +47,7 @@ from raims_node import RaimsError
 from raims_node.bloom import BloomError, BloomFilter, Shard, SubjectHashes
 from raims_node.crypto import mac
 from raims_node.crypto.credentials import Credentials
-from raims_node.crypto.handshake import Authenticated, Confirmed, Handshake, Rejected
+from raims_node.crypto.handshake import Authenticated, Confirmed, Fresh, Handshake, Rejected
 from raims_node.crypto.handshake import Send as HsSend
 from raims_node.crypto.mac import MacKey
 from raims_node.linkstate.db import LinkStateDB, NeedsSync
@@ -115,6 +115,7 @@ OPT_TRACE = 2
 OPT_ANY = 4
 EARLY_LIMIT = 64  # link updates held per peer while waiting for the ones before them
 INBOX_MASK = (1 << INBOX_WINDOW) - 1
+MAX_HB_INTERVAL_S = 3600  # an announced heartbeat interval beyond this is ignored
 VERSION = "raims-0.1.0"
 
 
@@ -148,6 +149,7 @@ class Conn:
     last_recv_ns: int = 0
     active: bool = False
     hb_disagree: int = 0
+    peer_hb_ns: int = 0  # the heartbeat interval the peer announces (0: not yet known)
 
 
 @dataclass
@@ -159,6 +161,7 @@ class Counters:
     unknown_source: int = 0
     unauthenticated: int = 0
     auth_rejected: int = 0
+    rejects: dict[str, int] = field(default_factory=dict)  # by cause: handshake.REJECT_KINDS, ...
     dup_bcast: int = 0
     no_route: int = 0
     forwarded: int = 0
@@ -352,7 +355,8 @@ class Node:
     def tick(self, now_ns: int) -> list[Action]:
         hb = self.params.heartbeat_ns
         for conn in list(self.conns.values()):
-            if conn.active and now_ns - conn.last_recv_ns > hb * HB_TIMEOUT_FACTOR:
+            # supervised with the interval the peer announces (manual: 1.5 intervals)
+            if conn.active and now_ns - conn.last_recv_ns > (conn.peer_hb_ns or hb) * HB_TIMEOUT_FACTOR:
                 self.events.add(now_ns, Ev.HB_TIMEOUT, tport=conn.tport.name, user=self._name(conn.peer))
                 self._link_down(conn, now_ns, "hb_timeout")
         if now_ns >= self._next_hb_ns:
@@ -516,6 +520,7 @@ class Node:
             return
         if conn.peer is None or not conn.active:
             self.counters.unauthenticated += 1
+            self.count_reject("not_authenticated")
             return
         source = head.bridge
         if source == self.bridge:
@@ -554,15 +559,28 @@ class Node:
                 self.events.add(now_ns, Ev.RECV_BYE, tport=conn.tport.name, user=peer.user)
                 self._link_down(conn, now_ns, "bye")
                 self._remove_peer(b, now_ns, "bye")
+            elif not conn.active:
+                self.count_reject("not_authenticated")
             return
-        self._handshake(conn, self.hs.receive(now_ns, data, frame), now_ns)
+        state = self.hs.peer(b)
+        floor = state.hb_seqno if state is not None else 0
+        events = self.hs.receive(now_ns, data, frame, challenge=not conn.active)
+        self._handshake(conn, events, now_ns)
+        if any(isinstance(ev, Rejected) for ev in events):
+            return
         state = self.hs.peer(b)
         if state is None or state.session_key is None or not mac.verify(data, state.session_key):
             return
+        interval = frame.get(Fid.INTERVAL)
+        if isinstance(interval, int) and not isinstance(interval, bool) and 0 < interval <= MAX_HB_INTERVAL_S:
+            conn.peer_hb_ns = interval * NS
         if not conn.active:
             # a link to a peer we already hold a session with (a second link, or a link
-            # back after a heartbeat timeout or a partition): no new key exchange
-            if not state.trusts_us or state.user is None:
+            # back after a heartbeat timeout or a partition): no new key exchange, but
+            # only on a heartbeat newer than any seen (a recorded one proves nothing;
+            # the current one was answered with a challenge, see handshake.py)
+            seqno = frame.get(Fid.SEQNO)
+            if not state.trusts_us or state.user is None or not isinstance(seqno, int) or seqno <= floor:
                 return
             self._authenticated(conn, b, state.user, state.start_ns, state.session_key, now_ns)
         if conn.peer == b:
@@ -582,14 +600,32 @@ class Node:
         for ev in events:
             if isinstance(ev, Rejected):
                 self.counters.auth_rejected += 1
+                self.count_reject(ev.kind)
                 self.events.add(now_ns, Ev.AUTH_REMOVE, tport=conn.tport.name, user=ev.user or "",
                                 data=ev.reason)
-                self._out.append(Log(f"remove auth {ev.user or '?'} {ev.reason}"))
+                self._out.append(Log(f"remove auth {ev.user or '?'} {ev.reason}", key=f"reject.{ev.kind}"))
             elif isinstance(ev, Authenticated):
                 self.events.add(now_ns, Ev.RECV_CHALLENGE, tport=conn.tport.name, user=ev.user)
+                conn.peer_hb_ns = min(ev.interval_s, MAX_HB_INTERVAL_S) * NS
                 self._authenticated(conn, ev.bridge, ev.user, ev.start_ns, ev.session_key, now_ns)
-            elif isinstance(ev, Confirmed):
-                self.events.add(now_ns, Ev.RECV_TRUST, tport=conn.tport.name, user=ev.user)
+            elif isinstance(ev, Confirmed | Fresh):
+                if isinstance(ev, Confirmed):
+                    self.events.add(now_ns, Ev.RECV_TRUST, tport=conn.tport.name, user=ev.user)
+                state = self.hs.peer(ev.bridge)
+                if not conn.active and state is not None and state.session_key is not None:
+                    # a known session proved live on this new link (its challenge answered)
+                    self._authenticated(conn, ev.bridge, ev.user, state.start_ns, state.session_key, now_ns)
+
+    def count_reject(self, kind: str) -> None:
+        """One refused frame or connection, by cause (show counters reject, /metrics)."""
+        rejects = self.counters.rejects
+        rejects[kind] = rejects.get(kind, 0) + 1
+
+    def set_heartbeat(self, heartbeat_ns: int) -> None:
+        """A new heartbeat interval (SIGHUP): announced from the next heartbeat on, which
+        stays on the old schedule so that no neighbour times out in the change."""
+        self.params = replace(self.params, heartbeat_ns=heartbeat_ns)  # (the simulator shares one)
+        self.hs.interval_s = max(1, heartbeat_ns // NS)
 
     def _authenticated(self, conn: Conn, b: bytes, user: str, start_ns: int, key: bytes, now_ns: int) -> None:
         if b == self.bridge:
@@ -600,7 +636,7 @@ class Node:
         is_new = old is None or old.start_ns != start_ns
         if old is None or is_new:
             if old is not None:
-                self._remove_peer(b, now_ns, "restarted")
+                self._remove_peer(b, now_ns, "restarted", forget=False)  # keep the session just made
             peer = Peer(b, user, start_ns)
             self.peers[b] = peer
             self.zombies.pop(b, None)
@@ -801,7 +837,7 @@ class Node:
             if not peer.neighbor:
                 self._remove_peer(b, now_ns, "unreachable")
 
-    def _remove_peer(self, b: bytes, now_ns: int, reason: str) -> None:
+    def _remove_peer(self, b: bytes, now_ns: int, reason: str, forget: bool = True) -> None:
         peer = self.peers.pop(b, None)
         if peer is None:
             return
@@ -809,6 +845,9 @@ class Node:
         peer.neighbor = False
         self.zombies[b] = peer
         self.db.remove_peer(b)
+        if forget:
+            self.hs.forget(b)  # its session, not its seqno floors: a replay cannot bring it back
+        self._macs.pop(b, None)
         for key in [k for k in self._pending if k[1] == b]:
             del self._pending[key]
         self._parked.pop(b, None)
