@@ -45,7 +45,15 @@ from raims_node.config.tree import load_text  # noqa: E402
 from raims_node.crypto.handshake import Handshake  # noqa: E402
 from raims_node.router.actions import Send  # noqa: E402
 from raims_node.router.node import Node  # noqa: E402
-from raims_node.wire import FID_TYPES, FieldType, FrameReader, MsgType, decode_frame, encode_frame, peek  # noqa: E402
+from raims_node.wire import (  # noqa: E402
+    FID_TYPES,
+    FieldType,
+    FrameReader,
+    MsgType,
+    decode_frame,
+    encode_frame,
+    peek,
+)
 
 HANG_S = 2.0
 DEFAULT_N = 200_000
