@@ -50,13 +50,15 @@ Decisions where the manual is vague:
 - `forget(bridge)` (the router removed the peer) drops the session (key, trust, the
   auths in flight) but keeps the sequence floors (hb, auth, inbox seqnos) and the
   start time: a replay of anything the peer sent before stays rejected, and the
-  peer, if alive, is taken back only through a new key exchange (its next HELLO
-  is answered with an auth 1). A HELLO repeating the floor after a forget is a replay.
+  peer, if alive, is taken back only through a new key exchange (its HELLO is
+  answered with an auth 1 only the real peer can complete).
 - New link, known peer: a peer sends its current HELLO on each new link, which is
   not new to us; a frame anyone could have recorded cannot prove the link. With
   `challenge=True` (the link is not up yet) such a HELLO is answered with an auth 1
   on that link; the peer's auth 2 (`Confirmed`) or its own auth 1 to our HELLO
   (`Fresh`) proves it is live there, each bound to a nonce of ours and a rising seqno.
+  One HELLO is answered so at most CHALLENGES_PER_HELLO times; repeats beyond are
+  counted as replays (a recorded frame sent again and again costs no key exchanges).
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ PK_SIG_LEN = 64
 TEMP_KEY_LEN = 48  # AES-256 key + 16-byte counter
 HELLO_HISTORY = 2  # "the last two HELLO messages are tracked"
 AUTH_HISTORY = 2
+CHALLENGES_PER_HELLO = 4  # auth 1 answers to one repeated HELLO (new links at once)
 IGNORE_INTERVALS = 2  # failed peers are ignored for 2 heartbeat intervals
 MAX_PEERS = 4096
 MAX_REJECTIONS = 256
@@ -210,7 +213,8 @@ class PeerState:
     trusts_us: bool = False
     ignore_until_ns: int = 0
     last_reason: str | None = None
-    forgotten: bool = False  # the session was dropped: the hb_seqno floor is a replay
+    forgotten: bool = False  # the session was dropped (removed peer): a new key exchange is due
+    challenges: int = 0  # auth 1 answers to the current HELLO (hb_seqno) repeated
 
     @property
     def authenticated(self) -> bool:
@@ -489,12 +493,18 @@ class Handshake:
         if seqno < p.hb_seqno:
             return self._reject(f.bridge, user, "replayed_hello", f"replayed hello: seqno {seqno} is before {p.hb_seqno}")
         if seqno == p.hb_seqno:
-            if p.forgotten:
+            # the peer's current HELLO again, sent on a new link: answered already, unless
+            # the link must prove itself (challenge) or the session was forgotten; either
+            # way the answer is an auth 1 that only the real peer can complete, given a
+            # few times per HELLO (more is a replay flood, not new links)
+            if not (p.forgotten or (challenge and p.authenticated)):
+                return []
+            p.challenges += 1
+            if p.challenges > CHALLENGES_PER_HELLO:
                 return self._reject(f.bridge, user, "replayed_hello",
-                                    f"replayed hello: seqno {seqno} was seen before the peer was removed")
-            if not (challenge and p.authenticated):
-                return []  # the peer's current HELLO again, sent on a new link: answered already
+                                    f"replayed hello: seqno {seqno} repeated {p.challenges} times")
         else:
+            p.challenges = 0
             p.hb_seqno = seqno
             p.forgotten = False
             p.start_ns = start

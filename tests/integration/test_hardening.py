@@ -99,9 +99,9 @@ def test_replayed_heartbeat_does_not_bring_back_a_killed_peer(tmp_path: Path, pr
     assert "B" not in _peers(addr)
     before = _rejects(addr).get("replayed_hello", 0)
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        for hb in recorded:
-            s.sendall(hb)
-        assert poll(lambda: _rejects(addr).get("replayed_hello", 0) >= before + len(recorded), 5)
+        for hb in recorded:  # all but the newest are below the floor A kept; the newest
+            s.sendall(hb)     # gets an auth 1 no one answers (see test_sim_hardening)
+        assert poll(lambda: _rejects(addr).get("replayed_hello", 0) >= before + len(recorded) - 1, 5)
         time.sleep(1.0)  # give a wrongly accepted heartbeat the time to make a link
         assert "B" not in _peers(addr)
     assert not any("1 uids authenticated" in line for line in a.lines[mark:])
