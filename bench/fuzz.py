@@ -13,7 +13,8 @@ rest mutated from a seed corpus of genuine inputs (frames captured from a simula
 network, protocol sessions, the manual's configurations) by bit flips, interesting
 values, inserts, deletes, duplications, splices and truncations.
 
-A raised `RaimsError` (every package's typed error) is a pass. Anything else, or an
+A raised `RaimsError` (every package's typed error) is a pass; `typed_errors` counts
+them, and for handshake and router the rejections returned or counted instead. Anything else, or an
 input that takes longer than HANG_S, is a crash: printed, written to --save DIR
 (default tests/fixtures/fuzz/, where tests/unit/test_fuzz_regressions.py replays
 every file), and the exit status is 1. Deterministic for a seed. Atheris would need
@@ -42,10 +43,13 @@ from raims_node import RaimsError  # noqa: E402
 from raims_node.bridges.nats_proto import NatsParser  # noqa: E402
 from raims_node.bridges.resp import RespParser  # noqa: E402
 from raims_node.config.tree import load_text  # noqa: E402
-from raims_node.crypto.handshake import Handshake  # noqa: E402
+from raims_node.crypto.handshake import Handshake, Rejected  # noqa: E402
+from raims_node.crypto.mac import MacKey  # noqa: E402
 from raims_node.router.actions import Send  # noqa: E402
 from raims_node.router.node import Node  # noqa: E402
 from raims_node.wire import (  # noqa: E402
+    DIGEST_LEN,
+    DIGEST_OFFSET,
     FID_TYPES,
     FieldType,
     FrameReader,
@@ -160,7 +164,7 @@ def _random_frame(rng: random.Random) -> bytes:
     fids = list(FID_TYPES)
     for _ in range(rng.randrange(8)):
         fid = rng.choice(fids)
-        t = FID_TYPES[fid]
+        t = rng.choice(FID_TYPES[fid])
         if t == FieldType.BOOL:
             value: object = rng.random() < 0.5
         elif t in (FieldType.U16, FieldType.U32, FieldType.U64):
@@ -168,8 +172,8 @@ def _random_frame(rng: random.Random) -> bytes:
         elif t == FieldType.STRING:
             value = "".join(rng.choice("ab._*>") for _ in range(rng.randrange(12)))
         else:
-            size = {FieldType.OPAQUE16: 16, FieldType.OPAQUE32: 32, FieldType.OPAQUE64: 64}.get(t)
-            value = rng.randbytes(size if size is not None else rng.randrange(64))
+            sizes: dict[int, int] = {FieldType.OPAQUE16: 16, FieldType.OPAQUE32: 32, FieldType.OPAQUE64: 64}
+            value = rng.randbytes(sizes.get(t, rng.randrange(64)))
         fields.append((fid, value))
     subject = rng.choice(["_X.HELLO", "_X.HB", "_X.BYE", "_I.AAAAAAAAAAAAAAAAAAAAAA.auth", "_Z.ADD", "_S.JOIN.a",
                           "_P.PSUB.a.b", "_I.x.sync_req", "data.x"])
@@ -249,18 +253,20 @@ def _targets(rng: random.Random) -> dict[str, Callable[[bytes], object]]:
         for chunk in _chunks(rng, data):
             reader.feed(chunk)
 
-    def handshake(data: bytes) -> None:
-        hs.receive(time.time_ns(), data)
+    def handshake(data: bytes) -> bool:
+        return any(isinstance(ev, Rejected) for ev in hs.receive(time.time_ns(), data))
 
     node = Node(creds("B"), now_ns=time.time_ns(), rng=random.Random(1))
     tport = node.add_transport("t", "tcp", (100, 100, 100, 100))
     node.on_connect(1, tport, time.time_ns())
 
-    def router(data: bytes) -> None:
-        before = node.counters.internal_errors
+    def router(data: bytes) -> bool:
+        c = node.counters
+        before, refused = c.internal_errors, c.bad_frames + c.auth_rejected + sum(c.rejects.values())
         node.on_frame(1, data, time.time_ns())
-        if node.counters.internal_errors != before:
+        if c.internal_errors != before:
             raise AssertionError("the node counted an internal error (an escaped exception)")
+        return c.bad_frames + c.auth_rejected + sum(c.rejects.values()) != refused
 
     def nats(data: bytes) -> None:
         parser = NatsParser()
@@ -275,12 +281,62 @@ def _targets(rng: random.Random) -> dict[str, Callable[[bytes], object]]:
     def config(data: bytes) -> None:
         load_text(data.decode("utf-8", "replace"), "<fuzz>")
 
-    return {"wire": wire, "stream": stream, "handshake": handshake, "router": router, "nats": nats, "resp": resp,
-            "config": config}
+    signed = _SignedRouter()
+
+    return {"wire": wire, "stream": stream, "handshake": handshake, "router": router, "router_signed": signed,
+            "nats": nats, "resp": resp, "config": config}
 
 
-CORPUS_OF = {"wire": "frames", "stream": "frames", "handshake": "frames", "router": "frames", "nats": "nats",
-             "resp": "resp", "config": "config"}
+class _SignedRouter:
+    """Node B of a converged A-B-C simulation, fed mutated frames re-signed with the
+    session key of their source, so that they pass the MAC and reach the decoders of
+    broadcasts, subscriptions, inbox RPCs and data; rebuilt every REBUILD inputs (the
+    garbage it accepts changes its state)."""
+
+    REBUILD = 20_000
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._build()
+
+    def _build(self) -> None:
+        from raims_node.router.sim import SimNetwork
+        from tests.sim.conftest import creds_factory
+
+        net = SimNetwork(creds_factory(), seed=7)  # as _sim_frames: the same bridges and keys
+        for name in "ABC":
+            net.add_node(name)
+        net.add_link("ab", "A", "B")
+        net.add_link("bc", "B", "C")
+        net.run_until(net.converged, timeout_ns=10 * 10**9)
+        self.node = net.nodes["B"].node
+        self.conn = net.links["ab"].conn_b
+        self.keys = {s.node.bridge: MacKey(s.node.session_key) for s in net.nodes.values()}
+
+    def __call__(self, data: bytes) -> bool:
+        self.count += 1
+        if self.count % self.REBUILD == 0:
+            self._build()
+        frame = bytearray(data)
+        try:
+            head = peek(frame)
+            key = self.keys.get(head.bridge)
+            if key is not None and len(frame) >= DIGEST_OFFSET + DIGEST_LEN:
+                key.sign(frame)
+            if head.subject == b"_X.BYE":
+                return True  # would end the session this target needs
+        except RaimsError:
+            pass
+        c = self.node.counters
+        before, refused = c.internal_errors, c.bad_frames + c.bad_mac + c.auth_rejected + sum(c.rejects.values())
+        self.node.on_frame(self.conn, bytes(frame), time.time_ns())
+        if c.internal_errors != before:
+            raise AssertionError("the node counted an internal error (an escaped exception)")
+        return c.bad_frames + c.bad_mac + c.auth_rejected + sum(c.rejects.values()) != refused
+
+
+CORPUS_OF = {"wire": "frames", "stream": "frames", "handshake": "frames", "router": "frames",
+             "router_signed": "frames", "nats": "nats", "resp": "resp", "config": "config"}
 
 
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
@@ -297,7 +353,8 @@ def run_target(name: str, fn: Callable[[bytes], object], corpus: list[bytes], n:
         data = _generate(rng, name) if i % generate_every == 0 else mutate(rng, rng.choice(corpus), corpus)
         signal.setitimer(signal.ITIMER_REAL, HANG_S)
         try:
-            fn(data)
+            if fn(data) is True:  # a rejection returned (handshake) or counted (router)
+                res.typed_errors += 1
         except RaimsError:
             res.typed_errors += 1
         except RecursionError as exc:  # noqa: PERF203

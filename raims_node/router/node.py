@@ -1041,7 +1041,7 @@ class Node:
 
     def _on_inbox(self, conn: Conn, data: bytes, peer: Peer, now_ns: int) -> None:
         head = peek(data)
-        dest, suffix = S.parse_inbox(head.subject.decode())
+        dest, suffix = S.parse_inbox(head.subject.decode("utf-8", "replace"))  # bad bytes: BadSubject
         if dest != self.bridge:
             self.counters.forwarded += 1
             self._route_inbox(dest, data)

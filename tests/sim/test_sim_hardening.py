@@ -93,3 +93,22 @@ def test_each_side_supervises_with_the_interval_the_peer_announces(creds: Callab
     assert not any("remove auth" in t for _, t in net.nodes["A"].logs[downs:])
     hb = decode_frame(b._hello or b"")
     assert hb.get(Fid.INTERVAL) == 3
+
+
+def test_signed_inbox_frame_with_a_non_utf8_subject_is_a_bad_frame(creds: Callable[[str], Credentials]) -> None:
+    """Found by bench/fuzz.py (router_signed): a peer's inbox frame whose subject is not
+    UTF-8 escaped the decoders as UnicodeDecodeError (an internal error)."""
+    from raims_node.crypto.mac import MacKey
+    from raims_node.wire import peek
+
+    net = build(creds)
+    a, b = net.nodes["A"].node, net.nodes["B"].node
+    frame = bytearray(a.remote(b.bridge, "show peers", object(), net.now)[0].data)  # type: ignore[union-attr]
+    head = peek(frame)
+    at = bytes(frame).index(head.subject) + 5  # in the destination bridge
+    frame[at] = 0xFF
+    MacKey(a.session_key).sign(frame)
+    conn = net.links["link_ab"].conn_b if net.links["link_ab"].a == "A" else net.links["link_ab"].conn_a
+    bad, internal = b.counters.bad_frames, b.counters.internal_errors
+    b.on_frame(conn, bytes(frame), net.now)
+    assert b.counters.internal_errors == internal and b.counters.bad_frames == bad + 1
