@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,7 @@ def test_pending_cap_per_host_closes_the_extra_sockets(tmp_path: Path, procs: li
             s.close()
 
 
+@pytest.mark.slow
 def test_sighup_heartbeat_change_keeps_the_link(tmp_path: Path, procs: list[Any]) -> None:
     """B goes from 3 s to 1 s heartbeats: it must keep supervising A at A's 3 s (x 1.5),
     and A must watch B at 1 s, for three of A's intervals."""
@@ -215,6 +217,8 @@ def test_ten_thousand_bad_handshakes_cost_few_log_lines(tmp_path: Path, procs: l
             s.sendall(hello * 1000)
         assert poll(lambda: _rejects(addr).get("hello_digest", 0) >= 10_000, 30)
         assert _rejects(addr)["hello_digest"] == 10_000
+        with urllib.request.urlopen(f"http://{addr}/metrics", timeout=5) as r:
+            assert 'raims_rejected_total{user="A",reason="hello_digest"} 10000' in r.read().decode()
     finally:
         for s in conns:
             s.close()
