@@ -37,7 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from raims_node.bridges.glue import BridgeServer, BridgeStartError
-from raims_node.bridges.hub import SERVERS, BridgeHub
+from raims_node.bridges.hub import BridgeHub
+from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.config.keyset import credentials, read_secrets
 from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.lograte import RateLimitedLog
@@ -62,7 +63,7 @@ DISCOVERED_TRIES = 3
 LINK_TYPES = ("tcp", "mesh")
 # the advertised roles each role dials, by name discovery
 DIALS = {"mesh": ("mesh",), "connect": ("listen",), "any": ("listen", "mesh")}
-BRIDGE_TYPES = tuple(SERVERS)  # client protocols: listeners only, no links
+BRIDGE_TYPES = tuple(CLIENT_PROTOCOLS)  # client protocols: listeners only, no links
 
 
 class DaemonError(Exception):
@@ -125,19 +126,18 @@ class Daemon:
         self.congestion_events = 0
         self.extra_ports: list[Callable[[], list[dict[str, object]]]] = []
         self.bridges = BridgeHub(self)
-        self.names: dict[str, NameService] = {}  # by device, as configured
-        self.advertised: dict[str, list[Running]] = {}  # device -> transports it advertises
-        self.extra_ports.append(lambda: [svc.port_row() for svc in self.names.values()])
+        self.discovery = DeviceDiscovery(self)
+        self.extra_ports.append(self.discovery.port_rows)
         p = tree.parameters
         self.admission = Admission(p.time("tcp_auth_timeout"), p.count("tcp_pending_max"),
                                    p.count("tcp_pending_per_host"))
-        self.limited = RateLimitedLog(lambda level, text: self._say(text, level))
+        self.limited = RateLimitedLog(lambda level, text: self.say(text, level))
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, listen: list[str], connect: list[str]) -> None:
         """Start transports by name: listeners first, then connectors."""
-        self._say(f"session {self.creds.user}.{self.creds.svc}[{self._b64()}] started, "
+        self.say(f"session {self.creds.user}.{self.creds.svc}[{self._b64()}] started, "
                   f"start time {self.node.start_ns / NS:.9f}")
         for name in listen:
             await self.start_transport(name, listen=True)
@@ -163,7 +163,7 @@ class Daemon:
             tid = self.node.add_transport(name, cfg.type, cfg.cost)
             run = self.running[name] = Running(cfg, tid, False, False)
             self._apply(self.node.tick(time.time_ns()))
-        names = await self._name_service(cfg.device) if cfg.device is not None else None
+        names = await self.discovery.service(cfg.device) if cfg.device is not None else None
         if names is not None:
             run.device_ip = names.device_ip
         if listen or cfg.type == "mesh":
@@ -172,9 +172,9 @@ class Daemon:
         if not listen:
             run.connect = True
             for addr in self._connect_addrs(cfg):
-                run.tasks.append(asyncio.create_task(self._connector(run, addr)))
+                run.tasks.append(asyncio.create_task(self.connector(run, addr)))
         if names is not None:
-            self._advertise(names, run, role or ("mesh" if cfg.type == "mesh" else "listen" if listen else "connect"))
+            self.discovery.advertise(names, run, role or ("mesh" if cfg.type == "mesh" else "listen" if listen else "connect"))
         return run
 
     async def _start_bridge(self, cfg: TransportConfig, listen: bool) -> Running:
@@ -191,7 +191,7 @@ class Daemon:
             run = self.running[cfg.tport] = Running(cfg, tid, True, False, bridge.servers, bound=bridge.bound,
                                                      bridge=bridge)
             for addr in bridge.bound:
-                self._say(f"listening on {addr}")
+                self.say(f"listening on {addr}")
         return run
 
     async def stop(self) -> None:
@@ -199,8 +199,7 @@ class Daemon:
         if self.stopping:
             return
         self.stopping = True
-        for names in self.names.values():
-            names.close()
+        self.discovery.close()
         self._apply(self.node.shutdown(time.time_ns()))
         for run in self.running.values():
             for task in run.tasks:
@@ -228,21 +227,12 @@ class Daemon:
             self.limited.flush(now)
 
     def _check_pending(self, now: float) -> None:
-        """Links that authenticated leave the pending set; those past tcp_auth_timeout close."""
-        adm = self.admission
-        if not len(adm):
-            return
+        """Links past tcp_auth_timeout without authenticating are closed."""
         conns = self.node.conns
-        for cid in adm.pending():
-            conn = conns.get(cid)
-            if conn is not None and conn.active:
-                adm.done(cid)
-        for cid in adm.expired(now):
-            adm.done(cid)
-            link = self.links.get(cid)
-            if link is not None:
+        for cid in self.admission.sweep(now, lambda cid: (c := conns.get(cid)) is not None and c.active):
+            if (link := self.links.get(cid)) is not None:
                 self.node.count_reject("auth_timeout")
-                link.close(f"not authenticated within tcp_auth_timeout {adm.auth_timeout_s:g} s")
+                link.close(f"not authenticated within tcp_auth_timeout {self.admission.auth_timeout_s:g} s")
 
     # ------------------------------------------------------------------ sockets
 
@@ -295,7 +285,7 @@ class Daemon:
                 name = sock.getsockname()
                 addr = f"[{name[0]}]:{name[1]}" if ":" in name[0] else f"{name[0]}:{name[1]}"
                 run.bound.append(addr)
-                self._say(f"listening on {addr}")
+                self.say(f"listening on {addr}")
         if cfg.type == "mesh" and run.bound:
             self.node.set_mesh_url(run.tport_id, run.bound[0])
 
@@ -309,7 +299,7 @@ class Daemon:
             out.append((host or addr, port))
         return out
 
-    async def _connector(self, run: Running, addr: tuple[str, int], once: bool = False, tries: int = 0,
+    async def connector(self, run: Running, addr: tuple[str, int], once: bool = False, tries: int = 0,
                          dial: Dial | None = None) -> None:
         """Keep one outbound link to `addr` up while the transport runs. `once`: a link
         to a mesh member or a discovered peer (`dial`, registered by the caller), not
@@ -354,63 +344,6 @@ class Daemon:
             # a link that fails at once (refused keys, bad stream) backs off like a refused connect
             delay = min(delay * 2, RECONNECT_MAX_S) if loop.time() - opened < 2 * RECONNECT_MAX_S else RECONNECT_MIN_S
             await asyncio.sleep(delay)
-
-    # ------------------------------------------------------------------ name discovery
-
-    async def _name_service(self, device: str) -> NameService:
-        """The name service of `device`, started on first use."""
-        svc = self.names.get(device)
-        if svc is not None:
-            return svc
-        record = next((t for t in self.tree.transports if t.tport == device and t.type == "name"), None)
-        try:
-            conf = NameConfig.of(device, record)
-            ip = await asyncio.get_running_loop().run_in_executor(None, resolve_device, conf.device)
-            svc = NameService(device, conf, ip, bridge=self.node.bridge, user=self.creds.user,
-                              service=self.creds.svc, start_ns=self.node.start_ns,
-                              interval_s=self.tree.parameters.time("heartbeat"),
-                              on_advert=lambda ad: self._discovered(device, ad))
-            await svc.start()
-        except NameServiceError as exc:
-            raise DaemonError(str(exc)) from None
-        self.names[device] = svc
-        self._say(f"name {device} on {svc.address}")
-        return svc
-
-    def _advertise(self, names: NameService, run: Running, role: str) -> None:
-        run.role = role
-        url = ""
-        if run.bound:
-            port = run.bound[0].rpartition(":")[2]
-            url = f"{names.device_ip}:{port}"  # reachable on the device even when bound to "*"
-            if run.cfg.type == "mesh":
-                self.node.set_mesh_url(run.tport_id, url)
-        listed = self.advertised.setdefault(names.name, [])
-        if run not in listed:
-            listed.append(run)
-        names.advertise(run.cfg.tport, run.cfg.type, role, url if role in ("listen", "mesh") else "")
-
-    def _discovered(self, device: str, ad: Advert) -> None:
-        """An advertisement of another node of the service: dial it when it matches."""
-        if self.stopping:
-            return
-        for run in self.advertised.get(device, ()):
-            if run.cfg.tport != ad.tport or run.role is None or ad.role not in DIALS.get(run.role, ()):
-                continue
-            if run.role == "mesh" and self.node.bridge > ad.bridge:
-                continue  # the other member dials
-            addr = ad.address
-            dial = run.dialing.get(addr)
-            if dial is None:
-                self._say(f"name {device}: {ad.user} {ad.role} {ad.tport} at {ad.url}, connecting")
-                dial = run.dialing[addr] = Dial(ad.start_ns)
-                run.tasks = [t for t in run.tasks if not t.done()]
-                run.tasks.append(asyncio.create_task(
-                    self._connector(run, addr, once=True, tries=DISCOVERED_TRIES, dial=dial)))
-            elif dial.start_ns < ad.start_ns:
-                if dial.start_ns and dial.link is not None:
-                    dial.link.close(f"{ad.user} at {ad.url} restarted")
-                dial.start_ns = ad.start_ns
 
     # ------------------------------------------------------------------ LinkOwner
 
@@ -476,7 +409,7 @@ class Daemon:
                     link.close(act.reason)
             elif isinstance(act, Log):
                 if act.key is None:
-                    self._say(act.text)
+                    self.say(act.text)
                 else:
                     self.limited.log(act.key, logging.INFO, act.text)
             elif isinstance(act, Connect):
@@ -484,9 +417,9 @@ class Daemon:
                 if run is not None and not self.stopping:
                     host, _, port = act.url.rpartition(":")
                     run.tasks.append(asyncio.create_task(
-                        self._connector(run, (host.strip("[]"), int(port)), once=True)))
+                        self.connector(run, (host.strip("[]"), int(port)), once=True)))
 
-    def _say(self, text: str, level: int = logging.INFO) -> None:
+    def say(self, text: str, level: int = logging.INFO) -> None:
         line = f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  {text}"
         self.log_lines.append(line)
         del self.log_lines[:-1000]
@@ -570,6 +503,78 @@ class Daemon:
     def healthy(self) -> bool:
         """Converged, or alone (no links configured to come up)."""
         return self.node.converged
+
+
+class DeviceDiscovery:
+    """Name services by device (started on first use), the transports each advertises,
+    and dialing the matching peers they find (module docstring)."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.names: dict[str, NameService] = {}  # by device, as configured
+        self.advertised: dict[str, list[Running]] = {}  # device -> transports it advertises
+
+    def port_rows(self) -> list[dict[str, object]]:
+        return [svc.port_row() for svc in self.names.values()]
+
+    def close(self) -> None:
+        for names in self.names.values():
+            names.close()
+
+    async def service(self, device: str) -> NameService:
+        """The name service of `device`, started on first use."""
+        svc = self.names.get(device)
+        if svc is not None:
+            return svc
+        record = next((t for t in self.daemon.tree.transports if t.tport == device and t.type == "name"), None)
+        try:
+            conf = NameConfig.of(device, record)
+            ip = await asyncio.get_running_loop().run_in_executor(None, resolve_device, conf.device)
+            svc = NameService(device, conf, ip, bridge=self.daemon.node.bridge, user=self.daemon.creds.user,
+                              service=self.daemon.creds.svc, start_ns=self.daemon.node.start_ns,
+                              interval_s=self.daemon.tree.parameters.time("heartbeat"),
+                              on_advert=lambda ad: self._discovered(device, ad))
+            await svc.start()
+        except NameServiceError as exc:
+            raise DaemonError(str(exc)) from None
+        self.names[device] = svc
+        self.daemon.say(f"name {device} on {svc.address}")
+        return svc
+
+    def advertise(self, names: NameService, run: Running, role: str) -> None:
+        run.role = role
+        url = ""
+        if run.bound:
+            port = run.bound[0].rpartition(":")[2]
+            url = f"{names.device_ip}:{port}"  # reachable on the device even when bound to "*"
+            if run.cfg.type == "mesh":
+                self.daemon.node.set_mesh_url(run.tport_id, url)
+        listed = self.advertised.setdefault(names.name, [])
+        if run not in listed:
+            listed.append(run)
+        names.advertise(run.cfg.tport, run.cfg.type, role, url if role in ("listen", "mesh") else "")
+
+    def _discovered(self, device: str, ad: Advert) -> None:
+        """An advertisement of another node of the service: dial it when it matches."""
+        if self.daemon.stopping:
+            return
+        for run in self.advertised.get(device, ()):
+            if run.cfg.tport != ad.tport or run.role is None or ad.role not in DIALS.get(run.role, ()):
+                continue
+            if run.role == "mesh" and self.daemon.node.bridge > ad.bridge:
+                continue  # the other member dials
+            addr = ad.address
+            dial = run.dialing.get(addr)
+            if dial is None:
+                self.daemon.say(f"name {device}: {ad.user} {ad.role} {ad.tport} at {ad.url}, connecting")
+                dial = run.dialing[addr] = Dial(ad.start_ns)
+                run.tasks = [t for t in run.tasks if not t.done()]
+                run.tasks.append(asyncio.create_task(
+                    self.daemon.connector(run, addr, once=True, tries=DISCOVERED_TRIES, dial=dial)))
+            elif dial.start_ns < ad.start_ns:
+                if dial.start_ns and dial.link is not None:
+                    dial.link.close(f"{ad.user} at {ad.url} restarted")
+                dial.start_ns = ad.start_ns
 
 
 async def wait_closed(servers: list[asyncio.Server]) -> None:

@@ -161,7 +161,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
                 raise DaemonError(f"transport {name!r} listen {host}:{cfg.port} failed: {exc.strerror}") from None
             for addr in bound:
                 log.info("web listening on %s", addr)
-                daemon._say(f"listening on {addr}")
+                daemon.say(f"listening on {addr}")
             webs.append(admin)
     except DaemonError as exc:
         _fail(args, f"{exc} (config {args.config})")

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 from raims_node.bridges.errors import BridgeError, SlowConsumer
 
 if TYPE_CHECKING:
-    from raims_node.bridges.hub import BridgeHub
+    from raims_node.bridges.host import NodeHost
     from raims_node.bridges.router_bus import RouterBus
     from raims_node.config.tree import TransportConfig
 
@@ -354,6 +354,21 @@ class SessionProtocol(asyncio.Protocol):
             self.transport.close()
 
 
+class HubView(Protocol):
+    """What a bridge server uses of the hub that runs it (hub.py's BridgeHub)."""
+
+    host: NodeHost
+    gate: FlowGate
+
+    def next_client_id(self) -> int: ...
+
+    def server_id(self) -> str: ...
+
+    def bus(self, service: str) -> RouterBus: ...
+
+    async def join_network(self, bridge: str, service: str, network: ClientNetwork) -> None: ...
+
+
 class BridgeServer:
     """One running bridge transport: its listeners, connections and counters."""
 
@@ -361,7 +376,7 @@ class BridgeServer:
     default_service: ClassVar[str] = ""
     protocol: ClassVar[type[SessionProtocol]] = SessionProtocol
 
-    def __init__(self, hub: BridgeHub, name: str, settings: BridgeSettings) -> None:
+    def __init__(self, hub: HubView, name: str, settings: BridgeSettings) -> None:
         self.hub = hub
         self.name = name
         self.settings = settings

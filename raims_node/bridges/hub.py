@@ -27,7 +27,6 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
-from typing import TYPE_CHECKING
 
 from raims_node.bridges.glue import (
     BadNetwork,
@@ -37,19 +36,15 @@ from raims_node.bridges.glue import (
     ClientNetwork,
     FlowGate,
 )
-from raims_node.bridges.nats import NatsServer
-from raims_node.bridges.redis import RedisServer
+from raims_node.bridges.host import NodeHost
+from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.bridges.router_bus import InvalidService, RouterBus
 from raims_node.config.errors import ConfigError
 from raims_node.config.tree import TransportConfig
 from raims_node.wire.subjects import bridge_b64
 
-if TYPE_CHECKING:
-    from raims_node.daemon import Daemon
-
 log = logging.getLogger("raims.bridge")
 
-SERVERS: dict[str, type[BridgeServer]] = {"nats": NatsServer, "redis": RedisServer}
 NETWORK_TPORT_PREFIX = "net_"
 
 
@@ -59,8 +54,8 @@ def network_tport(service: str) -> str:
 
 
 class BridgeHub:
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
+    def __init__(self, host: NodeHost) -> None:
+        self.host = host
         self.buses: dict[str, RouterBus] = {}
         self.gate = FlowGate()
         self._ids = itertools.count(1)
@@ -69,17 +64,17 @@ class BridgeHub:
         return next(self._ids)
 
     def server_id(self) -> str:
-        return bridge_b64(self.daemon.node.bridge)
+        return bridge_b64(self.host.node.bridge)
 
     def bus(self, service: str) -> RouterBus:
         bus = self.buses.get(service)
         if bus is None:
-            bus = self.buses[service] = RouterBus(self.daemon, service)
+            bus = self.buses[service] = RouterBus(self.host, service)
         return bus
 
     async def start(self, cfg: TransportConfig) -> BridgeServer:
-        """Start transport `cfg` (of a type in SERVERS) listening; raise BridgeStartError."""
-        cls = SERVERS[cfg.type]
+        """Start transport `cfg` (of a type in CLIENT_PROTOCOLS) listening; raise BridgeStartError."""
+        cls = CLIENT_PROTOCOLS[cfg.type]
         try:
             server = cls(self, cfg.tport, BridgeSettings.of(cfg, cls.default_service))
         except (InvalidService, ConfigError, BadNetwork) as exc:
@@ -89,15 +84,15 @@ class BridgeHub:
 
     async def join_network(self, bridge: str, service: str, network: ClientNetwork) -> None:
         """Start (or reuse) the link transport that joins `network` for `service`
-        (module docstring); raises BridgeStartError or the daemon's DaemonError."""
-        daemon = self.daemon
+        (module docstring); raises BridgeStartError or the host's own start error."""
+        host = self.host
         name = network_tport(service)
-        configured = next((t for t in daemon.tree.transports if t.tport == name), None)
-        run = daemon.running.get(name)
+        configured = next((t for t in host.tree.transports if t.tport == name), None)
+        run = host.running.get(name)
         if configured is not None:
             if run is None:
                 log.info("transport %s: network %s ignored, transport %s is configured", bridge, network, name)
-                await daemon.start_transport(name, listen=not configured.connect)
+                await host.start_transport(name, listen=not configured.connect)
             return
         try:
             network.check_joinable()
@@ -112,4 +107,4 @@ class BridgeHub:
             return
         cfg = TransportConfig(name, network.tport_type, {"device": device})
         log.info("transport %s: joining network %s through %s", bridge, network, name)
-        await daemon.start_link(cfg, network.listen, network.role)
+        await host.start_link(cfg, network.listen, network.role)

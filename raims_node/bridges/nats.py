@@ -35,7 +35,7 @@ class NatsServer(BridgeServer):
 
     async def listen(self) -> list[str]:
         bound = await super().listen()
-        s, node = self.settings, self.hub.daemon.node
+        s, node = self.settings, self.hub.host.node
         host, _, port = bound[0].rpartition(":")
         self.config = NatsConfig(
             server_id=self.hub.server_id(), server_name=f"{node.user}.{node.service}",

@@ -50,16 +50,13 @@ Mapping into the Rai MS network (decisions):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from raims_node.bloom import BloomFilter, SubjectHashes
 from raims_node.bridges.bus import SHARD_PREFIX, ClientHandle, PatternSyntax
 from raims_node.bridges.errors import BridgeError
+from raims_node.bridges.host import NodeHost
 from raims_node.router.actions import Deliver
 from raims_node.subject import MAX_SUBJECT_LEN, SubjectError, compile_pattern
-
-if TYPE_CHECKING:
-    from raims_node.daemon import Daemon
 
 # Room left in a frame's subject for the `_S.JOIN.` / `_P.PSUB.` / `_QUEUE.q.sub.` wrappers.
 SUBJECT_HEADROOM = 32
@@ -93,10 +90,10 @@ class _Owner:
 class RouterBus:
     """One service namespace of a daemon's node, as the client sessions see it."""
 
-    def __init__(self, daemon: Daemon, service: str) -> None:
+    def __init__(self, host: NodeHost, service: str) -> None:
         check_service(service)
-        self.daemon = daemon
-        self.node = daemon.node
+        self.host = host
+        self.node = host.node
         self.service = service
         self.prefix = service + "."
         self._plen = len(self.prefix)
@@ -142,7 +139,7 @@ class RouterBus:
                   queue: str | None = None) -> None:
         internal = self.inside(subject)
         if self._carriable(internal, len(queue) if queue else 0):
-            self.daemon.subscribe(self._owner(client), sid, internal, queue)
+            self.host.subscribe(self._owner(client), sid, internal, queue)
 
     def psubscribe(self, client: ClientHandle, sid: str, pattern: str,
                    syntax: PatternSyntax, queue: str | None = None) -> None:
@@ -150,19 +147,19 @@ class RouterBus:
         if not self._carriable(internal, len(queue) if queue else 0):
             return
         try:
-            self.daemon.psubscribe(self._owner(client), sid, internal, syntax, queue)
+            self.host.psubscribe(self._owner(client), sid, internal, syntax, queue)
         except SubjectError:  # the node checks the pattern before changing anything
             self.bad_patterns += 1
 
     def unsubscribe(self, client: ClientHandle, sid: str) -> None:
         owner = self._owners.get(client)
         if owner is not None:
-            self.daemon.unsubscribe(owner, sid)
+            self.host.unsubscribe(owner, sid)
 
     def drop_client(self, client: ClientHandle) -> None:
         owner = self._owners.pop(client, None)
         if owner is not None:
-            self.daemon.drop_owner(owner)
+            self.host.drop_owner(owner)
 
     # ------------------------------------------------------------ publish
 
@@ -181,7 +178,7 @@ class RouterBus:
         if remote:
             if not self._carriable(internal) or (reply is not None and not self._carriable(reply)):
                 return 0
-            publish = self.daemon.publish
+            publish = self.host.publish
             return sum(publish(internal, payload, reply, headers, no_echo) + remote for payload in payloads)
         # the local fast path: a multicast to no remote node, without a frame
         node = self.node

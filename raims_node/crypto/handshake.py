@@ -42,8 +42,7 @@ Decisions where the manual is vague:
 - Only cryptographic failures of an auth (key, digest, signature, expiry) make the
   peer ignored for 2 heartbeat intervals; a replayed or stale message is only
   rejected, so a replay cannot lock a peer out.
-- Every rejection carries a short `kind` (REJECT_KINDS) for per-reason counters, and
-  a `reason` that names the cause.
+- Every rejection carries a short `kind` (REJECT_KINDS, for counters) and a `reason`.
 - Start time: a peer bridge is one start of one node (the bridge id is random per
   start), so a HELLO whose start differs from the one first seen for its bridge is a
   forgery or a replay and is rejected.

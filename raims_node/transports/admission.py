@@ -11,6 +11,7 @@ asks which deadlines passed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 AUTH_TIMEOUT_S = 10.0
@@ -67,6 +68,16 @@ class Admission:
             self._by_host[p.host] = left
         else:
             del self._by_host[p.host]
+
+    def sweep(self, now: float, authenticated: Callable[[int], bool]) -> list[int]:
+        """Forget the links that authenticated; return (and forget) those past their
+        deadline, for the caller to close."""
+        for cid in [cid for cid in self._pending if authenticated(cid)]:
+            self.done(cid)
+        late = self.expired(now)
+        for cid in late:
+            self.done(cid)
+        return late
 
     def expired(self, now: float) -> list[int]:
         """Links whose deadline passed (still registered: the caller closes them, and

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Final
 
 from raims_node.config.errors import ConfigError
 from raims_node.config.keyset import check_name
-from raims_node.config.tree import DEFAULT_COST
+from raims_node.config.records import DEFAULT_COST
 from spark_app.jobs.errors import PlanError
 
 if TYPE_CHECKING:  # raims_node.linkstate loads scipy: the driver plans, executors only unpickle plans

@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 from raims_node.crypto.credentials import Credentials
 from raims_node.router.actions import Send
-from raims_node.router.node import NS, _Pending
+from raims_node.router.node import NS
 from raims_node.router.sim import MS, SimNetwork
+from raims_node.router.state import Pending
 from raims_node.wire import peek
 from raims_node.wire.subjects import bridge_b64
 from tests.sim.conftest import creds_factory
@@ -151,14 +152,14 @@ def test_an_unanswered_sync_is_retried_with_the_next_neighbour(creds: Callable[[
     assert record is not None
     a.db.remove_peer(d)  # A has lost D's links: D is out of its routes
     a.db.put_peer(record)
-    assert not a._routable(d)
+    assert not a.state.routable(d)
     asked = []
     first = min(b, c)  # the neighbour asked first, then the other, then the first again
-    a._pending[("adj", d)] = _Pending("adj", d, first, net.now)
+    a.state.sync.pending[("adj", d)] = Pending("adj", d, first, net.now)
     for _ in range(3):
         sent = [peek(act.data).subject for act in a.tick(net.now) if isinstance(act, Send)]
         asked += [s for s in sent if s.endswith(b".adj_req")]
-        a._pending[("adj", d)].deadline_ns = net.now
-        a._pending[("adj", d)].tries = 1
+        a.state.sync.pending[("adj", d)].deadline_ns = net.now
+        a.state.sync.pending[("adj", d)].tries = 1
     to = {bridge_b64(x).encode(): x for x in (b, c)}
     assert [to[s.split(b".")[1]] for s in asked] == [max(b, c), min(b, c), max(b, c)]

@@ -25,9 +25,9 @@ def _rogue(net, name: str) -> tuple[object, int]:  # type: ignore[no-untyped-def
 def test_replayed_heartbeat_of_a_removed_peer_is_rejected(creds: Callable[[str], Credentials]) -> None:
     net = build(creds)
     b = net.nodes["B"].node
-    captured = [b._hello]
+    captured = [b.links.hello]
     net.run_for(2 * HB)
-    captured.append(b._hello)  # B's newest heartbeat, as a recorder on a link saw it
+    captured.append(b.links.hello)  # B's newest heartbeat, as a recorder on a link saw it
     assert all(c is not None for c in captured)
     net.kill("B")
     net.run_until(lambda: b.bridge not in net.nodes["A"].node.peers, timeout_ns=10 * HB)
@@ -51,7 +51,7 @@ def test_replayed_heartbeat_of_a_removed_peer_is_rejected(creds: Callable[[str],
 def test_replayed_heartbeat_of_a_live_peer_gets_a_challenge_only(creds: Callable[[str], Credentials]) -> None:
     net = build(creds)
     b = net.nodes["B"].node
-    frame = b._hello
+    frame = b.links.hello
     assert frame is not None
     a, conn = _rogue(net, "A")
     out = a.on_frame(conn, frame, net.now)
@@ -91,7 +91,7 @@ def test_each_side_supervises_with_the_interval_the_peer_announces(creds: Callab
     conn = next(c for c in a.conns.values() if c.peer == b.bridge)
     assert conn.active and conn.peer_hb_ns == 3 * HB
     assert not any("remove auth" in t for _, t in net.nodes["A"].logs[downs:])
-    hb = decode_frame(b._hello or b"")
+    hb = decode_frame(b.links.hello or b"")
     assert hb.get(Fid.INTERVAL) == 3
 
 

@@ -1,0 +1,103 @@
+"""Received `_Z/_S/_P` broadcasts: flooded on, then applied.
+
+Manual "System Subjects": `_Z.ADJ` (a link added or removed), `_Z.ADD` (a peer
+authenticated somewhere), `_Z.DEL` (a peer said BYE), `_Z.BLM` (a whole filter), and
+the subscription deltas `_S.*` / `_P.*`. Every one is flooded to every authenticated
+neighbour but the one it came from, before it is acted on (neighbours converge sooner),
+and suppressed as a duplicate by (origin, seqno). Our own floods are sent by
+`NodeState.bcast`.
+"""
+
+from __future__ import annotations
+
+from raims_node.linkstate.db import NeedsSync
+from raims_node.router.events import Ev
+from raims_node.router.interest import Interest
+from raims_node.router.links import Links
+from raims_node.router.messages import (
+    MalformedMessage,
+    get_bytes,
+    get_int,
+    parse_link,
+    parse_summary,
+)
+from raims_node.router.peer import Peer
+from raims_node.router.rpc import Rpc
+from raims_node.router.state import Conn, NodeState
+from raims_node.wire import Fid, decode_frame
+from raims_node.wire import subjects as S
+
+EARLY_LIMIT = 64  # link updates held per peer while waiting for the ones before them
+
+
+class Flood:
+    def __init__(self, st: NodeState, links: Links, interest: Interest, rpc: Rpc) -> None:
+        self.st = st
+        self.links = links
+        self.interest = interest
+        self.rpc = rpc
+
+    def on_bcast(self, conn: Conn, data: bytes, peer: Peer, now_ns: int) -> None:
+        st = self.st
+        frame = decode_frame(data)
+        d = frame.as_dict()
+        if st.seen((peer.bridge, get_int(d, Fid.SEQNO))):
+            st.counters.dup_bcast += 1
+            return
+        for other in st.conns.values():  # flood on before acting: neighbours converge sooner
+            if other.active and other is not conn:
+                st.emit(other.conn_id, data)
+        via = conn.peer or peer.bridge
+        subj = frame.subject
+        if subj == S.Z_ADJ:
+            self._on_adj_change(peer, d, via, now_ns)
+        elif subj == S.Z_ADD:
+            self._on_peer_add(d, via, now_ns)
+        elif subj == S.Z_DEL:
+            b = get_bytes(d, Fid.SYNC_BRIDGE)
+            if b != st.bridge and not st.neighbor_conn(b):
+                self.links.remove_peer(b, now_ns, "peer_del")
+        elif subj == S.Z_BLM:
+            self.interest.set_bloom(peer, get_int(d, Fid.SUB_SEQNO), d.get(Fid.BLOOM))
+            st.events.add(now_ns, Ev.RECV_BLOOM, user=peer.user)
+            if peer.bloom is not None and st.db.is_synced(peer.bridge):
+                st.sync.pending.pop(("adj", peer.bridge), None)
+                st.changed("recv_bloom")
+        elif subj.startswith((S.S_JOIN, S.S_LEAV, S.P_PSUB, S.P_STOP)):
+            self.interest.on_sub_change(peer, subj, d, via, now_ns)
+
+    def _on_adj_change(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        st = self.st
+        link_value = d.get(Fid.ADJACENCY)
+        if not isinstance(link_value, list):
+            raise MalformedMessage("_Z.ADJ without adjacency")
+        link = parse_link(peer.bridge, link_value)
+        add = bool(d.get(Fid.LINK_ADD))
+        st.events.add(now_ns, Ev.RECV_ADJ_CHANGE, user=peer.user, peer=st.name(link.peer_bridge),
+                      data="add" if add else "remove")
+        result = st.db.apply_delta(peer.bridge, get_int(d, Fid.LINK_STATE), add, link)
+        if isinstance(result, NeedsSync):
+            # hold the update until the gap before it is filled (by a reply or the missing
+            # update); ask the origin itself when a path to it is known, since a neighbour
+            # may be as far behind as we are
+            early = st.sync.early.setdefault(peer.bridge, {})
+            if len(early) < EARLY_LIMIT:
+                early[result.got] = (add, link)
+            wanted = st.sync.link_wanted
+            wanted[peer.bridge] = max(wanted.get(peer.bridge, 0), result.got)
+            st.request("adj", peer.bridge, peer.bridge if st.routable(peer.bridge) else via, now_ns)
+        elif result.changed:
+            self.rpc.replay_early(peer.bridge)
+            if add and link.peer_bridge not in st.peers and link.peer_bridge != st.bridge:
+                st.request("sync", link.peer_bridge, via, now_ns)
+            if not add:
+                self.links.prune_unreachable(now_ns)
+            st.changed("adj_change")
+
+    def _on_peer_add(self, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        value = d.get(Fid.PEER_DB)
+        if not isinstance(value, list):
+            raise MalformedMessage("_Z.ADD without peer_db")
+        s = parse_summary(value)
+        self.st.events.add(now_ns, Ev.RECV_ADD_ROUTE, user=s.user)
+        self.rpc.consider_summary(s, via, now_ns)

@@ -1,0 +1,300 @@
+"""Multicast data: publishing, forwarding, anycast and shardcast, and local delivery.
+
+Manual "Link State" (reverse-path forwarding on up to 4 equal-cost paths, chosen by
+subject hash), "Anycast and Shardcast", "Message Loss". A published frame goes out on
+the links of the publisher's forwarding tree for its path whose far side's filters
+match; a router passes it on along the source's tree the same way; every node delivers
+to its local subscriptions after the subscription sequence window's check.
+
+The hot path (`forward_fast`) reads the header without decoding, checks the MAC with a
+cached key and looks the forwarding set up by (source, path, subject), cached until the
+link state or any filter changes; a frame also subscribed here is delivered in the same
+pass. A publisher keeps each subject's bytes, hashes and path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mmh3
+
+from raims_node.bloom import BloomFilter, SubjectHashes
+from raims_node.linkstate.routes import path_for_hash
+from raims_node.router.actions import Deliver, Send
+from raims_node.router.localsubs import LocalSub
+from raims_node.router.messages import MalformedMessage, get_int
+from raims_node.router.peer import Peer
+from raims_node.router.seqwin import Verdict
+from raims_node.router.state import Conn, NodeState
+from raims_node.wire import (
+    Fid,
+    Header,
+    Message,
+    MsgType,
+    decode_frame,
+    encode_message_fields,
+    frame_with_body,
+    message_of,
+    path_opt,
+    peek,
+    peeked_message,
+)
+from raims_node.wire import subjects as S
+
+FORWARD_CACHE_LIMIT = 65536
+PUBLISH_CACHE_LIMIT = 65536  # subjects whose bytes, hashes and path are kept for publishing
+ANYCAST_HOPS = 4  # nodes an anycast frame may try before it is dropped
+OPT_ACK = 1
+OPT_TRACE = 2
+OPT_ANY = 4
+
+
+class Forward:
+    def __init__(self, st: NodeState) -> None:
+        self.st = st
+        self._fwd_cache: dict[tuple[bytes, int, bytes], tuple[int, ...]] = {}
+        self._fwd_version: tuple[int, int, int] = (-1, -1, -1)
+        self._published: dict[str, tuple[bytes, SubjectHashes, int, int]] = {}
+        self._queue_turn: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ publish
+
+    def publish(self, subject: str, payload: bytes, now_ns: int, reply: str | None, headers: bytes | None,
+                no_echo: object | None, opt: int) -> None:
+        st = self.st
+        seqno, start = st.pub_window.next_seqno(subject, now_ns)
+        cached = self._published.get(subject)
+        if cached is None:
+            if len(self._published) >= PUBLISH_CACHE_LIMIT:
+                self._published.clear()
+            sub = subject.encode("utf-8", "surrogateescape")
+            hashes = SubjectHashes(sub)
+            anycast = is_inbox_reply(subject)
+            path = path_for_hash(hashes.full)
+            cached = self._published[subject] = (sub, hashes, path, path_opt(path) | (OPT_ANY if anycast else 0))
+        sub, hashes, path, subject_opt = cached
+        anycast = bool(subject_opt & OPT_ANY)
+        body = encode_message_fields(seqno, now_ns if start else 0, reply, headers, payload)
+        frame = frame_with_body(MsgType.MCAST, sub, st.bridge, body, subject_opt | opt, hashes.full)
+        st.mac.sign(frame)
+        st.counters.published += 1
+        local = st.subs.match(subject) if st.subs else ()
+        if local:
+            self._deliver(st.bridge, subject, seqno, local, payload, reply, headers, 0, no_echo)
+        if anycast:
+            if not local:
+                self.anycast(bytes(frame), hashes, set(), now_ns, hops=0)
+        else:
+            self._forward_mcast(bytes(frame), st.bridge, hashes, path, None)
+
+    def anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int) -> bool:
+        """Send a frame point to point to one node whose filter matches its subject (the
+        manual's `_I.<bridge>.any`); False when no untried node matches."""
+        st = self.st
+        nodes = sorted(b for b, p in st.peers.items()
+                       if b not in tried and isinstance(p.bloom, BloomFilter) and p.bloom.might_match(hashes))
+        if not nodes:
+            st.counters.no_route += 1
+            return False
+        dest = nodes[hashes.full % len(nodes)]
+        st.counters.anycast += 1
+        st.send_inbox(dest, "any", [(Fid.DATA, inner), (Fid.REF_CNT, hops)], now_ns)
+        return True
+
+    def in_any(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        """An anycast frame for us: deliver it, or, on a false match, pass it to another
+        matching node (at most ANYCAST_HOPS tries)."""
+        st = self.st
+        inner = d.get(Fid.DATA)
+        if not isinstance(inner, bytes):
+            raise MalformedMessage("any without an encapsulated frame")
+        head = peek(inner)
+        key = st.mac_key(head.bridge) if head.bridge != st.bridge else st.mac
+        if key is None or not key.verify(inner):
+            st.counters.bad_mac += 1
+            return
+        subject = head.subject.decode("utf-8", "surrogateescape")
+        if self._deliver_local(head.bridge, subject, inner, now_ns, own=False):
+            return
+        hops = get_int(d, Fid.REF_CNT) + 1
+        if hops < ANYCAST_HOPS:
+            self.anycast(inner, SubjectHashes(head.subject, head.subject_hash),
+                         {st.bridge, head.bridge, peer.bridge}, now_ns, hops)
+
+    # ------------------------------------------------------------------ receive
+
+    def forward_fast(self, conn: Conn, data: bytes, head: Header, now_ns: int) -> bool:
+        """The router's hot path: a multicast frame from a known source. Header read
+        without decoding, MAC checked with the cached key, the forwarding set looked up by
+        (source, path, subject hash), and, when subscribed here, the fields decoded once
+        for the local delivery. False: take the full path."""
+        if head.msg_type != MsgType.MCAST or not conn.active or head.opt & (OPT_ACK | OPT_TRACE):
+            return False
+        st = self.st
+        source = head.bridge
+        key = st.mac_key(source)
+        if key is None or source == st.bridge:
+            return False
+        if not key.verify(data):
+            st.counters.bad_mac += 1
+            return True
+        counters = st.counters
+        counters.mcast_recv += 1
+        sent = 0
+        out = st.out
+        for conn_id in self._forward_set(source, (head.opt >> 3) & 3, head.subject, head.subject_hash):
+            if conn_id != conn.conn_id:
+                sent += 1
+                out.append(Send(conn_id, data))
+        counters.frames_out += sent
+        counters.forwarded += sent
+        if st.subs:
+            subject = head.subject.decode("utf-8", "surrogateescape")
+            subs = st.subs.match(subject)
+            if subs:
+                self._deliver_message(source, subject, peeked_message(data, head), subs, now_ns, own=False)
+                return True
+        if not sent:
+            peer = st.peers[source]
+            peer.loss.not_sub += 1
+            peer.loss.not_sub_time = now_ns
+        return True
+
+    def on_mcast(self, conn: Conn, data: bytes, head: Header, now_ns: int) -> None:
+        """A multicast frame on the full path: with ack or trace options, or from a
+        source whose key was learned in this pass."""
+        sub, source, opt = head.subject, head.bridge, head.opt
+        subject = sub.decode("utf-8", "surrogateescape")
+        path = (opt >> 3) & 3
+        forwarded = self._forward_mcast(data, source, SubjectHashes(sub, head.subject_hash), path, conn)
+        delivered = self._deliver_local(source, subject, data, now_ns, own=False, transit=forwarded > 0)
+        if opt & (OPT_ACK | OPT_TRACE):
+            self._ack_reply(source, subject, data, conn, "trace" if opt & OPT_TRACE else "ack",
+                            bool(opt & OPT_TRACE) or delivered, now_ns)
+
+    def _ack_reply(self, source: bytes, subject: str, data: bytes, conn: Conn, kind: str, send: bool,
+                   now_ns: int) -> None:
+        """`_I.<source>.trace` from every router a traced message passes, `.ack` from the
+        nodes that deliver an acked one, naming the transport it arrived on."""
+        if not send:
+            return
+        seqno = decode_frame(data).get(Fid.SEQNO)
+        self.st.send_inbox(source, kind, [(Fid.REF_SEQNO, seqno if isinstance(seqno, int) else 0),
+                                          (Fid.SUBJECT, subject), (Fid.TPORT, conn.tport.name)], now_ns)
+
+    def _forward_mcast(self, data: bytes, source: bytes, hashes: SubjectHashes, path: int, came: Conn | None) -> int:
+        st = self.st
+        sent = 0
+        for conn_id in self._forward_set(source, path, hashes.subject, hashes.full):
+            if came is None or conn_id != came.conn_id:
+                sent += 1
+                st.emit(conn_id, data)
+        st.counters.forwarded += sent
+        return sent
+
+    def _forward_set(self, source: bytes, path: int, subject: bytes, h: int) -> tuple[int, ...]:
+        """Connections a multicast from `source` on `path` goes out on, pruned by the
+        filters behind each link; cached until the link state or any filter changes."""
+        st = self.st
+        version = (st.db.version, st.filters_version, len(st.conns))
+        if version != self._fwd_version:
+            self._fwd_cache.clear()
+            self._fwd_version = version
+        key = (source, path, subject)
+        conns = self._fwd_cache.get(key)
+        if conns is None:
+            hashes = SubjectHashes(subject, h)
+
+            def matches(b: bytes) -> bool:
+                peer = st.peers.get(b)
+                return peer is not None and isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes)
+
+            out = []
+            for link in st.routes.forward_links(source, path, matches):
+                conn = st.conn_for(link.tport_id, link.peer_bridge)
+                if conn is not None:
+                    out.append(conn.conn_id)
+            conns = tuple(out)
+            if len(self._fwd_cache) >= FORWARD_CACHE_LIMIT:
+                self._fwd_cache.clear()
+            self._fwd_cache[key] = conns
+        return conns
+
+    # ------------------------------------------------------------------ local delivery
+
+    def _deliver_local(self, source: bytes, subject: str, data: bytes | bytearray, now_ns: int, own: bool,
+                       transit: bool = False, no_echo: object | None = None) -> bool:
+        """Deliver a received frame to the local subscriptions; True when any got it."""
+        st = self.st
+        subs = st.subs.match(subject)
+        if not subs:
+            peer = st.peers.get(source)
+            if peer is not None and not own and not transit:
+                peer.loss.not_sub += 1
+                peer.loss.not_sub_time = now_ns
+            return False
+        return self._deliver_message(source, subject, message_of(decode_frame(data).fields), subs, now_ns, own,
+                                     no_echo)
+
+    def _deliver_message(self, source: bytes, subject: str, msg: Message, subs: Sequence[LocalSub], now_ns: int,
+                         own: bool, no_echo: object | None = None) -> bool:
+        """Deliver `msg` to `subs` after the sequence check; False when it repeats one
+        already delivered."""
+        st = self.st
+        loss = 0
+        if not own:
+            verdict, loss = st.sub_window.check(source, subject, msg.seqno, msg.stamp, now_ns)
+            if verdict is Verdict.REPEAT or loss:
+                peer = st.peers.get(source)
+                if verdict is Verdict.REPEAT:
+                    if peer is not None:
+                        peer.loss.repeat += 1
+                        peer.loss.repeat_time = now_ns
+                    return False
+                if peer is not None:
+                    peer.loss.msg_loss += loss
+                    peer.loss.loss_time = now_ns
+        self._deliver(source, subject, msg.seqno, subs, msg.payload, msg.reply, msg.headers, loss, no_echo)
+        return True
+
+    def _deliver(self, source: bytes, subject: str, seqno: int, subs: Sequence[LocalSub], payload: bytes,
+                 reply: str | None, headers: bytes | None, loss: int, no_echo: object | None) -> None:
+        """One Deliver per plain subscription, one per queue group this node is chosen for."""
+        out = self.st.out
+        groups: dict[str, list[LocalSub]] | None = None
+        n = 0
+        for sub in subs:
+            if sub.owner is no_echo and no_echo is not None:
+                continue
+            if sub.queue is None:
+                n += 1
+                out.append(Deliver(sub.owner, sub.sid, subject, reply, payload, source, loss, headers))
+            else:
+                if groups is None:
+                    groups = {}
+                groups.setdefault(sub.queue_marker or "", []).append(sub)
+        if groups is not None:
+            for marker, members in groups.items():
+                if self._queue_chosen(marker, source, seqno):
+                    turn = self._queue_turn.get(marker, 0)
+                    self._queue_turn[marker] = turn + 1
+                    sub = members[turn % len(members)]
+                    n += 1
+                    out.append(Deliver(sub.owner, sub.sid, subject, reply, payload, source, loss, headers))
+        self.st.counters.delivered += n
+
+    def _queue_chosen(self, marker: str, source: bytes, seqno: int) -> bool:
+        """Whether this node delivers a message to its member of a queue group: every
+        node with members computes the same choice from the replicated subject lists,
+        so exactly one of them delivers (anycast to one member among all nodes)."""
+        st = self.st
+        nodes = sorted([st.bridge, *(b for b, p in st.peers.items() if marker in p.subjects)])
+        if len(nodes) == 1:
+            return True
+        pick = mmh3.hash(source + seqno.to_bytes(8, "big"), 0, False) % len(nodes)
+        return nodes[pick] == st.bridge
+
+
+def is_inbox_reply(subject: str) -> bool:
+    """A NATS-style reply subject: `_INBOX.` first, or second after a namespace."""
+    return subject.startswith(S.NATS_INBOX) or subject.partition(".")[2].startswith(S.NATS_INBOX)

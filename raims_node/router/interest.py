@@ -1,0 +1,155 @@
+"""Subscription interest: our own subscriptions announced to the network, and the
+replicas of every peer's bloom filter and subject lists.
+
+Manual "Subscription Subjects": `_S.JOIN.<subject>` / `_S.LEAV.<subject>` and
+`_P.PSUB.<pattern>` / `_P.STOP.<pattern>` carry each change with the node's
+subscription seqno, so a replica follows by deltas; `_Z.BLM` carries the whole filter
+when it was resized (or a delta was missed, answered by an adjacency request).
+"""
+
+from __future__ import annotations
+
+from raims_node.bloom import BloomError, BloomFilter, Shard, SubjectHashes
+from raims_node.linkstate.records import PeerRecord
+from raims_node.router.events import Ev
+from raims_node.router.localsubs import Change
+from raims_node.router.messages import FMT_SYNTAX, SYNTAX_FMT, get_int, sub_list_value
+from raims_node.router.peer import Peer
+from raims_node.router.state import NodeState
+from raims_node.subject import SubjectError, compile_pattern
+from raims_node.wire import Fid, Fields
+from raims_node.wire import subjects as S
+
+
+class Interest:
+    def __init__(self, st: NodeState) -> None:
+        self.st = st
+
+    # ------------------------------------------------------------------ ours
+
+    def subscribe(self, owner: object, sid: str, subject: str, now_ns: int, queue: str | None) -> None:
+        self.remove(owner, sid, now_ns)
+        self._announce_change(self.st.subs.add(owner, sid, subject, None, queue), True, now_ns)
+
+    def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str, now_ns: int, queue: str | None,
+                   shard: Shard | None) -> None:
+        compile_pattern(pattern, syntax)  # type: ignore[arg-type]  # a bad pattern raises before any change
+        self.remove(owner, sid, now_ns)
+        self._announce_change(self.st.subs.add(owner, sid, pattern, syntax, queue, shard), True, now_ns)
+
+    def remove(self, owner: object, sid: str, now_ns: int) -> None:
+        change = self.st.subs.remove(owner, sid)
+        if change is not None:
+            self._announce_change(change, False, now_ns)
+
+    def drop_owner(self, owner: object, now_ns: int) -> None:
+        for change in self.st.subs.drop_owner(owner):
+            self._announce_change(change, False, now_ns)
+
+    def _announce_change(self, change: Change, added: bool, now_ns: int) -> None:
+        sub = change.sub
+        bloom = self.st.bloom
+        resized = False
+        if change.text_edge:
+            if sub.syntax is None:
+                resized |= bloom.add_subject(sub.text) if added else bloom.remove_subject(sub.text)
+                self._announce_sub((S.S_JOIN if added else S.S_LEAV) + sub.text, now_ns)
+            else:
+                assert sub.pattern is not None
+                resized |= (bloom.add_pattern(sub.pattern, sub.shard) if added
+                            else bloom.remove_pattern(sub.pattern, sub.shard))
+                shard: Fields = [] if sub.shard is None else [(Fid.SHARD_ID, sub.shard.index),
+                                                              (Fid.SHARD_CNT, sub.shard.count)]
+                self._announce_sub((S.P_PSUB if added else S.P_STOP) + sub.text, now_ns,
+                                   [(Fid.FMT, SYNTAX_FMT[sub.syntax]), *shard])
+        marker = sub.queue_marker
+        if change.queue_edge and marker is not None:
+            resized |= bloom.add_subject(marker) if added else bloom.remove_subject(marker)
+            self._announce_sub((S.S_JOIN if added else S.S_LEAV) + marker, now_ns)
+        if resized:
+            self._send_bloom(now_ns)
+
+    def _announce_sub(self, subject: str, now_ns: int, extra: Fields = ()) -> None:  # type: ignore[assignment]
+        st = self.st
+        st.sub_seqno += 1
+        st.db.put_peer(PeerRecord(st.bridge, st.user, st.start_ns, st.sub_seqno))
+        st.bcast(subject, [(Fid.SUB_SEQNO, st.sub_seqno), *extra], now_ns)
+
+    def _send_bloom(self, now_ns: int) -> None:
+        """`_Z.BLM`: the filter was resized, so replicas cannot follow by deltas."""
+        self.st.events.add(now_ns, Ev.RESIZE_BLOOM, user=self.st.user)
+        self.bcast_bloom(now_ns)
+
+    def bcast_bloom(self, now_ns: int) -> None:
+        st = self.st
+        st.bcast(S.Z_BLM, [(Fid.SUB_SEQNO, st.sub_seqno), (Fid.BLOOM, st.bloom.to_bytes())], now_ns)
+
+    # ------------------------------------------------------------------ replicas
+
+    def on_sub_change(self, peer: Peer, subj: str, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        seqno = get_int(d, Fid.SUB_SEQNO)
+        if seqno <= peer.sub_seqno:
+            return
+        st = self.st
+        if seqno != peer.sub_seqno + 1 or peer.bloom is None:
+            peer.bloom_stale = True
+            st.request("adj", peer.bridge, via, now_ns)
+            return
+        bloom = peer.bloom
+        assert isinstance(bloom, BloomFilter)
+        text = subj[len(S.S_JOIN):]
+        syntax = FMT_SYNTAX.get(get_int(d, Fid.FMT, 0), "rv")
+        try:
+            if subj.startswith(S.S_JOIN):
+                bloom.add_subject(text)
+                peer.subjects.add(text)
+            elif subj.startswith(S.S_LEAV):
+                bloom.remove_subject(text)
+                peer.subjects.discard(text)
+            elif subj.startswith(S.P_PSUB):
+                bloom.add_pattern(compile_pattern(text, syntax), _shard(d))  # type: ignore[arg-type]
+                peer.patterns.add((syntax, text))
+            else:
+                bloom.remove_pattern(compile_pattern(text, syntax), _shard(d))  # type: ignore[arg-type]
+                peer.patterns.discard((syntax, text))
+        except (BloomError, SubjectError):
+            peer.bloom_stale = True
+            st.request("adj", peer.bridge, via, now_ns)
+            return
+        peer.sub_seqno = seqno
+        st.filters_version += 1
+        st.put_sub_seqno(peer)
+
+    def set_bloom(self, peer: Peer, seqno: int, raw: object) -> None:
+        if isinstance(raw, bytes) and seqno >= peer.sub_seqno:
+            peer.bloom = BloomFilter.from_bytes(raw)
+            self.st.filters_version += 1
+            peer.sub_seqno = seqno
+            peer.bloom_stale = False
+            self.st.put_sub_seqno(peer)
+
+    def state_fields(self, about: bytes) -> Fields:
+        """The filter and subject lists of `about` (us or a peer) for a sync/adj reply."""
+        st = self.st
+        bloom = st.bloom if about == st.bridge else st.peers[about].bloom
+        fields: Fields = []
+        if isinstance(bloom, BloomFilter):
+            fields.append((Fid.BLOOM, bloom.to_bytes()))
+        if about == st.bridge:
+            subjects, patterns = list(st.subs.subjects()) + list(st.subs.queue_markers()), st.subs.patterns()
+        else:
+            subjects, patterns = list(st.peers[about].subjects), iter(st.peers[about].patterns)
+        fields.append((Fid.SUB_LIST, sub_list_value(subjects, patterns)))
+        return fields
+
+    def interest(self, subject: str) -> tuple[int, int]:
+        """(local subscriptions, remote nodes) a message on `subject` would reach."""
+        hashes = SubjectHashes(subject.encode("utf-8", "surrogateescape"))
+        remote = sum(1 for p in self.st.peers.values()
+                     if isinstance(p.bloom, BloomFilter) and p.bloom.might_match(hashes))
+        return len(self.st.subs.match(subject)), remote
+
+
+def _shard(d: dict[int, object]) -> Shard | None:
+    count = get_int(d, Fid.SHARD_CNT)
+    return Shard(get_int(d, Fid.SHARD_ID), count) if count else None

@@ -1,0 +1,100 @@
+"""Operator services between nodes on inboxes: ping/pong, remote console commands, and
+the ack and trace replies of publishes that ask for them.
+
+Manual "Inbox Subjects" and the console's `ping`, `rem`, `ack`, `trace`: a ping to one
+random peer every 1.5 heartbeats measures latency and clock skew and compares the
+peer's link and subscription seqnos with ours ("ping_adj"); `rem` runs a console
+command on the target node and its text returns on the numeric inbox
+`_I.<source>.<token>`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from raims_node.router.actions import Deliver
+from raims_node.router.messages import MalformedMessage, get_int, get_str
+from raims_node.router.peer import Peer
+from raims_node.router.state import NodeState
+from raims_node.wire import Fid
+
+ACK_HISTORY = 1024
+
+
+class Remote:
+    def __init__(self, st: NodeState) -> None:
+        self.st = st
+        self.acks: deque[tuple[str, str, str, int, str, int]] = deque(maxlen=ACK_HISTORY)  # (kind, user, ...)
+        self.rem_handler: Callable[[str], str] | None = None
+        self.next_ping_ns = st.start_ns + st.params.heartbeat_ns * 3 // 2
+        self._rem_token = 0
+        self._rem_waiters: dict[int, object] = {}
+
+    def tick(self, now_ns: int) -> None:
+        if now_ns >= self.next_ping_ns:
+            self._ping(now_ns)
+
+    def _ping(self, now_ns: int) -> None:
+        st = self.st
+        self.next_ping_ns = now_ns + st.params.heartbeat_ns * 3 // 2
+        known = [b for b, p in st.peers.items() if p.session_key is not None]
+        if not known:
+            return
+        b = known[st.rng.randrange(len(known))]
+        peer = st.peers[b]
+        peer.ping_sent += 1
+        peer.ping_time_ns = now_ns
+        st.send_inbox(b, "ping", [(Fid.STAMP, now_ns), (Fid.LINK_STATE, st.link_seqno),
+                                  (Fid.SUB_SEQNO, st.sub_seqno)], now_ns)
+
+    def in_ping(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        st = self.st
+        peer.ping_recv += 1
+        st.send_inbox(peer.bridge, "pong", [(Fid.STAMP, get_int(d, Fid.STAMP)), (Fid.TIME, now_ns)], now_ns)
+        rec = st.db.peer(peer.bridge)
+        if rec is not None and (get_int(d, Fid.LINK_STATE) > rec.link_seqno
+                                or get_int(d, Fid.SUB_SEQNO) > peer.sub_seqno):
+            peer.ping_adj += 1
+            st.request("adj", peer.bridge, peer.bridge, now_ns)
+
+    def in_pong(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        sent = get_int(d, Fid.STAMP)
+        if sent <= 0 or sent > now_ns:
+            return
+        peer.pong_recv += 1
+        lat = now_ns - sent
+        peer.latency_ns = lat
+        peer.lat_max_ns = max(peer.lat_max_ns, lat)
+        peer.lat_sum_ns += lat
+        # their clock at the midpoint of the round trip, against ours
+        peer.pong_skew_ns = get_int(d, Fid.TIME) - (sent + lat // 2)
+
+    def in_ack(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int, kind: str = "ack") -> None:
+        self.acks.append((kind, peer.user, get_str(d, Fid.SUBJECT), get_int(d, Fid.REF_SEQNO),
+                          get_str(d, Fid.TPORT), now_ns))
+
+    def in_trace(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        self.in_ack(peer, d, via, now_ns, "trace")
+
+    def remote(self, dest: bytes, command: str, owner: object, now_ns: int) -> None:
+        self._rem_token += 1
+        self._rem_waiters[self._rem_token] = owner
+        self.st.send_inbox(dest, "rem", [(Fid.TOKEN, self._rem_token), (Fid.DATA, command.encode())], now_ns)
+
+    def in_rem(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        """A console command from another node: run it (when a handler is set) and send
+        its text back on the numeric inbox `_I.<source>.<token>`."""
+        command = d.get(Fid.DATA)
+        token = get_int(d, Fid.TOKEN)
+        if not isinstance(command, bytes):
+            raise MalformedMessage("rem without a command")
+        text = (self.rem_handler(command.decode(errors="replace")) if self.rem_handler is not None
+                else "remote commands are not enabled on this node")
+        self.st.send_inbox(peer.bridge, str(token), [(Fid.DATA, text.encode())], now_ns)
+
+    def in_reply(self, peer: Peer, suffix: str, d: dict[int, object], now_ns: int) -> None:
+        owner = self._rem_waiters.pop(int(suffix), None)
+        data = d.get(Fid.DATA)
+        if owner is not None and isinstance(data, bytes):
+            self.st.out.append(Deliver(owner, suffix, f"rem.{peer.user}", None, data, peer.bridge))

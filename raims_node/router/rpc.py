@@ -1,0 +1,213 @@
+"""Link-state RPCs on inboxes: `add_rte`, `sync_req/rpy`, `adj_req/rpy`, and retries.
+
+Manual "Inbox Subjects" and "Example Message Flow": a node that hears of a peer it does
+not know asks a neighbour for it (`sync_req`; the reply carries the peer's session key
+wrapped for us, its links, filter and subject lists); one that misses a link or
+subscription update asks for the peer's current state (`adj_req`). A peer summary
+(`add_rte`, `_Z.ADD`) leads to whichever request the summary shows is needed.
+
+Decisions: missed updates are held (`SyncBook.early`) and replayed when the gap fills;
+a request for missing state goes to the origin when a path to it is known (a neighbour
+may be as far behind), and is repeated after a timeout, round the neighbours, never in
+a tight loop. Frames from a source whose key is not known yet are parked and replayed
+after its sync reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from raims_node.router.events import Ev
+from raims_node.router.interest import Interest
+from raims_node.router.links import Links
+from raims_node.router.messages import (
+    PeerSummary,
+    get_bytes,
+    links_value,
+    parse_links,
+    parse_sub_list,
+    parse_summary,
+    summary_fields,
+    unwrap_session_key,
+    wrap_session_key,
+)
+from raims_node.router.peer import Peer
+from raims_node.router.state import Conn, NodeState, Pending
+from raims_node.wire import Fid, Fields, Header, peek
+
+RPC_RETRIES = 3
+
+Receive = Callable[[Conn, bytes, Header, int], None]  # the facade's full receive path, for parked frames
+
+
+class Rpc:
+    def __init__(self, st: NodeState, links: Links, interest: Interest, receive: Receive) -> None:
+        self.st = st
+        self.links = links
+        self.interest = interest
+        self.receive = receive
+
+    def tick(self, now_ns: int) -> None:
+        """Retry the requests whose answers are overdue, or give them up."""
+        st = self.st
+        pending = st.sync.pending
+        for key, p in list(pending.items()):
+            if now_ns >= p.deadline_ns:
+                if p.tries >= RPC_RETRIES or p.about not in st.peers and p.kind == "adj":
+                    del pending[key]
+                    st.changed("sync_timeout")
+                    continue
+                p.tries += 1
+                p.deadline_ns = now_ns + st.params.rpc_timeout_ns
+                # a retry asks the origin when a path to it is known, else the next
+                # neighbour: the one asked may lag as far behind
+                routable = p.kind == "adj" and st.routable(p.about)
+                via = p.about if routable else st.next_neighbor(p.via)
+                if via is not None:
+                    p.via = via
+                    st.request(p.kind, p.about, via, now_ns, retry=True)
+
+    def consider_summary(self, s: PeerSummary, via: bytes, now_ns: int) -> None:
+        """Request what a peer summary shows we lack: the peer (sync) or its state (adj)."""
+        st = self.st
+        if s.bridge == st.bridge:
+            return
+        peer = st.peers.get(s.bridge)
+        if peer is None or peer.start_ns < s.start_ns:
+            st.request("sync", s.bridge, via, now_ns)
+            return
+        rec = st.db.peer(s.bridge)
+        if peer.start_ns == s.start_ns and rec is not None and (
+            rec.link_seqno < s.link_seqno or peer.sub_seqno < s.sub_seqno or not st.db.is_synced(s.bridge)
+        ):
+            st.request("adj", s.bridge, via, now_ns)
+
+    def in_add_rte(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        value = d.get(Fid.PEER_DB)
+        self.st.events.add(now_ns, Ev.RECV_PEER_DB, user=peer.user)
+        if isinstance(value, list):
+            for fid, sub in value:
+                if fid == Fid.PEER_DB and isinstance(sub, list):
+                    self.consider_summary(parse_summary(sub), peer.bridge, now_ns)
+
+    def in_sync_req(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        st = self.st
+        about = get_bytes(d, Fid.SYNC_BRIDGE)
+        st.events.add(now_ns, Ev.RECV_SYNC_REQ, user=peer.user, peer=st.name(about))
+        target = st.peers.get(about)
+        if about == st.bridge:
+            key = st.session_key
+        elif target is not None and target.session_key is not None:
+            key = target.session_key
+        else:
+            st.send_inbox(peer.bridge, "sync_rpy", [(Fid.SYNC_BRIDGE, about), (Fid.AUTH_STAGE, 0)], now_ns)
+            return
+        assert peer.session_key is not None
+        fields = self._state_fields(about)
+        fields.append((Fid.SESS_KEY, wrap_session_key(key, peer.session_key, about)))
+        st.send_inbox(peer.bridge, "sync_rpy", fields, now_ns)
+
+    def in_sync_rpy(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        st = self.st
+        about = get_bytes(d, Fid.SYNC_BRIDGE)
+        st.sync.pending.pop(("sync", about), None)
+        wrapped = d.get(Fid.SESS_KEY)
+        if not isinstance(wrapped, bytes):
+            st.events.add(now_ns, Ev.RECV_SYNC_FAIL, user=peer.user, peer=st.name(about))
+            st.changed("sync_fail")
+            return
+        s = parse_summary([(f, v) for f, v in d.items()])
+        if about == st.bridge:
+            return
+        existing = st.peers.get(about)
+        if existing is not None and existing.start_ns > s.start_ns:
+            return  # stale: we know a newer incarnation
+        if existing is None or existing.start_ns != s.start_ns:
+            if existing is not None:
+                self.links.remove_peer(about, now_ns, "restarted")
+            existing = self.links.add_peer(about, s.user, s.start_ns)
+        existing.session_key = unwrap_session_key(wrapped, st.session_key, about)
+        st.events.add(now_ns, Ev.SYNC_RESULT, user=peer.user, peer=s.user)
+        self._apply_state(existing, d, s, peer.bridge, now_ns)
+        for conn_id, data in st.sync.parked.pop(about, ()):
+            conn = st.conns.get(conn_id)
+            if conn is not None and conn.active:
+                self.receive(conn, data, peek(data), now_ns)
+
+    def in_adj_req(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        st = self.st
+        about = get_bytes(d, Fid.SYNC_BRIDGE)
+        st.events.add(now_ns, Ev.RECV_ADJ_REQ, user=peer.user, peer=st.name(about))
+        if about != st.bridge and about not in st.peers:
+            st.send_inbox(peer.bridge, "adj_rpy", [(Fid.SYNC_BRIDGE, about), (Fid.AUTH_STAGE, 0)], now_ns)
+            return
+        st.events.add(now_ns, Ev.SEND_ADJ, user=peer.user, peer=st.name(about))
+        st.send_inbox(peer.bridge, "adj_rpy", self._state_fields(about), now_ns)
+
+    def in_adj_rpy(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        st = self.st
+        about = get_bytes(d, Fid.SYNC_BRIDGE)
+        st.sync.pending.pop(("adj", about), None)
+        target = st.peers.get(about)
+        st.events.add(now_ns, Ev.RECV_ADJ_RESULT, user=peer.user, peer=st.name(about))
+        if target is None or Fid.USER not in d:
+            st.changed("adj_fail")
+            return
+        s = parse_summary([(f, v) for f, v in d.items()])
+        if s.start_ns != target.start_ns:
+            st.request("sync", about, peer.bridge, now_ns)
+            return
+        self._apply_state(target, d, s, peer.bridge, now_ns)
+        wanted = st.sync.link_wanted.get(about, 0)
+        rec = st.db.peer(about)
+        if rec is not None and rec.link_seqno < wanted:
+            # the reply is older than an update we saw: ask again after a timeout, of the
+            # origin when a path to it is known (no tight loop between lagging nodes)
+            st.sync.pending.setdefault(("adj", about), Pending(
+                "adj", about, about if st.routable(about) else st.next_neighbor(peer.bridge) or peer.bridge,
+                now_ns + st.params.rpc_timeout_ns))
+        else:
+            st.sync.link_wanted.pop(about, None)
+
+    def _state_fields(self, about: bytes) -> Fields:
+        st = self.st
+        s = st.summary(about)
+        fields: Fields = [*summary_fields(s), (Fid.ADJACENCY, links_value(st.db.links(about)))]
+        fields.extend(self.interest.state_fields(about))
+        return fields
+
+    def _apply_state(self, target: Peer, d: dict[int, object], s: PeerSummary, via: bytes, now_ns: int) -> None:
+        st = self.st
+        links = parse_links(target.bridge, d.get(Fid.ADJACENCY))
+        before = set(st.db.links(target.bridge))
+        result = st.db.apply_full(target.bridge, s.link_seqno, links)
+        self.replay_early(target.bridge)
+        if s.sub_seqno >= target.sub_seqno and Fid.SUB_LIST in d:
+            target.subjects, target.patterns = parse_sub_list(d[Fid.SUB_LIST])
+        self.interest.set_bloom(target, s.sub_seqno, d.get(Fid.BLOOM))
+        if target.bloom is None and ("adj", target.bridge) not in st.sync.pending:
+            # the replier had no filter for it yet: ask again after a timeout
+            st.sync.pending[("adj", target.bridge)] = Pending("adj", target.bridge, via,
+                                                             now_ns + st.params.rpc_timeout_ns)
+        for link in links:
+            if link.peer_bridge != st.bridge and link.peer_bridge not in st.peers:
+                st.request("sync", link.peer_bridge, via, now_ns)
+        if result.changed and not before <= set(links):
+            self.links.prune_unreachable(now_ns)  # only a removed link can strand a peer
+        st.changed("sync_result")
+
+    def replay_early(self, b: bytes) -> None:
+        """Apply held link updates of `b` that now follow on from its link seqno."""
+        st = self.st
+        early = st.sync.early.get(b)
+        rec = st.db.peer(b)
+        while early and rec is not None:
+            nxt = early.pop(rec.link_seqno + 1, None)
+            if nxt is None:
+                for seqno in [s for s in early if s <= rec.link_seqno]:
+                    del early[seqno]
+                break
+            st.db.apply_delta(b, rec.link_seqno + 1, nxt[0], nxt[1])
+            rec = st.db.peer(b)
+        if not early:
+            st.sync.early.pop(b, None)
