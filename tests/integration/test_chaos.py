@@ -161,7 +161,7 @@ def test_faults_are_survived_counted_and_repaired(chaos_net: tuple[dict[str, Nod
         for r in rows:  # type: ignore[union-attr]
             rejects[r["reason"]] = rejects.get(r["reason"], 0) + r["count"]  # type: ignore[index]
     closed = sum(1 for n in nodes.values() for line in n.lines if "closing link" in line)
-    assert rejects.get("bad_mac", 0) + rejects.get("hello_digest", 0) + closed > 0, rejects
+    assert rejects.get("bad_mac", 0) > 0, rejects  # a flipped byte in a frame fails its MAC
     for name in SUBSCRIBERS:
         for s, got in run.got[name].items():
             idx = [i for i, _ in got]
