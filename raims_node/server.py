@@ -217,7 +217,7 @@ def console_line(daemon: Daemon, who: _ConsoleSubscriber, line: str) -> str | No
         daemon.publish(words[1], (words[2] if len(words) > 2 else "").encode())
         return ""
     ctx = ConsoleContext(node=daemon.node, ports=daemon.port_rows, now_ns=time.time_ns, config=daemon.tree,
-                         log_lines=lambda: list(daemon.log_lines))
+                         log_lines=lambda: list(daemon.log_lines), names=daemon.naming.service)
     return render_text(execute(ctx, line))
 
 
