@@ -3,10 +3,12 @@ no hang, no escaped exception.
 
     python bench/fuzz.py [--quick] [--n N] [--only wire,nats] [--seed S] [--save DIR]
 
-Targets: wire (frame decode, header peek, stream reader), handshake (a node's
-Handshake.receive), router (Node.on_frame on a link before and after authentication;
-the node counts any escaped exception as internal_errors), nats (NatsParser), resp
-(RespParser), config (YAML/JSON configuration text). Each gets N inputs (default
+Targets: wire (frame decode, header peek), stream (the frame reader), handshake (a
+node's Handshake.receive), router (Node.on_frame on a link not yet authenticated;
+the node counts any escaped exception as internal_errors), router_signed (frames
+re-signed with their source's key, so that they reach the router's decoders), nats
+(NatsParser), resp (RespParser), config (YAML/JSON configuration text), names (the
+name service's requests and replication frames). Each gets N inputs (default
 200,000; --quick 5,000): a third generated from scratch (random bytes, random token
 sequences for the text protocols, random frames built with the real encoder), the
 rest mutated from a seed corpus of genuine inputs (frames captured from a simulated
@@ -70,6 +72,8 @@ NATS_TOKENS = [b"PUB ", b"HPUB ", b"SUB ", b"UNSUB ", b"CONNECT ", b"PING", b"PO
                b'{"verbose":true}', b"NATS/1.0\r\n", b"hello", b"\x00", b"\xff"]
 RESP_TOKENS = [b"*", b"$", b"+", b"-", b":", b"%", b"~", b"_", b"\r\n", b"\n", b"-1", b"0", b"3", b"99999999999",
                b"SET", b"GET", b"PUBLISH", b"SUBSCRIBE", b"PSUBSCRIBE", b"ping", b'"', b"'", b"\\x4", b" ", b"a"]
+NAMES_KEYS = ["type", "lower", "upper", "instance", "scope", "inbox", "port", "sub", "domain", "timeout_ms",
+              "reply", "op", "seq", "pubs", "removed"]
 YAML_TOKENS = ["\n", "  ", "- ", ": ", "{", "}", "[", "]", ",", "'", '"', "&a ", "*a", "!!python/object ", "? ",
                "|", ">", "#", "%YAML 1.1\n", "---\n", "...\n", "tport", "type: tcp", "route:", "port: 99999",
                "parameters:", "heartbeat: 1 sec", "include: x.yaml", "users:", "services:", "svc: t", "null",
@@ -142,6 +146,16 @@ def _resp_seeds() -> list[bytes]:
     ]
 
 
+def _names_seeds() -> list[bytes]:
+    """Name service requests (a verb byte, then the JSON body) and replication frames."""
+    bodies = [{"type": 1000, "lower": 1, "upper": 5, "scope": "cluster", "port": 7},
+              {"type": 1000, "instance": 3, "domain": "node"}, {"type": 0, "lower": 0, "upper": 2**32 - 1},
+              {"type": 5, "lower": 1, "upper": 1, "timeout_ms": 100, "sub": "s1"}, {"inbox": "_INBOX.x"}]
+    out = [bytes([i + 1]) + json.dumps(b).encode() for i, b in enumerate(bodies)]
+    out.append(b"\x00" + json.dumps({"op": "dump", "seq": 1, "pubs": [[1000, 1, 5, 7, 0, 1]]}).encode())
+    return out
+
+
 def _config_seeds() -> list[bytes]:
     from raims_node.config.gen_key import new_network_config
     from raims_node.config.tree import dump_yaml
@@ -184,6 +198,10 @@ def _random_frame(rng: random.Random) -> bytes:
 
 
 def _generate(rng: random.Random, target: str) -> bytes:
+    if target == "names" and rng.random() < 0.5:
+        body: dict[str, object] = {rng.choice(NAMES_KEYS): rng.choice([None, True, -1, 0, 7, 2**40, "x", 1.5, [], {}])
+                for _ in range(rng.randrange(6))}
+        return bytes([rng.randrange(256)]) + json.dumps(body).encode()
     if target in ("nats", "resp", "config") and rng.random() < 0.8:
         if target == "config":
             return "".join(rng.choice(YAML_TOKENS) for _ in range(rng.randrange(1, 60))).encode()
@@ -282,9 +300,23 @@ def _targets(rng: random.Random) -> dict[str, Callable[[bytes], object]]:
         load_text(data.decode("utf-8", "replace"), "<fuzz>")
 
     signed = _SignedRouter()
+    from raims_node.names.service import NameService
+
+    names_svc = NameService(b"A" * 16, "A", 0)
+    names_svc.node_event("peer_up", b"B" * 16, "B", b"", 0)
+
+    def names(data: bytes) -> None:
+        """A `_NAMES.<verb>` request body (first byte picks the verb) or a names frame."""
+        if not data:
+            return
+        pick = data[0] % (len(NAMES_VERBS) + 1)  # 0: a frame, else a request verb
+        if pick == 0:
+            names_svc.node_event("names", b"B" * 16, "B", data[1:], 0)
+        else:
+            names_svc.request("c", "_nats.", NAMES_VERBS[pick - 1], "r", None, data[1:], 0)
 
     return {"wire": wire, "stream": stream, "handshake": handshake, "router": router, "router_signed": signed,
-            "nats": nats, "resp": resp, "config": config}
+            "nats": nats, "resp": resp, "config": config, "names": names}
 
 
 class _SignedRouter:
@@ -336,7 +368,8 @@ class _SignedRouter:
 
 
 CORPUS_OF = {"wire": "frames", "stream": "frames", "handshake": "frames", "router": "frames",
-             "router_signed": "frames", "nats": "nats", "resp": "resp", "config": "config"}
+             "router_signed": "frames", "nats": "nats", "resp": "resp", "config": "config", "names": "names"}
+NAMES_VERBS = ["BIND", "UNBIND", "LOOKUP", "INQUIRE", "SUBSCRIBE", "UNSUBSCRIBE", "TO.1.2", "MCAST.1.2.3"]
 
 
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
@@ -380,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     n = args.n or (QUICK_N if args.quick else DEFAULT_N)
     rng = random.Random(args.seed)
-    corpora = {"frames": _sim_frames(), "nats": _nats_seeds(), "resp": _resp_seeds(), "config": _config_seeds()}
+    corpora = {"frames": _sim_frames(), "nats": _nats_seeds(), "resp": _resp_seeds(), "config": _config_seeds(),
+               "names": _names_seeds()}
     targets = _targets(rng)
     only = [t for t in args.only.split(",") if t] or list(targets)
     results = [run_target(t, targets[t], corpora[CORPUS_OF[t]], n, rng) for t in only]
