@@ -171,19 +171,12 @@ class Rejected:
     kind: str = "malformed"  # one of REJECT_KINDS, for the per-reason counters
 
 
-# short names of the rejection causes (counters: show counters reject, /metrics)
-REJECT_KINDS = (
-    "malformed",  # a handshake frame that does not decode or lacks fields
-    "hello_digest",  # HELLO/HB pk_digest does not verify (service key, salt, or altered)
-    "start_mismatch",  # HELLO start time differs from the one seen for that bridge
-    "replayed_hello",  # HELLO/HB seqno not after the last one (or repeated after a forget)
-    "replayed_auth",  # auth seqno not after the last one
-    "stale_nonce",  # auth answers none of our recent HELLOs / auths
-    "wrong_bridge",  # auth addressed to another bridge
-    "bad_key",  # auth key does not decrypt or the pubkey is unusable
-    "bad_digest",  # auth does not verify with its session key
-    "bad_signature",  # auth signature / user not admitted / expired
-)
+# the rejection causes (show counters reject, /metrics): undecodable or incomplete;
+# HELLO digest (service key, salt, or altered); HELLO start not its bridge's; HELLO /
+# auth seqno not after the last; auth answering none of our recent HELLOs / auths;
+# auth for another bridge; key that does not decrypt; digest; signature or user
+REJECT_KINDS = ("malformed", "hello_digest", "start_mismatch", "replayed_hello", "replayed_auth",
+                "stale_nonce", "wrong_bridge", "bad_key", "bad_digest", "bad_signature")
 
 Event = Send | Authenticated | Confirmed | Fresh | Rejected
 
