@@ -41,11 +41,11 @@ from raims_node.bridges.hub import BridgeHub
 from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.config.keyset import credentials, read_secrets
 from raims_node.config.tree import ConfigTree, TransportConfig
-from raims_node.lograte import RateLimitedLog
+from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
 from raims_node.router.node import NS, Node, NodeParams
-from raims_node.transports.admission import Admission
+from raims_node.transports.guard import LinkGuard
 from raims_node.transports.name import (
     Advert,
     NameConfig,
@@ -109,8 +109,10 @@ def params_from(tree: ConfigTree) -> NodeParams:
 
 
 class Daemon:
-    def __init__(self, tree: ConfigTree, user: str, svc: str | None = None) -> None:
+    def __init__(self, tree: ConfigTree, user: str, svc: str | None = None, map_file: str | None = None) -> None:
         self.tree = tree
+        self.map_file = map_file or tree.parameters.text("map_file")  # -m wins over the parameter
+        self.kv: NodeKV | None = None
         self.creds = credentials(tree, user, svc)
         self.kdf = read_secrets(tree).kdf()
         self.node = Node(self.creds, now_ns=time.time_ns(), params=params_from(tree))
@@ -130,10 +132,7 @@ class Daemon:
         self.bridges = BridgeHub(self)
         self.discovery = DeviceDiscovery(self)
         self.extra_ports.append(self.discovery.port_rows)
-        p = tree.parameters
-        self.admission = Admission(p.time("tcp_auth_timeout"), p.count("tcp_pending_max"),
-                                   p.count("tcp_pending_per_host"))
-        self.limited = RateLimitedLog(lambda level, text: self.say(text, level))
+        self.guard = LinkGuard(tree.parameters, self.node, self.say)  # unauthenticated links, log floods
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -141,10 +140,16 @@ class Daemon:
         """Start transports by name: listeners first, then connectors."""
         self.say(f"session {self.creds.user}.{self.creds.svc}[{self._b64()}] started, "
                   f"start time {self.node.start_ns / NS:.9f}")
+        try:
+            self.kv = NodeKV(self.map_file, self.tree.parameters.text("db_num"))
+        except KVError as exc:
+            raise DaemonError(str(exc)) from None
+        self.bridges.kv = self.kv.engine
         for name in listen:
             await self.start_transport(name, listen=True)
         for name in connect:
             await self.start_transport(name, listen=False)
+        await self._start_ipc_name()
         self._ticker = asyncio.create_task(self._tick_loop())
 
     async def start_transport(self, name: str, listen: bool) -> Running:
@@ -196,6 +201,13 @@ class Daemon:
                 self.say(f"listening on {addr}")
         return run
 
+    async def _start_ipc_name(self) -> None:
+        """Parameter `ipc_name` without an ipc transport started: the named sbus bus
+        (bridges/ipc.py)."""
+        name = self.tree.parameters.text("ipc_name")
+        if name and not any(run.cfg.type == "ipc" for run in self.running.values()):
+            await self._start_bridge(TransportConfig(f"ipc_{name}", "ipc", {}), listen=True)
+
     async def stop(self) -> None:
         """Graceful: `_X.BYE` on every link, flush, close."""
         if self.stopping:
@@ -212,6 +224,8 @@ class Daemon:
                 run.bridge.close()
         if self._ticker is not None:
             self._ticker.cancel()
+        if self.kv is not None:
+            self.kv.close()
         for link in list(self.links.values()):
             if link.transport is not None:
                 link.flush()  # the BYE frames
@@ -222,20 +236,13 @@ class Daemon:
         while True:
             await asyncio.sleep(TICK_S)
             self._apply(self.node.tick(time.time_ns()))
+            if self.kv is not None:
+                self.kv.tick()
             self.naming.tick()
             now = time.monotonic()
             for link in list(self.links.values()):
                 link.check_write_timeout(now)
-            self._check_pending(now)
-            self.limited.flush(now)
-
-    def _check_pending(self, now: float) -> None:
-        """Links past tcp_auth_timeout without authenticating are closed."""
-        conns = self.node.conns
-        for cid in self.admission.sweep(now, lambda cid: (c := conns.get(cid)) is not None and c.active):
-            if (link := self.links.get(cid)) is not None:
-                self.node.count_reject("auth_timeout")
-                link.close(f"not authenticated within tcp_auth_timeout {self.admission.auth_timeout_s:g} s")
+            self.guard.tick(now, self.links)
 
     # ------------------------------------------------------------------ sockets
 
@@ -265,7 +272,7 @@ class Daemon:
         return LinkProtocol(
             self, run.tport_id, self.kdf if self._encrypt(run.cfg) else None,
             highwater=p.size("tcp_write_highwater"), write_timeout_s=p.time("tcp_write_timeout"),
-            outbound=outbound, warn=lambda text: self.limited.log(None, logging.WARNING, text),
+            outbound=outbound, warn=self.guard.warn,
         )
 
     async def _listen(self, run: Running, ephemeral: bool) -> None:
@@ -353,14 +360,9 @@ class Daemon:
     def link_made(self, link: LinkProtocol) -> int:
         conn_id = self._next_conn
         self._next_conn += 1
-        host = None if link.outbound else link.peer_addr.rpartition(":")[0].strip("[]")
-        refused = self.admission.admit(conn_id, host, time.monotonic())
-        if refused is not None:  # never shown to the node
-            self.node.count_reject("pending_cap")
-            link.close(f"refused: {refused}")
-            return conn_id
-        self.links[conn_id] = link
-        self._apply(self.node.on_connect(conn_id, link.tport_id, time.time_ns()))
+        if self.guard.admit(conn_id, link):  # (one over a pending cap is closed, never shown to the node)
+            self.links[conn_id] = link
+            self._apply(self.node.on_connect(conn_id, link.tport_id, time.time_ns()))
         return conn_id
 
     def link_frames(self, conn_id: int, frames: list[bytes]) -> None:
@@ -383,7 +385,7 @@ class Daemon:
                     (link.transport.pause_reading if self.congested else link.transport.resume_reading)()
 
     def link_lost(self, conn_id: int, reason: str) -> None:
-        self.admission.done(conn_id)
+        self.guard.lost(conn_id)
         if conn_id in self.congested:
             self.link_congested(conn_id, False)
         link = self.links.pop(conn_id, None)
@@ -411,10 +413,7 @@ class Daemon:
                 if link is not None:
                     link.close(act.reason)
             elif isinstance(act, Log):
-                if act.key is None:
-                    self.say(act.text)
-                else:
-                    self.limited.log(act.key, logging.INFO, act.text)
+                self.guard.line(act.key, act.text)
             elif isinstance(act, NodeEvent):
                 self.naming.on_event(act)
             elif isinstance(act, Connect):

@@ -52,6 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("-c", dest="console", action="store_true", help="console on stdin/stdout")
     ap.add_argument("-l", dest="logfile", default=None, help="log file")
     ap.add_argument("-b", dest="background", action="store_true", help="detach and run in the background")
+    ap.add_argument("-m", dest="map_file", default=None, help="key-value map file (ms_kv init PATH creates one)")
     ap.add_argument("-v", dest="verbose", action="store_true", help="verbose logging")
     ap.add_argument("--version", action="version", version=f"ms_server (raims) {__version__}")
     return ap.parse_args(argv)
@@ -121,7 +122,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
 
     user, svc = _default_user(tree, args.user)
     listen, connect = _split_tports(tree, args.tports)
-    daemon = Daemon(tree, user, svc)
+    daemon = Daemon(tree, user, svc, map_file=args.map_file)
     webs: list[Any] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -148,6 +149,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     try:
         web_names = {t.tport for t in tree.transports if t.type == "web"}
+        web_bound: list[str] = []
         await daemon.start([n for n in listen if n not in web_names], [n for n in connect if n not in web_names])
         for name in [n for n in listen + connect if n in web_names]:
             from raims_node.web.admin import WebAdmin
@@ -163,12 +165,17 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
                 log.info("web listening on %s", addr)
                 daemon.say(f"listening on {addr}")
             webs.append(admin)
+            web_bound += bound
+        _write_endpoints(daemon, web_bound)
     except DaemonError as exc:
         _fail(args, f"{exc} (config {args.config})")
         await daemon.stop()
         return EXIT_START
     console_task = asyncio.create_task(_console(daemon, stop)) if args.console else None
     await stop.wait()
+    from raims_node.client import endpoints
+
+    endpoints.remove(daemon.node.user, daemon.node.service)
     await asyncio.wait_for(daemon.stop(), STOP_GRACE_S)
     for admin in webs:
         with contextlib.suppress(Exception):
@@ -176,6 +183,21 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     if console_task is not None:
         console_task.cancel()
     return 0
+
+
+def _write_endpoints(daemon: Daemon, web: list[str]) -> None:
+    """This host's endpoints file for clients (raims_node.client.endpoints)."""
+    from raims_node.client import endpoints
+
+    bound: dict[str, list[str]] = {"ipc": [], "nats": [], "redis": []}
+    for run in daemon.running.values():
+        if run.cfg.type in bound:
+            bound[run.cfg.type] += run.bound
+    try:
+        endpoints.write(endpoints.Endpoints(daemon.node.user, daemon.node.service, os.getpid(), bound["ipc"],
+                                            bound["nats"], bound["redis"], web))
+    except OSError as exc:
+        log.warning("endpoints file not written: %s", exc)
 
 
 class _ConsoleSubscriber:
