@@ -8,7 +8,7 @@ DEBS_RUN   := openjdk-17-jre-headless
 # Debian packages the test suite needs (installed when absent; CI runs as root).
 DEBS_TEST  := openjdk-17-jre-headless redis-server redis-tools nats-server shellcheck
 
-.PHONY: run test lint typecheck unit bench deps debs dist clean
+.PHONY: run test lint typecheck unit bench fuzz deps debs dist clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
@@ -34,6 +34,9 @@ test: lint typecheck unit
 
 bench: deps
 	@set -e; for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b; done
+
+fuzz: deps
+	$(PY) bench/fuzz.py
 
 run: deps
 	@command -v java >/dev/null 2>&1 || scripts/ensure_debs.sh $(DEBS_RUN)

@@ -45,6 +45,7 @@ from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
 from raims_node.router.node import NS, Node, NodeParams
+from raims_node.transports.guard import LinkGuard
 from raims_node.transports.name import (
     Advert,
     NameConfig,
@@ -131,6 +132,7 @@ class Daemon:
         self.bridges = BridgeHub(self)
         self.discovery = DeviceDiscovery(self)
         self.extra_ports.append(self.discovery.port_rows)
+        self.guard = LinkGuard(tree.parameters, self.node, self.say)  # unauthenticated links, log floods
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -240,6 +242,7 @@ class Daemon:
             now = time.monotonic()
             for link in list(self.links.values()):
                 link.check_write_timeout(now)
+            self.guard.tick(now, self.links)
 
     # ------------------------------------------------------------------ sockets
 
@@ -269,7 +272,7 @@ class Daemon:
         return LinkProtocol(
             self, run.tport_id, self.kdf if self._encrypt(run.cfg) else None,
             highwater=p.size("tcp_write_highwater"), write_timeout_s=p.time("tcp_write_timeout"),
-            outbound=outbound,
+            outbound=outbound, warn=self.guard.warn,
         )
 
     async def _listen(self, run: Running, ephemeral: bool) -> None:
@@ -357,8 +360,9 @@ class Daemon:
     def link_made(self, link: LinkProtocol) -> int:
         conn_id = self._next_conn
         self._next_conn += 1
-        self.links[conn_id] = link
-        self._apply(self.node.on_connect(conn_id, link.tport_id, time.time_ns()))
+        if self.guard.admit(conn_id, link):  # (one over a pending cap is closed, never shown to the node)
+            self.links[conn_id] = link
+            self._apply(self.node.on_connect(conn_id, link.tport_id, time.time_ns()))
         return conn_id
 
     def link_frames(self, conn_id: int, frames: list[bytes]) -> None:
@@ -381,6 +385,7 @@ class Daemon:
                     (link.transport.pause_reading if self.congested else link.transport.resume_reading)()
 
     def link_lost(self, conn_id: int, reason: str) -> None:
+        self.guard.lost(conn_id)
         if conn_id in self.congested:
             self.link_congested(conn_id, False)
         link = self.links.pop(conn_id, None)
@@ -408,7 +413,7 @@ class Daemon:
                 if link is not None:
                     link.close(act.reason)
             elif isinstance(act, Log):
-                self.say(act.text)
+                self.guard.line(act.key, act.text)
             elif isinstance(act, NodeEvent):
                 self.naming.on_event(act)
             elif isinstance(act, Connect):
@@ -418,11 +423,11 @@ class Daemon:
                     run.tasks.append(asyncio.create_task(
                         self.connector(run, (host.strip("[]"), int(port)), once=True)))
 
-    def say(self, text: str) -> None:
+    def say(self, text: str, level: int = logging.INFO) -> None:
         line = f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  {text}"
         self.log_lines.append(line)
         del self.log_lines[:-1000]
-        log.info(text)
+        log.log(level, "%s", text)
         for fn in self.on_log:
             fn(line)
 

@@ -7,6 +7,10 @@ transports (listeners before connectors); without -t the config's `startup` sect
 does. A transport of type `web` starts the admin/JSON server. -c reads console
 commands from stdin. -b detaches (own session, `pid_file`, `working_directory`).
 
+Errors a person must see (a config that does not load, an unknown user, a port in
+use) go to stderr and to the log, even with -l, and exit non-zero: 2 for the
+configuration, 3 for a transport that cannot start; each names the file and the fix.
+
 Signals: the first SIGTERM/SIGINT sends `_X.BYE` on every link, flushes and exits 0;
 a second exits at once; SIGHUP reloads the parameters (heartbeat, windows).
 """
@@ -135,7 +139,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
 
         try:
             fresh = load(args.config) if args.config != "-" else tree
-            daemon.node.params.heartbeat_ns = params_from(fresh).heartbeat_ns
+            daemon.node.set_heartbeat(params_from(fresh).heartbeat_ns)
             log.info("parameters reloaded")
         except ConfigError as exc:
             log.error("reload failed: %s", exc)
@@ -164,7 +168,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
             web_bound += bound
         _write_endpoints(daemon, web_bound)
     except DaemonError as exc:
-        log.error("%s", exc)
+        _fail(args, f"{exc} (config {args.config})")
         await daemon.stop()
         return EXIT_START
     console_task = asyncio.create_task(_console(daemon, stop)) if args.console else None
@@ -255,6 +259,23 @@ async def _console(daemon: Daemon, stop: asyncio.Event) -> None:
             print(out, flush=True)
 
 
+def _fail(args: argparse.Namespace, text: str) -> None:
+    """A start-up error: on stderr always, and in the log file when there is one."""
+    print(f"ms_server: {text}", file=sys.stderr, flush=True)
+    if args.logfile:
+        log.error("%s", text)
+
+
+def _check_user(tree: ConfigTree, config: str, user: str, svc: str | None) -> None:
+    """Refuse a -u user the configuration does not know (a typo would otherwise run a
+    node under a name no one configured, signed by the service key)."""
+    users = sorted({u.user for u in tree.users if svc is None or u.svc == svc})
+    if users and user not in users:
+        service = svc or next((u.svc for u in tree.users), "SVC")
+        raise ConfigError(f"user {user!r} is not in the configuration {config} (its users: {', '.join(users)}): "
+                          f"run with -u one of them, or add it with `ms_gen_key -u {user} -s {service} -d DIR`")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     _setup_logging(args.logfile, args.verbose)
@@ -264,9 +285,14 @@ def main(argv: list[str] | None = None) -> int:
         from raims_node.config.keyset import credentials
 
         user, svc = _default_user(tree, args.user)
+        if args.user:
+            _check_user(tree, args.config, user, svc)
         credentials(tree, user, svc)
     except (ConfigError, CryptoError) as exc:
-        print(f"ms_server: {exc}", file=sys.stderr)
+        text = str(exc)
+        if args.config not in text:
+            text += f" (config {args.config})"
+        _fail(args, f"{text}: fix the configuration and start again")
         return EXIT_CONFIG
     if args.background:
         _daemonize(tree)

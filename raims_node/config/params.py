@@ -49,7 +49,7 @@ class ParamSpec:
 
 
 # The manual's table, in its order.
-PARAMETERS: tuple[ParamSpec, ...] = (
+MANUAL_PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("salt", Kind.FILENAME, None, "File to find encryption salt"),
     ParamSpec("pass", Kind.FILENAME, None, "File to find encryption password"),
     ParamSpec("salt_data", Kind.STRING, None, "Base 64 encoded encryption salt"),
@@ -76,6 +76,13 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("idle_busy", Kind.COUNT, "16", "Busy wait loop count"),
     ParamSpec("working_directory", Kind.DIRNAME, None, "Switch to directory when in daemon mode"),
 )
+# Not in the manual's table, named in its style (issue 18: unauthenticated link sockets).
+HARDENING_PARAMETERS: tuple[ParamSpec, ...] = (
+    ParamSpec("tcp_auth_timeout", Kind.TIME, "10 secs", "Close a TCP/mesh link not authenticated in this time"),
+    ParamSpec("tcp_pending_max", Kind.COUNT, "1024", "Inbound TCP/mesh links waiting to authenticate, at most"),
+    ParamSpec("tcp_pending_per_host", Kind.COUNT, "64", "Of those, from one source address, at most"),
+)
+PARAMETERS: tuple[ParamSpec, ...] = MANUAL_PARAMETERS + HARDENING_PARAMETERS
 PARAM_SPECS: Mapping[str, ParamSpec] = MappingProxyType({p.name: p for p in PARAMETERS})
 TIMESTAMP_VALUES = ("LOCAL", "GMT")
 

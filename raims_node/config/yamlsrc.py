@@ -77,6 +77,8 @@ def _construct_map(loader: _Loader, node: yaml.MappingNode) -> LineDict:
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1
+        if isinstance(key, dict | list):  # YAML's complex keys ("? {a: b}"): no config has them
+            raise ConfigError(f"a {type(key).__name__.removeprefix('Line').lower()} cannot be a key", line=line)
         if key in out:
             raise ConfigError(f"key {key!r} repeated (first on line {out.lines[key]})", line=line, field=str(key))
         out[key] = loader.construct_object(value_node, deep=True)
@@ -122,6 +124,8 @@ def parse_text(text: str, source: str) -> list[object]:
         raise ConfigError(f"{exc.problem or exc.context}", source, line) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"not YAML or JSON: {exc}", source) from None
+    except RecursionError:
+        raise ConfigError("nested too deeply to be a configuration", source) from None
 
 
 def as_text(value: object) -> str:

@@ -93,7 +93,13 @@ def show_loss(ctx: ConsoleContext, args: list[str]) -> CommandResult:
 
 
 def show_counters(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    """Per-peer heartbeat, inbox and ping counters; `show counters reject`: the frames
+    and connections refused, by cause (handshake.REJECT_KINDS, not_authenticated,
+    auth_timeout, pending_cap, bad_mac)."""
     node = ctx.node
+    if args[:1] == ["reject"]:
+        counts = {**node.counters.rejects, "bad_mac": node.counters.bad_mac}
+        return CommandResult(["reason", "count"], [{"reason": k, "count": v} for k, v in sorted(counts.items())])
     names = Names(node)
     cols = ["user", "start", "hb_seqno", "hb_time", "snd_ibx", "rcv_ibx", "ping_snd", "ping_stime",
             "pong_rcv", "ping_rcv"]

@@ -42,6 +42,22 @@ Decisions where the manual is vague:
 - Only cryptographic failures of an auth (key, digest, signature, expiry) make the
   peer ignored for 2 heartbeat intervals; a replayed or stale message is only
   rejected, so a replay cannot lock a peer out.
+- Every rejection carries a short `kind` (REJECT_KINDS, for counters) and a `reason`.
+- Start time: a peer bridge is one start of one node (the bridge id is random per
+  start), so a HELLO whose start differs from the one first seen for its bridge is a
+  forgery or a replay and is rejected.
+- `forget(bridge)` (the router removed the peer) drops the session (key, trust, the
+  auths in flight) but keeps the sequence floors (hb, auth, inbox seqnos) and the
+  start time: a replay of anything the peer sent before stays rejected, and the
+  peer, if alive, is taken back only through a new key exchange (its HELLO is
+  answered with an auth 1 only the real peer can complete).
+- New link, known peer: a peer sends its current HELLO on each new link, which is
+  not new to us; a frame anyone could have recorded cannot prove the link. With
+  `challenge=True` (the link is not up yet) such a HELLO is answered with an auth 1
+  on that link; the peer's auth 2 (`Confirmed`) or its own auth 1 to our HELLO
+  (`Fresh`) proves it is live there, each bound to a nonce of ours and a rising seqno.
+  One HELLO is answered so at most CHALLENGES_PER_HELLO times; repeats beyond are
+  counted as replays (a recorded frame sent again and again costs no key exchanges).
 """
 
 from __future__ import annotations
@@ -87,6 +103,7 @@ PK_SIG_LEN = 64
 TEMP_KEY_LEN = 48  # AES-256 key + 16-byte counter
 HELLO_HISTORY = 2  # "the last two HELLO messages are tracked"
 AUTH_HISTORY = 2
+CHALLENGES_PER_HELLO = 4  # auth 1 answers to one repeated HELLO (new links at once)
 IGNORE_INTERVALS = 2  # failed peers are ignored for 2 heartbeat intervals
 MAX_PEERS = 4096
 MAX_REJECTIONS = 256
@@ -137,14 +154,31 @@ class Confirmed:
 
 
 @dataclass(frozen=True, slots=True)
+class Fresh:
+    """A verified auth with a rising seqno, bound to a nonce of ours: the peer is live on
+    the link it came from (the link may come up without a new session key)."""
+
+    bridge: bytes
+    user: str
+
+
+@dataclass(frozen=True, slots=True)
 class Rejected:
     bridge: bytes | None
     user: str | None
     reason: str
     ignore_until_ns: int | None = None  # set when the peer is now ignored
+    kind: str = "malformed"  # one of REJECT_KINDS, for the per-reason counters
 
 
-Event = Send | Authenticated | Confirmed | Rejected
+# the rejection causes (show counters reject, /metrics): undecodable or incomplete;
+# HELLO digest (service key, salt, or altered); HELLO start not its bridge's; HELLO /
+# auth seqno not after the last; auth answering none of our recent HELLOs / auths;
+# auth for another bridge; key that does not decrypt; digest; signature or user
+REJECT_KINDS = ("malformed", "hello_digest", "start_mismatch", "replayed_hello", "replayed_auth",
+                "stale_nonce", "wrong_bridge", "bad_key", "bad_digest", "bad_signature")
+
+Event = Send | Authenticated | Confirmed | Fresh | Rejected
 
 
 @dataclass(slots=True)
@@ -171,6 +205,8 @@ class PeerState:
     trusts_us: bool = False
     ignore_until_ns: int = 0
     last_reason: str | None = None
+    forgotten: bool = False  # the session was dropped (removed peer): a new key exchange is due
+    challenges: int = 0  # auth 1 answers to the current HELLO (hb_seqno) repeated
 
     @property
     def authenticated(self) -> bool:
@@ -269,7 +305,17 @@ class Handshake:
         return list(self._peers.values())
 
     def forget(self, bridge: bytes) -> None:
-        self._peers.pop(bridge, None)
+        """Drop the session with `bridge`, keep its sequence floors and start time (see
+        the module docstring): the router removed the peer."""
+        p = self._peers.get(bridge)
+        if p is None:
+            return
+        p.session_key = None
+        p.mac = None
+        p.trusts_us = False
+        p.auth_sent.clear()
+        p.reply_sent.clear()
+        p.forgotten = True
 
     def next_inbox_seqno(self, bridge: bytes) -> int:
         """The next seqno of our inbox stream to bridge (shared with the router)."""
@@ -380,7 +426,7 @@ class Handshake:
             victim = next(iter(self._peers))
         del self._peers[victim]
 
-    def _reject(self, bridge: bytes | None, user: str | None, reason: str,
+    def _reject(self, bridge: bytes | None, user: str | None, kind: str, reason: str,
                 now_ns: int | None = None) -> list[Event]:
         until = None
         if bridge is not None:
@@ -390,52 +436,73 @@ class Handshake:
                 if now_ns is not None:
                     until = now_ns + IGNORE_INTERVALS * self.interval_s * 1_000_000_000
                     p.ignore_until_ns = until
-        ev = Rejected(bridge, user, reason, until)
+        ev = Rejected(bridge, user, reason, until, kind)
         self.rejections.append(ev)
         return [ev]
 
-    def receive(self, now_ns: int, raw: bytes | bytearray, frame: Frame | None = None) -> list[Event]:
-        """Consume a received heartbeat or auth frame (`frame` if already decoded)."""
+    def receive(self, now_ns: int, raw: bytes | bytearray, frame: Frame | None = None, *,
+                challenge: bool = False) -> list[Event]:
+        """Consume a received heartbeat or auth frame (`frame` if already decoded).
+        `challenge`: it came on a link that is not up, so a known peer's current HELLO
+        is answered with an auth 1 there (the link's proof of life)."""
         if frame is None:
             try:
                 frame = decode_frame(raw)
             except WireError as exc:
-                return self._reject(None, None, f"malformed frame: {exc}")
+                return self._reject(None, None, "malformed", f"malformed frame: {exc}")
         if frame.bridge == self.bridge:
             return []  # our own frame looped back
         p = self._peers.get(frame.bridge)
         if p is not None and p.ignore_until_ns > now_ns:
             return []
         if frame.msg_type == MsgType.HEARTBEAT and frame.subject in (HELLO_SUBJECT, HB_SUBJECT):
-            return self._on_hello(now_ns, bytes(raw), frame)
+            return self._on_hello(now_ns, bytes(raw), frame, challenge)
         if frame.msg_type == MsgType.INBOX and frame.subject.endswith(AUTH_SUFFIX):
             if frame.subject != self._inbox_subject:
-                return self._reject(frame.bridge, _str(frame, Fid.USER), f"auth for another bridge: {frame.subject}")
+                return self._reject(frame.bridge, _str(frame, Fid.USER), "wrong_bridge",
+                                    f"auth for another bridge: {frame.subject}")
             return self._on_auth(now_ns, bytes(raw), frame)
         return []
 
-    def _on_hello(self, now_ns: int, raw: bytes, f: Frame) -> list[Event]:
+    def _on_hello(self, now_ns: int, raw: bytes, f: Frame, challenge: bool = False) -> list[Event]:
         user = _str(f, Fid.USER)
         seqno, t, start = _int(f, Fid.SEQNO), _int(f, Fid.TIME), _int(f, Fid.START)
         uh, nonce = _bytes(f, Fid.USER_HMAC, 16), _bytes(f, Fid.CNONCE, NONCE_LEN)
         pub, pkd = _bytes(f, Fid.PUBKEY, 32), _bytes(f, Fid.PK_DIGEST, PK_DIGEST_LEN)
         if None in (user, seqno, t, start, uh, nonce, pub, pkd) or f.fields[-1][0] != Fid.PK_DIGEST:
-            return self._reject(f.bridge, user, "hello lacks user, seqno, time, start, user_hmac, cnonce, "
+            return self._reject(f.bridge, user, "malformed", "hello lacks user, seqno, time, start, user_hmac, cnonce, "
                                                 "pubkey or a final pk_digest")
         assert uh is not None and start is not None and seqno is not None and t is not None
         assert pkd is not None and nonce is not None and pub is not None
         if not hmac.compare_digest(_pk_digest(hello_key(self.creds, uh, start), raw), pkd):
-            return self._reject(f.bridge, user, "hello digest does not verify: the peer has another "
-                                                "service key or salt")
+            return self._reject(f.bridge, user, "hello_digest",
+                                "hello digest does not verify: the sender's service public key or salt "
+                                "is not ours, or the frame was altered")
         p = self._peer(f.bridge)
+        if p.start_ns and start != p.start_ns:
+            return self._reject(f.bridge, user, "start_mismatch",
+                                f"hello start time {start} is not the start {p.start_ns} of that bridge")
         if seqno < p.hb_seqno:
-            return self._reject(f.bridge, user, f"replayed hello: seqno {seqno} is before {p.hb_seqno}")
+            return self._reject(f.bridge, user, "replayed_hello", f"replayed hello: seqno {seqno} is before {p.hb_seqno}")
         if seqno == p.hb_seqno:
-            return []  # the peer's current HELLO again, sent on a new link: answered already
-        p.hb_seqno = seqno
-        p.user = user
-        if p.authenticated and p.trusts_us:
-            return []
+            # the peer's current HELLO again, sent on a new link: answered already, unless
+            # the link must prove itself (challenge) or the session was forgotten; either
+            # way the answer is an auth 1 that only the real peer can complete, given a
+            # few times per HELLO (more is a replay flood, not new links)
+            if not (p.forgotten or (challenge and p.authenticated)):
+                return []
+            p.challenges += 1
+            if p.challenges > CHALLENGES_PER_HELLO:
+                return self._reject(f.bridge, user, "replayed_hello",
+                                    f"replayed hello: seqno {seqno} repeated {p.challenges} times")
+        else:
+            p.challenges = 0
+            p.hb_seqno = seqno
+            p.forgotten = False
+            p.start_ns = start
+            p.user = user
+            if p.authenticated and p.trusts_us and not challenge:
+                return []
         assert user is not None
         frame = self._auth_frame(now_ns, p, STAGE_AUTH, _Sent(seqno, t, nonce), pub, (seqno, t), user)
         return [Send(bytes(frame), f.bridge)]
@@ -445,16 +512,16 @@ class Handshake:
         seqno, t, stage = _int(f, Fid.SEQNO), _int(f, Fid.TIME), _int(f, Fid.AUTH_STAGE)
         a_seqno, a_time = _int(f, Fid.AUTH_SEQNO), _int(f, Fid.AUTH_TIME)
         if None in (user, seqno, t, stage, a_seqno, a_time) or stage not in (STAGE_AUTH, STAGE_REPLY, STAGE_OK):
-            return self._reject(f.bridge, user, "auth lacks user, seqno, time, auth_seqno, auth_time or stage")
+            return self._reject(f.bridge, user, "malformed", "auth lacks user, seqno, time, auth_seqno, auth_time or stage")
         assert user is not None and seqno is not None and t is not None and stage is not None
         p = self._peer(f.bridge)
         if seqno <= p.auth_seqno:
-            return self._reject(f.bridge, user, f"replayed auth: seqno {seqno} is not after {p.auth_seqno}")
+            return self._reject(f.bridge, user, "replayed_auth", f"replayed auth: seqno {seqno} is not after {p.auth_seqno}")
         if stage == STAGE_OK:
             if p.mac is None or not p.mac.verify(raw):
-                return self._reject(f.bridge, user, "auth ok does not verify with the peer's session key", now_ns)
+                return self._reject(f.bridge, user, "bad_digest", "auth ok does not verify with the peer's session key", now_ns)
             if not any(s.seqno == a_seqno and s.time_ns == a_time for s in p.reply_sent):
-                return self._reject(f.bridge, user, f"stale nonce: auth ok for seqno {a_seqno} matches "
+                return self._reject(f.bridge, user, "stale_nonce", f"stale nonce: auth ok for seqno {a_seqno} matches "
                                                     "none of our last auth replies")
             p.auth_seqno = seqno
             p.trusts_us = True
@@ -464,29 +531,33 @@ class Handshake:
         matched = next((s for s in history if s.seqno == a_seqno and s.time_ns == a_time), None)
         if matched is None:
             what = "HELLOs" if stage == STAGE_AUTH else "auths sent to this peer"
-            return self._reject(f.bridge, user, f"stale nonce: auth_seqno {a_seqno} / auth_time {a_time} "
+            return self._reject(f.bridge, user, "stale_nonce", f"stale nonce: auth_seqno {a_seqno} / auth_time {a_time} "
                                                 f"matches none of our last {len(history)} {what}")
         nonce, pub = _bytes(f, Fid.CNONCE, NONCE_LEN), _bytes(f, Fid.PUBKEY, 32)
         akey, sig = _bytes(f, Fid.AUTH_KEY, AUTH_KEY_LEN), _bytes(f, Fid.PK_SIG, PK_SIG_LEN)
         if None in (nonce, pub, akey, sig) or f.fields[-1][0] != Fid.PK_SIG:
-            return self._reject(f.bridge, user, "auth lacks cnonce, pubkey, auth_key or a final pk_sig")
+            return self._reject(f.bridge, user, "malformed", "auth lacks cnonce, pubkey, auth_key or a final pk_sig")
         assert nonce is not None and pub is not None and akey is not None and sig is not None
         try:
             secret = self._ecdh.exchange(X25519PublicKey.from_public_bytes(pub))
             static = self.creds.signing_key.exchange(pub)
         except ValueError:
-            return self._reject(f.bridge, user, "auth pubkey is not a usable X25519 key", now_ns)
+            return self._reject(f.bridge, user, "bad_key", "auth pubkey is not a usable X25519 key", now_ns)
         plain = _ctr(self._temp_key(secret, static, _Sent(seqno, t, nonce), matched), akey)
         key, check = plain[:SESSION_KEY_LEN], plain[SESSION_KEY_LEN:]
         if not hmac.compare_digest(check, _ZERO_CHECK):
-            return self._reject(f.bridge, user, "auth key does not decrypt: key exchange, salt or our "
+            return self._reject(f.bridge, user, "bad_key", "auth key does not decrypt: key exchange, salt or our "
                                                 "configured key mismatch", now_ns)
         mac = MacKey(key)
         if not mac.verify(raw):
-            return self._reject(f.bridge, user, "auth digest does not verify with its session key", now_ns)
+            return self._reject(f.bridge, user, "bad_digest", "auth digest does not verify with its session key", now_ns)
         signer = self._check_signature(raw, sig, user, now_ns)
         if isinstance(signer, str):
-            return self._reject(f.bridge, user, signer, now_ns)
+            return self._reject(f.bridge, user, "bad_signature", signer, now_ns)
+        start = _int(f, Fid.START) or 0
+        if p.start_ns and start != p.start_ns:
+            return self._reject(f.bridge, user, "start_mismatch",
+                                f"auth start time {start} is not the start {p.start_ns} of that bridge")
         p.auth_seqno = seqno
         if stage == STAGE_REPLY:
             # (a stage 1 consumes nothing of ours: one HELLO may be answered by many peers)
@@ -495,9 +566,12 @@ class Handshake:
         out: list[Event] = []
         if p.session_key != key:
             p.session_key, p.mac, p.user = key, mac, user
-            p.start_ns = _int(f, Fid.START) or 0
+            p.start_ns = start
+            p.forgotten = False
             interval = _int(f, Fid.INTERVAL) or self.interval_s
             out.append(Authenticated(f.bridge, user, key, p.start_ns, _str(f, Fid.CREATE), signer, interval))
+        else:  # the same session, proved live on this link (a new link's challenge)
+            out.append(Confirmed(f.bridge, user) if stage == STAGE_REPLY else Fresh(f.bridge, user))
         reply_stage = STAGE_REPLY if stage == STAGE_AUTH else STAGE_OK
         frame = self._auth_frame(now_ns, p, reply_stage, _Sent(seqno, t, nonce), pub, (seqno, t), user)
         out.append(Send(bytes(frame), f.bridge))

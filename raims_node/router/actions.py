@@ -55,9 +55,12 @@ class Connect:
 
 @dataclass(slots=True)
 class Log:
-    """A line for the operator's log (the manual's messages, e.g. convergence)."""
+    """A line for the operator's log (the manual's messages, e.g. convergence). Lines
+    with a `key` may repeat in floods (a rejected handshake): the driver rate-limits
+    them per key."""
 
     text: str
+    key: str | None = None
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from raims_node.crypto import mac
-from raims_node.crypto.handshake import Authenticated, Confirmed, Rejected
+from raims_node.crypto.handshake import Authenticated, Confirmed, Fresh, Rejected
 from raims_node.crypto.handshake import Send as HsSend
 from raims_node.linkstate.records import LinkRecord, PeerRecord
 from raims_node.router.actions import NodeEvent
@@ -30,6 +30,8 @@ from raims_node.wire import subjects as S
 
 HB_TIMEOUT_FACTOR = 1.5
 HB_DIFF_LIMIT = 2  # heartbeats in disagreement before we resend our peer summary
+MAX_HB_INTERVAL_S = 3600  # an announced heartbeat interval beyond this is ignored
+NS = 1_000_000_000
 
 
 class Links:
@@ -64,7 +66,8 @@ class Links:
         st = self.st
         hb = st.params.heartbeat_ns
         for conn in list(st.conns.values()):
-            if conn.active and now_ns - conn.last_recv_ns > hb * HB_TIMEOUT_FACTOR:
+            # supervised with the interval the peer announces (manual: 1.5 intervals)
+            if conn.active and now_ns - conn.last_recv_ns > (conn.peer_hb_ns or hb) * HB_TIMEOUT_FACTOR:
                 st.events.add(now_ns, Ev.HB_TIMEOUT, tport=conn.tport.name, user=st.name(conn.peer))
                 self.link_down(conn, now_ns, "hb_timeout")
         if now_ns >= self.next_hb_ns:
@@ -103,15 +106,28 @@ class Links:
                 st.events.add(now_ns, Ev.RECV_BYE, tport=conn.tport.name, user=peer.user)
                 self.link_down(conn, now_ns, "bye")
                 self.remove_peer(b, now_ns, "bye")
+            elif not conn.active:
+                st.count_reject("not_authenticated")
             return
-        self.handshake(conn, st.hs.receive(now_ns, data, frame), now_ns)
+        state = st.hs.peer(b)
+        floor = state.hb_seqno if state is not None else 0
+        events = st.hs.receive(now_ns, data, frame, challenge=not conn.active)
+        self.handshake(conn, events, now_ns)
+        if any(isinstance(ev, Rejected) for ev in events):
+            return
         state = st.hs.peer(b)
         if state is None or state.session_key is None or not mac.verify(data, state.session_key):
             return
+        interval = frame.get(Fid.INTERVAL)
+        if isinstance(interval, int) and not isinstance(interval, bool) and 0 < interval <= MAX_HB_INTERVAL_S:
+            conn.peer_hb_ns = interval * NS
         if not conn.active:
             # a link to a peer we already hold a session with (a second link, or a link
-            # back after a heartbeat timeout or a partition): no new key exchange
-            if not state.trusts_us or state.user is None:
+            # back after a heartbeat timeout or a partition): no new key exchange, but
+            # only on a heartbeat newer than any seen (a recorded one proves nothing;
+            # the current one was answered with a challenge, see handshake.py)
+            seqno = frame.get(Fid.SEQNO)
+            if not state.trusts_us or state.user is None or not isinstance(seqno, int) or seqno <= floor:
                 return
             self._authenticated(conn, b, state.user, state.start_ns, state.session_key, now_ns)
         if conn.peer == b:
@@ -153,14 +169,21 @@ class Links:
         for ev in events:
             if isinstance(ev, Rejected):
                 st.counters.auth_rejected += 1
+                st.count_reject(ev.kind)
                 st.events.add(now_ns, Ev.AUTH_REMOVE, tport=conn.tport.name, user=ev.user or "",
                               data=ev.reason)
-                st.log(f"remove auth {ev.user or '?'} {ev.reason}")
+                st.log(f"remove auth {ev.user or '?'} {ev.reason}", key=f"reject.{ev.kind}")
             elif isinstance(ev, Authenticated):
                 st.events.add(now_ns, Ev.RECV_CHALLENGE, tport=conn.tport.name, user=ev.user)
+                conn.peer_hb_ns = min(ev.interval_s, MAX_HB_INTERVAL_S) * NS
                 self._authenticated(conn, ev.bridge, ev.user, ev.start_ns, ev.session_key, now_ns)
-            elif isinstance(ev, Confirmed):
-                st.events.add(now_ns, Ev.RECV_TRUST, tport=conn.tport.name, user=ev.user)
+            elif isinstance(ev, Confirmed | Fresh):
+                if isinstance(ev, Confirmed):
+                    st.events.add(now_ns, Ev.RECV_TRUST, tport=conn.tport.name, user=ev.user)
+                state = st.hs.peer(ev.bridge)
+                if not conn.active and state is not None and state.session_key is not None:
+                    # a known session proved live on this new link (its challenge answered)
+                    self._authenticated(conn, ev.bridge, ev.user, state.start_ns, state.session_key, now_ns)
 
     def _authenticated(self, conn: Conn, b: bytes, user: str, start_ns: int, key: bytes, now_ns: int) -> None:
         st = self.st
@@ -172,7 +195,7 @@ class Links:
         is_new = old is None or old.start_ns != start_ns
         if old is None or is_new:
             if old is not None:
-                self.remove_peer(b, now_ns, "restarted")
+                self.remove_peer(b, now_ns, "restarted", forget=False)  # keep the session just made
             peer = self.add_peer(b, user, start_ns)
         else:
             peer = old
@@ -262,7 +285,7 @@ class Links:
             if not peer.neighbor:
                 self.remove_peer(b, now_ns, "unreachable")
 
-    def remove_peer(self, b: bytes, now_ns: int, reason: str) -> None:
+    def remove_peer(self, b: bytes, now_ns: int, reason: str, forget: bool = True) -> None:
         st = self.st
         peer = st.peers.pop(b, None)
         if peer is None:
@@ -272,6 +295,8 @@ class Links:
         st.zombies[b] = peer
         st.db.remove_peer(b)
         st.sync.forget(b)
+        if forget:
+            st.hs.forget(b)  # its session, not its seqno floors: a replay cannot bring it back
         st.events.add(now_ns, Ev.SEND_PEER_DEL, user=peer.user, data=reason)
         if reason == "bye":
             st.bcast(S.Z_DEL, [(Fid.SYNC_BRIDGE, b)], now_ns)

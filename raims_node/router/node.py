@@ -44,6 +44,7 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from raims_node import RaimsError
 from raims_node.bloom import BloomFilter, Shard
@@ -250,6 +251,17 @@ class Node:
         """The address other members of mesh transport `tport_id` reach us at."""
         self.mesh.urls[tport_id] = url
 
+    def count_reject(self, kind: str) -> None:
+        """A connection the driver refused, by cause (auth_timeout, pending_cap)."""
+        self.state.count_reject(kind)
+
+    def set_heartbeat(self, heartbeat_ns: int) -> None:
+        """A new heartbeat interval (SIGHUP): announced from the next heartbeat on, which
+        stays on the old schedule so that no neighbour times out in the change."""
+        st = self.state
+        st.params = replace(st.params, heartbeat_ns=heartbeat_ns)  # (the simulator shares one)
+        st.hs.interval_s = max(1, heartbeat_ns // NS)
+
     def on_connect(self, conn_id: int, tport_id: int, now_ns: int) -> list[Action]:
         self.links.on_connect(Conn(conn_id, self.state.tports[tport_id], now_ns, last_recv_ns=now_ns), now_ns)
         return self._flush(now_ns)
@@ -367,6 +379,7 @@ class Node:
             return
         if conn.peer is None or not conn.active:
             st.counters.unauthenticated += 1
+            st.count_reject("not_authenticated")
             return
         source = head.bridge
         if source == st.bridge:
@@ -398,7 +411,7 @@ class Node:
     def _on_inbox(self, conn: Conn, data: bytes, peer: Peer, now_ns: int) -> None:
         st = self.state
         head = peek(data)
-        dest, suffix = S.parse_inbox(head.subject.decode())
+        dest, suffix = S.parse_inbox(head.subject.decode("utf-8", "replace"))  # bad bytes: BadSubject
         if dest != st.bridge:
             st.counters.forwarded += 1
             st.route_inbox(dest, data)

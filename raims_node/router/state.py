@@ -68,6 +68,7 @@ class Conn:
     last_recv_ns: int = 0
     active: bool = False
     hb_disagree: int = 0
+    peer_hb_ns: int = 0  # the heartbeat interval the peer announces (0: not yet known)
 
 
 @dataclass
@@ -79,6 +80,7 @@ class Counters:
     unknown_source: int = 0
     unauthenticated: int = 0
     auth_rejected: int = 0
+    rejects: dict[str, int] = field(default_factory=dict)  # by cause: handshake.REJECT_KINDS, ...
     dup_bcast: int = 0
     no_route: int = 0
     forwarded: int = 0
@@ -171,8 +173,14 @@ class NodeState:
     def emit_close(self, conn: Conn, reason: str) -> None:
         self.out.append(Close(conn.conn_id, reason))
 
-    def log(self, text: str) -> None:
-        self.out.append(Log(text))
+    def log(self, text: str, key: str | None = None) -> None:
+        """A log line; lines with a `key` may flood and are rate-limited by the driver."""
+        self.out.append(Log(text, key))
+
+    def count_reject(self, kind: str) -> None:
+        """One refused frame or connection, by cause (show counters reject, /metrics)."""
+        rejects = self.counters.rejects
+        rejects[kind] = rejects.get(kind, 0) + 1
 
     def send_signed(self, conn: Conn, subject: str, fields: Fields, mtype: MsgType) -> None:
         frame = encode_frame(mtype, subject, self.bridge, fields)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Protocol, cast
 
 from raims_node.crypto.kdf import Kdf
@@ -52,8 +53,10 @@ class LinkProtocol(asyncio.Protocol):
         highwater: int = 1 << 20,
         write_timeout_s: float = 10.0,
         outbound: bool = False,
+        warn: Callable[[str], object] | None = None,
     ) -> None:
         self.owner = owner
+        self._warn = warn or _warn
         self.tport_id = tport_id
         self.cipher = LinkCipher(kdf) if kdf is not None else None
         self.reader = FrameReader()
@@ -109,9 +112,9 @@ class LinkProtocol(asyncio.Protocol):
                 self._deliver(exc.frames)
             if self.cipher is not None and self.frames_in == 0:
                 # the first bytes after the key exchange decrypt to garbage: the KDF
-                # mixes the salt in, so the peer belongs to another service
-                self.close(f"link from {self.peer_addr} does not decrypt: the peer has another salt "
-                           f"(another service's keys) ({exc})")
+                # mixes the salt in, so either the keys differ or the sender is no node
+                self.close(f"the first bytes after the link key exchange do not decrypt to a frame ({exc}): "
+                           "the peer's salt (service keys) is not ours, or it is not a raims node")
             else:
                 self.close(f"bad stream from {self.peer_addr}: {exc}")
             return
@@ -186,10 +189,14 @@ class LinkProtocol(asyncio.Protocol):
     def close(self, reason: str) -> None:
         if self.closed_reason is None:
             self.closed_reason = reason
-            log.warning("closing link %s: %s", self.peer_addr, reason)
+            self._warn(f"closing link {self.peer_addr}: {reason}")
         if self.transport is not None and not self.transport.is_closing():
             self.flush()
             self.transport.close()
+
+
+def _warn(text: str) -> None:
+    log.warning("%s", text)
 
 
 def _addr(info: object) -> str:

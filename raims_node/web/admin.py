@@ -95,6 +95,9 @@ class WebAdmin:
                      "forwarded", "delivered", "published", "auth_rejected", "no_route"):
             lines.append(f"# TYPE raims_{name}_total counter")
             lines.append(f'raims_{name}_total{{user="{node.user}"}} {getattr(c, name)}')
+        lines.append("# TYPE raims_rejected_total counter")
+        for reason, count in sorted(c.rejects.items()):
+            lines.append(f'raims_rejected_total{{user="{node.user}",reason="{reason}"}} {count}')
         lines.append("# TYPE raims_peers gauge")
         lines.append(f'raims_peers{{user="{node.user}"}} {len(node.peers)}')
         lines.append("# TYPE raims_converged gauge")

@@ -101,7 +101,7 @@ def test_foreign_keys_and_plaintext_peers_are_refused(tmp_path: Path) -> None:
         started.append(a)
         b = _start(tmp_path, other_cfg, commands[1])
         started.append(b)
-        a.wait_for(r"closing link .*another salt", 10)
+        a.wait_for(r"closing link .*salt \(service keys\) is not ours", 10)
         assert not any("1 uids authenticated" in line for line in a.lines)
         b.stop()
         plain = yaml.safe_load(cfg.read_text())

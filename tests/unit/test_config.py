@@ -98,7 +98,9 @@ def test_defaults_table_matches_manual() -> None:
     for name in ("salt", "pass", "salt_data", "pass_data", "pid_file", "map_file", "db_num", "ipc_name",
                  "working_directory"):
         assert p.text(name) is None
-    assert len(params.PARAMETERS) == 25
+    assert len(params.MANUAL_PARAMETERS) == 25
+    assert p.time("tcp_auth_timeout") == 10.0  # issue 18's, after the manual's
+    assert (p.count("tcp_pending_max"), p.count("tcp_pending_per_host")) == (1024, 64)
     with pytest.raises(ConfigError, match="no default"):
         p.time("no_such_param")
 
