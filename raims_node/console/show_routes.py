@@ -22,6 +22,9 @@ Decisions where the manual is vague:
   sum of their subject and total counts. A peer whose filter is not yet known counts 0.
 - forward [P]: every source, this node first, with the links this node forwards its
   messages on (empty when this node is a leaf of the source's tree).
+- routes and forward name each link's neighbour (`adj`, as `show adjacency` does): on a
+  mesh every link shares the transport's label, so without it a tree cannot be checked
+  edge by edge (the Spark routing audit compares (tport, adj) pairs).
 """
 
 from __future__ import annotations
@@ -54,10 +57,17 @@ def show_adjacency(ctx: ConsoleContext, args: list[str]) -> CommandResult:
         user = names.user(b)
         links = ctx.node.db.links(b)
         if not links:
-            rows.append({"user": user, "adj": None, "tport": None, "type": None, "cost": None})
+            rows.append({"user": user, "adj": None, "tport": None, "type": None, "cost": None,
+                         **dict.fromkeys(_PATH_COSTS)})
         rows += [{"user": user, "adj": names.user(link.peer_bridge), "tport": _label(link),
-                  "type": link.tport_type, "cost": link.cost[0]} for link in links]
-    return CommandResult(["user", "adj", "tport", "type", "cost"], rows, group="user", blank_repeats=True)
+                  "type": link.tport_type, "cost": link.cost[0],
+                  **{c: link.cost[q] for q, c in enumerate(_PATH_COSTS, 1)}} for link in links]
+    # the other paths' costs: JSON only (the manual prints path 0's), for the link-state audit
+    return CommandResult(["user", "adj", "tport", "type", "cost", *_PATH_COSTS], rows, group="user",
+                         blank_repeats=True, hidden=_PATH_COSTS)
+
+
+_PATH_COSTS = ("cost2", "cost3", "cost4")
 
 
 def show_routes(ctx: ConsoleContext, args: list[str]) -> CommandResult:
@@ -67,7 +77,7 @@ def show_routes(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     names = Names(node)
     ports = _port_rows(ctx)
     mine = node.db.links(node.bridge)
-    cols = ["user", "tport", "state", "cost", "path", "lat", "fd", "route"]
+    cols = ["user", "tport", "adj", "state", "cost", "path", "lat", "fd", "route"]
     rows: list[Row] = []
     for dest in node.peers:
         user = names.user(dest)
@@ -91,7 +101,8 @@ def show_routes(ctx: ConsoleContext, args: list[str]) -> CommandResult:
                                      ("hb", link.peer_bridge == dest)) if on]
             port = ports.get(_label(link), {})
             rows.append({
-                "user": user, "tport": _label(link), "state": state, "cost": cost,
+                "user": user, "tport": _label(link), "adj": names.user(link.peer_bridge), "state": state,
+                "cost": cost,
                 "path": [q for q in range(NUM_PATHS) if firsts[q] == link],
                 "lat": (node.peers[dest].latency_ns or None) if i == 0 else None,
                 "fd": as_cell(port.get("fd")), "route": as_cell(port.get("address")),
@@ -141,9 +152,10 @@ def show_forward(ctx: ConsoleContext, args: list[str]) -> CommandResult:
         user = names.user(b)
         links = table.get(b, ())
         if not links:
-            rows.append({"source": user, "tport": None, "cost": None})
-        rows += [{"source": user, "tport": _label(link), "cost": link.cost[p]} for link in links]
-    return CommandResult(["source", "tport", "cost"], rows, group="source", blank_repeats=True)
+            rows.append({"source": user, "tport": None, "adj": None, "cost": None})
+        rows += [{"source": user, "tport": _label(link), "adj": names.user(link.peer_bridge), "cost": link.cost[p]}
+                 for link in links]
+    return CommandResult(["source", "tport", "adj", "cost"], rows, group="source", blank_repeats=True)
 
 
 def show_blooms(ctx: ConsoleContext, args: list[str]) -> CommandResult:

@@ -11,8 +11,9 @@ Reconciling the console's rows with the schemas (decisions):
   lat/idle) are integer nanoseconds in the rows and seconds (double) in the lake; time
   stamps stay integer nanoseconds, which the schema converts (schemas.py).
 - An empty cell ("" or null) is null.
-- links: `show adjacency` rows of users without links (no tport) are dropped; the
-  console gives path 0's cost only, so cost2..cost4 are null.
+- links: `show adjacency` rows of users without links (no tport) are dropped; cost2..cost4
+  are the JSON-only columns of the other paths' costs.
+- routes, forward: `adj` names the link's neighbour (a mesh's links share one label).
 - routes: a peer without a route (no tport) has no row.
 - subs: the console's `type` (`sub`, or the pattern syntax) becomes `pattern` and
   `syntax`; its `count` of local subscriptions has no column.
@@ -48,8 +49,8 @@ NS_PER_S: Final = 1_000_000_000
 # table -> (console command, the console columns it takes)
 SOURCES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     "peers": ("show peers", ("user", "bridge", "sub", "seq", "link", "lat", "max", "avg", "time", "tport", "cost")),
-    "links": ("show adjacency", ("user", "adj", "tport", "type", "cost")),
-    "routes": ("show routes", ("user", "tport", "state", "cost", "path", "lat", "fd", "route")),
+    "links": ("show adjacency", ("user", "adj", "tport", "type", "cost", "cost2", "cost3", "cost4")),
+    "routes": ("show routes", ("user", "tport", "adj", "state", "cost", "path", "lat", "fd", "route")),
     "subs": ("show subs", ("user", "subject", "type")),
     "blooms": ("show blooms", ("fd", "dest", "tport", "bloom", "prefix", "detail", "subs", "total")),
     "ports": ("show ports", ("tport", "type", "cost", "fd", "bs", "br", "ms", "mr", "lat", "idle", "fl", "address")),
@@ -58,7 +59,7 @@ SOURCES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     "loss": ("show loss", ("user", "repeat", "rep_time", "not_sub", "not_time", "msg_loss", "loss_time",
                            "ibx_loss", "ibx_time")),
     "events": ("show events", ("stamp", "tport", "user", "peer", "event", "data")),
-    "forward": ("show forward", ("path", "source", "tport", "cost")),
+    "forward": ("show forward", ("path", "source", "tport", "adj", "cost")),
 }
 DURATIONS: Final[Mapping[str, frozenset[str]]] = {
     "peers": frozenset({"lat", "max", "avg"}),
@@ -79,9 +80,7 @@ def _cell(value: Any, duration: bool) -> Any:
 
 
 def _fixup(table: str, row: dict[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
-    if table == "links":
-        row.update(cost2=None, cost3=None, cost4=None)
-    elif table == "subs":
+    if table == "subs":
         kind = row.pop("type")
         row.update(pattern=kind != SUBJECT_TYPE, syntax=None if kind == SUBJECT_TYPE else kind)
     elif table == "blooms":
