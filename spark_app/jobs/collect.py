@@ -21,7 +21,8 @@ Reconciling the console's rows with the schemas (decisions):
   (`format_mask`: "0x04000108", "0"); the filter bytes and parameters are taken when a
   row carries them (`filter` as base64, `size_bits`, `num_hashes`, `seed`) and are null
   otherwise: `show blooms` does not print them. Its own-filter row (dest `ipc`) has no
-  transport.
+  transport; `show blooms copies` adds a row per peer (dest the peer, no transport) with
+  this node's copy of that peer's filter.
 - A row without a column the console promises is a CollectError naming the node, the
   command and the column: console and schema drifting apart must not pass silently.
 """
@@ -111,6 +112,8 @@ def table_rows(table: str, rows: Sequence[Mapping[str, Any]], head: Mapping[str,
     return out
 
 
+# tables that take a second command's rows too: the peers' filter copies, for the bloom audit
+MORE: Final[Mapping[str, str]] = {"blooms": "show blooms copies"}
 PER_PATH: Final = frozenset({"forward"})  # read once per multicast path, rows tagged with it
 NUM_PATHS: Final = 4
 
@@ -123,6 +126,8 @@ def read_node(node: NodeRecord) -> dict[str, tuple[datetime, list[dict[str, Any]
             rows = [{**r, "path": p} for p in range(NUM_PATHS) for r in admin.show(node.admin, f"{command} {p}")]
         else:
             rows = admin.show(node.admin, command)
+        if table in MORE:
+            rows = [*rows, *admin.show(node.admin, MORE[table])]
         out[table] = (datetime.now(UTC), rows)
     return out
 

@@ -100,6 +100,7 @@ class SyntheticSpec:
     pattern_share: float = 0.1
     reseeded_share: float = 0.1
     mesh: bool = False  # a full mesh whose links share each node's one mesh transport
+    copies: bool = True  # observers report their copies of their peers' filters
 
 
 @dataclass(slots=True)
@@ -137,7 +138,7 @@ class Network:
         if peer is None:
             raise SyntheticError(f"{user} is not in the network's database")
         links = [
-            replace(lk, cost=tuple(c + by for c in lk.cost)) if lk.peer_bridge == a else lk
+            replace(lk, cost=expand_cost([c + by for c in lk.cost])) if lk.peer_bridge == a else lk
             for lk in self.db.links(b)
         ]
         self.db.apply_full(b, peer.link_seqno + 1, links)
@@ -312,6 +313,17 @@ class _Observer:
                     lat=None, fd=None, route=None,
                 )
 
+    def copies(self, out: _Columns, head: Mapping[str, Any]) -> None:
+        """`show blooms copies`: this node's copy of each peer's filter."""
+        for i in self.order[1:]:
+            f = self.net.filters[i]
+            out.add(
+                **head, fd=None, dest=self.labels[i], tport=None, bloom=[self.net.names[i]],
+                prefix=hex(f.prefix_mask), detail=hex(f.detail_mask), subs=f.subject_count,
+                total=f.count, filter=f.to_bytes(), size_bits=f.size_bits,
+                num_hashes=f.num_hashes, seed=f.seed,
+            )
+
     def forward(self, out: _Columns, head: Mapping[str, Any]) -> None:
         for p in range(NUM_PATHS):
             table = self.rt.forward_table(p)
@@ -347,6 +359,8 @@ def snapshot_tables(
         view.links(out["links"], head)
         view.routes(out["routes"], head)
         view.forward(out["forward"], head)
+        if net.spec.copies:
+            view.copies(out["blooms"], head)
     for i, name in enumerate(net.names):
         head = {"snapshot_id": snapshot_id, "collected_at": collected_at, "node": name}
         f = net.filters[i]
@@ -393,6 +407,7 @@ class Fault(StrEnum):
     FUTURE_SEQNO = "future_seqno"
     DIFFERING_LINK_COST = "differing_link_cost"
     IMPOSTOR_BRIDGE = "impostor_bridge"
+    STALE_PEER_COPY = "stale_peer_copy"
 
 
 # The issue's thirteen fault classes (tests/spark/test_audit_injection.py).
@@ -580,8 +595,13 @@ def _put_filter(blooms: pd.DataFrame, idx: Any, f: BloomFilter) -> None:
     blooms.at[idx, "subs"], blooms.at[idx, "total"] = f.subject_count, f.count
 
 
+def _own_rows(subs: pd.DataFrame, node: str) -> pd.DataFrame:
+    """The `show subs` rows of `node` about itself (a node lists its peers' too)."""
+    return subs[(subs["node"] == node) & ((subs["user"] == f"{node}.*") | (subs["user"] == node))]
+
+
 def _own_subs(subs: pd.DataFrame, node: str) -> list[tuple[str, str | None]]:
-    mine = subs[subs["node"] == node]
+    mine = _own_rows(subs, node)
     return [(str(t), None if y is None or pd.isna(y) else str(y)) for t, y in zip(mine["subject"], mine["syntax"], strict=True)]
 
 
@@ -603,7 +623,7 @@ def _pattern_missing(tables: dict[str, pa.Table], rng: random.Random) -> Injecte
         for text, syntax in [s for s in mine if s[1] is not None]:
             trial = blooms.loc[[idx]].copy()
             _put_filter(trial, idx, _rebuilt(int(blooms.at[idx, "seed"]), [s for s in mine if s != (text, syntax)]))
-            found = audit_blooms_local(subs[subs["node"] == node], trial, ProbeSet(16))
+            found = audit_blooms_local(_own_rows(subs, node), trial, ProbeSet(16))
             if ((found["check"] == "missing") & (found["subject"] == text)).any():
                 blooms.loc[[idx]] = trial
                 tables["blooms"] = _table("blooms", blooms)
@@ -659,6 +679,24 @@ def _future_seqno(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
     )
 
 
+def _stale_peer_copy(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
+    """One observer's copy of a peer's filter missed the peer's last subscription."""
+    blooms, subs = _frame(tables["blooms"]), _frame(tables["subs"])
+    rows = [i for i, d, t in zip(blooms.index, blooms["dest"], blooms["tport"], strict=True)
+            if d != IPC_DEST and (t is None or pd.isna(t))]
+    if not rows:
+        raise SyntheticError("the snapshot has no peer filter copies (spec.copies is off)")
+    idx = rng.choice(rows)
+    node, peer = blooms.at[idx, "node"], _name(blooms.at[idx, "dest"])
+    _put_filter(blooms, idx, _rebuilt(int(blooms.at[idx, "seed"]), _own_subs(subs, peer)[:-1]))
+    tables["blooms"] = _table("blooms", blooms)
+    return Injected(
+        Fault.STALE_PEER_COPY,
+        frozenset({("audit_blooms", ("peer_copy", node, None))}),
+        f"{node}'s copy of {peer}'s filter lacks {peer}'s last subscription",
+    )
+
+
 def _impostor_bridge(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
     """One observer lists another bridge under a peer's name (an impostor)."""
     peers = _frame(tables["peers"])
@@ -679,7 +717,7 @@ def _cleared_bloom_bit(tables: dict[str, pa.Table], rng: random.Random) -> Injec
     counts lose that subject, so the bytes stay a valid filter)."""
     blooms = _frame(tables["blooms"])
     subs = _frame(tables["subs"])
-    order = list(blooms.index)
+    order = _ipc_rows(blooms)
     rng.shuffle(order)
     for idx in order:
         node = blooms.at[idx, "node"]
@@ -688,7 +726,8 @@ def _cleared_bloom_bit(tables: dict[str, pa.Table], rng: random.Random) -> Injec
             continue
         values, counts = np.unique(image.positions, return_counts=True)
         single = set(values[counts == 1].tolist())
-        mine = subs[(subs["node"] == node) & ~subs["pattern"].astype(bool)]["subject"].tolist()
+        own = _own_rows(subs, node)
+        mine = own[~own["pattern"].astype(bool)]["subject"].tolist()
         rng.shuffle(mine)
         for subject in mine:
             (pos,) = bit_positions_of(image.size_bits, image.seed, 1, subject_hash(subject_bytes(subject)))
@@ -809,7 +848,7 @@ def _unseen_peer(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
 
 def _bloom_row(tables: dict[str, pa.Table], rng: random.Random) -> tuple[pd.DataFrame, int, str]:
     blooms = _frame(tables["blooms"])
-    idx = rng.choice(list(blooms.index))
+    idx = rng.choice(_ipc_rows(blooms))
     return blooms, idx, blooms.at[idx, "node"]
 
 
@@ -829,7 +868,7 @@ def _overfull_filter(tables: dict[str, pa.Table], rng: random.Random) -> Injecte
     """One node's filter stayed at level 0 while it took OVERFULL_EXTRA more subjects."""
     blooms, idx, node = _bloom_row(tables, rng)
     subs = _frame(tables["subs"])
-    mine = subs[subs["node"] == node]
+    mine = _own_rows(subs, node)
     f = BloomFilter.from_bytes(BloomFilter(seed=int(blooms.at[idx, "seed"])).to_bytes())  # a replica: no resize
     extra = [f"bulk.{node}.{k}" for k in range(OVERFULL_EXTRA)]
     for text, syntax in zip([*mine["subject"], *extra], [*mine["syntax"], *[None] * len(extra)], strict=True):
@@ -870,7 +909,19 @@ _ROW_FAULTS: Final[Mapping[Fault, Callable[[dict[str, pa.Table], random.Random],
     Fault.OVER_INCLUSIVE_FILTER: _over_inclusive,
     Fault.FUTURE_SEQNO: _future_seqno,
     Fault.IMPOSTOR_BRIDGE: _impostor_bridge,
+    Fault.STALE_PEER_COPY: _stale_peer_copy,
 }
+
+
+ROW_FAULTS: Final = frozenset(_ROW_FAULTS)  # faults made by editing rows: any snapshot takes them
+
+
+def inject_rows(tables: dict[str, pa.Table], fault: Fault, seed: int | str = 0) -> Injected:
+    """Inject a row fault (`ROW_FAULTS`) into `tables` (a snapshot of one id, any
+    origin: synthetic, or collected from running nodes), in place."""
+    if fault not in _ROW_FAULTS:
+        raise SyntheticError(f"{fault} changes the network, not rows: make_snapshot injects it")
+    return _ROW_FAULTS[fault](tables, random.Random(f"{seed}/{fault}"))
 
 
 def finding_keys(audit_tables: Mapping[str, pa.Table], snapshot_id: str | None = None) -> frozenset[FindingKey]:

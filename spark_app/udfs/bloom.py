@@ -32,6 +32,11 @@ Decisions where the manual is vague:
   have fallen to a quarter of it (above level 0), should have resized (the owner's rule,
   `BloomFilter._autosize`); `expected_level` is `level_for(entries)`.
 - geometry: the row's size_bits / num_hashes / seed columns disagree with the bytes.
+- over_inclusive: the filter holds more entries at some key length than its node's
+  subscriptions make (distinct subscriptions; a subject or pattern the node dropped is
+  still advertised, and peers keep sending it).
+- peer_copy: an observer's copy of a peer's filter (`show blooms copies`) differs from
+  the filter most hold among the copies and the owner's own (see `audit_copies`).
 - The probe set is built once per task (the iterator UDF's point) and each filter is
   probed in one vectorized pass: filters sharing a geometry share the probes' positions,
   and a single-hash filter's hits are the probes landing on its set bits.
@@ -103,6 +108,7 @@ COPY_COLUMNS: Final = (
     ("filter", "binary"),
     ("owner_filter", "binary"),
 )
+COPY_BUCKETS: Final = 16  # groups of peers for the peer-copy check in Spark
 SHARED_GEOMETRY: Final = 8  # filters of one geometry in a batch that share probe counts
 MAX_CACHED_GEOMETRIES: Final = 16
 BITMAP_MAX_BITS: Final = 1 << 24
@@ -487,26 +493,34 @@ def _entries(data: object) -> int | None:
 
 def audit_copies(copies: pd.DataFrame) -> pd.DataFrame:
     """`peer_copy` rows: an observer's copy of a peer's filter that is not, byte for byte,
-    the filter the peer reports as its own (the observer missed an update: it sends the
-    peer's subjects the wrong way or not at all); a summary row per snapshot."""
+    the peer's reference filter (the observer missed an update: it sends the peer's
+    subjects the wrong way or not at all); a summary row per snapshot. The reference is
+    the filter most hold among the copies and the owner's own (ties: the owner's), so an
+    owner whose own row is wrong (flagged by its own checks) does not blame every peer."""
     if copies.empty:
         return empty_frame(TABLE)
     out = []
     for snapshot_id, part in copies.groupby("snapshot_id", sort=True):
-        known = part[part["owner_filter"].notna().to_numpy()]
-        same = np.fromiter(
-            (bytes(a) == bytes(o) for a, o in zip(known["filter"], known["owner_filter"], strict=True)),
-            dtype=bool, count=len(known),
-        )
-        bad = known[~same]
+        bad_rows: list[tuple[str, str, object, object]] = []
+        for peer, group in part.groupby("peer", sort=True):
+            held = [bytes(c) for c in group["filter"]]
+            owner = group["owner_filter"].iat[0]
+            votes = Counter(held)
+            if owner is not None and not (isinstance(owner, float) and math.isnan(owner)):
+                votes[bytes(owner)] += 1
+                top = max(votes.values())
+                ref = bytes(owner) if votes[bytes(owner)] == top else max(votes, key=lambda k: (votes[k], k))
+            else:
+                ref = max(votes, key=lambda k: (votes[k], k))
+            bad_rows += [(str(n), str(peer), c, ref) for n, c in zip(group["node"], held, strict=True) if c != ref]
         rows = [
             finding_rows(
-                TABLE, str(snapshot_id), "peer_copy", node=bad["node"],
-                detail=[json.dumps({"peer": p, "copy_entries": _entries(c), "owner_entries": _entries(o)})
-                        for p, c, o in zip(bad["peer"], bad["filter"], bad["owner_filter"], strict=True)],
+                TABLE, str(snapshot_id), "peer_copy", node=[r[0] for r in bad_rows],
+                detail=[json.dumps({"peer": p, "copy_entries": _entries(c), "reference_entries": _entries(o)})
+                        for _, p, c, o in bad_rows],
             )
-        ] if len(bad) else []
-        out.append(with_summary(TABLE, str(snapshot_id), {"peer_copies": len(known)}, rows))
+        ] if bad_rows else []
+        out.append(with_summary(TABLE, str(snapshot_id), {"peer_copies": len(part)}, rows))
     return pd.concat(out, ignore_index=True)
 
 
@@ -559,5 +573,9 @@ def blooms_spark(subs: DataFrame, blooms: DataFrame, *, probes: int = PROBES, se
         "snapshot_id", F.col("node").alias("peer"), F.col("filter").alias("owner_filter")
     ).dropDuplicates(["snapshot_id", "peer"])
     pairs = copies.join(owners, ["snapshot_id", "peer"], "left").select(*(c for c, _ in COPY_COLUMNS))
-    checked = pairs.groupBy("snapshot_id").applyInPandas(audit_copies, kernel_schema_ddl(TABLE))
+    # grouped by peer (a peer's copies and its own filter together), peers hashed into buckets
+    bucket = F.pmod(F.crc32(F.encode("peer", "UTF-8")), F.lit(COPY_BUCKETS))
+    checked = pairs.groupBy("snapshot_id", bucket.alias("bucket")).applyInPandas(
+        lambda rows: audit_copies(rows.drop(columns=["bucket"])), kernel_schema_ddl(TABLE)
+    )
     return audited.unionByName(checked)

@@ -119,7 +119,7 @@ def hop_rows(routes: pd.DataFrame, chunks: int = 1) -> pd.DataFrame:
         on = (listed >> p) & 1 == 1
         frames.append(
             pd.DataFrame(
-                {**common, "path": p, "tport": np.where(on, tport, None), "adj": np.where(on, adj, None),
+                {**common, "path": p, "tport": np.where(on, tport, None), "adj": np.where(on, adj, np.full(len(adj), None, dtype=object)),
                  "cost": cost.where(on, pd.NA)}
             )
         )

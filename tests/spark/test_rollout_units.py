@@ -227,7 +227,8 @@ def test_real_console_rows_fit_every_snapshot_table(sim: SimNetwork) -> None:
         assert conformed.num_rows == len(rows)
         got[table] = rows
     assert len(got["peers"]) == 3 and all(r["node"] == "B" for r in got["peers"])
-    assert len(got["links"]) == 4 and {r["cost2"] for r in got["links"]} == {None}
+    assert len(got["links"]) == 4 and None not in {r["cost2"] for r in got["links"]}  # every path's cost
+    assert all(r["adj"] for r in got["routes"]) and all(r["adj"] for r in got["forward"] if r["tport"])
     subs = {(r["user"].split(".")[0], r["subject"], r["pattern"], r["syntax"]) for r in got["subs"]}
     assert {("A", "RSF.IBM.N", False, None), ("C", "RSF.>", True, "rv")} <= subs
     own = [r for r in got["blooms"] if r["dest"] == "ipc"]
