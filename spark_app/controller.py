@@ -52,7 +52,7 @@ from raims_node import __version__ as raims_version
 from raims_node.linkstate import DEFAULT_COST
 from spark_app.errors import SparkAppError
 from spark_app.jobs import deploy, keys, topology
-from spark_app.jobs.collect import Snapshot, collect
+from spark_app.jobs.collect import Snapshot, collect, snapshot_of
 from spark_app.jobs.converge import converge
 from spark_app.jobs.errors import DaemonError, DeployError, PlanError, ValidationFailed
 from spark_app.jobs.hosts import executor_hosts
@@ -316,17 +316,22 @@ class Rollout:
         with self.stage("traffic") as note:
             via = traffic_via(runnable_bridges(s.bridges))
             o.traffic = traffic(self.spark, o.nodes, o.hosts, TrafficSettings(
-                o.snapshot_id.replace("-", "_"), via, s.traffic_messages, s.traffic_timeout_s))
+                o.snapshot_id.replace("-", "_"), via, s.traffic_messages, s.traffic_timeout_s, collect=True))
             t = o.traffic
             note.append(f"sent {t.sent}, received {t.received} of {t.expected} via {t.via}, each exactly once")
 
     def collect(self) -> Snapshot:
         o = self.outcome
         with self.stage("collect") as note:
-            snap = collect(self.spark, o.nodes, o.hosts, o.snapshot_id)
+            if o.traffic is not None and o.traffic.reads:  # read during the check, its subscriptions live
+                snap = snapshot_of(o.traffic.reads, o.nodes, o.snapshot_id)
+                when = "during the traffic check"
+            else:
+                snap = collect(self.spark, o.nodes, o.hosts, o.snapshot_id)
+                when = "after the traffic check"
             total = sum(len(r) for r in snap.tables.values())
             note.append(f"snapshot {o.snapshot_id}: {total} rows of {len(snap.tables)} tables "
-                        f"from {len(snap.nodes)} nodes")
+                        f"from {len(snap.nodes)} nodes, read {when}")
         return snap
 
     def write(self, snap: Snapshot) -> None:

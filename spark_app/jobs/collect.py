@@ -155,6 +155,18 @@ def collect(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int, snapsh
     results = run_per_host(spark, [[] for _ in range(hosts)], task)
     read = {node: sources for r in results for node, sources in r["read"].items()}
     errors = [e for r in results for e in r["errors"]]
+    return snapshot_of(read, nodes, snapshot_id, errors)
+
+
+def snapshot_of(
+    read: Mapping[str, Mapping[str, tuple[datetime, list[dict[str, Any]]]]],
+    nodes: Sequence[NodeRecord],
+    snapshot_id: str,
+    errors: Sequence[str] = (),
+) -> Snapshot:
+    """The tables of what `read_node` read from `nodes` (node -> its sources);
+    CollectError naming the nodes not read."""
+    errors = [*errors]
     errors += [f"node {n.node}: no task ran on its host {n.machine}" for n in nodes if n.node not in read and not errors]
     if errors:
         raise CollectError("collect failed:\n  " + "\n  ".join(errors))
