@@ -575,7 +575,7 @@ def blooms_spark(subs: DataFrame, blooms: DataFrame, *, probes: int = PROBES, se
     pairs = copies.join(owners, ["snapshot_id", "peer"], "left").select(*(c for c, _ in COPY_COLUMNS))
     # grouped by peer (a peer's copies and its own filter together), peers hashed into buckets
     bucket = F.pmod(F.crc32(F.encode("peer", "UTF-8")), F.lit(COPY_BUCKETS))
-    checked = pairs.groupBy("snapshot_id", bucket.alias("bucket")).applyInPandas(
-        lambda rows: audit_copies(rows.drop(columns=["bucket"])), kernel_schema_ddl(TABLE)
+    checked = pairs.withColumn("bucket", bucket).groupBy("snapshot_id", "bucket").applyInPandas(
+        lambda rows: audit_copies(rows.drop(columns=["bucket"], errors="ignore")), kernel_schema_ddl(TABLE)
     )
     return audited.unionByName(checked)
