@@ -343,10 +343,14 @@ class Rollout:
                         f"({self.lake.backend})")
 
     def validate(self) -> None:
-        from spark_app.quality import validate_snapshot
+        from spark_app.quality import missing_library, validate_snapshot
 
         o = self.outcome
         with self.stage("validate") as note:
+            reason = missing_library()
+            if reason is not None:  # an optional stage degrades, saying why
+                note.append(f"skipped: {reason}")
+                return
             frames: dict[str, Any] = dict(self.lake.snapshot(o.snapshot_id, list(o.written)))
             frames["rollouts"] = self.lake.schema("rollouts").conform([self.rollout_row()])
             report = validate_snapshot(frames, snapshot_id=o.snapshot_id, collected_at=o.started_at)
