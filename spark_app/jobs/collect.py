@@ -23,6 +23,12 @@ Reconciling the console's rows with the schemas (decisions):
   otherwise: `show blooms` does not print them. Its own-filter row (dest `ipc`) has no
   transport; `show blooms copies` adds a row per peer (dest the peer, no transport) with
   this node's copy of that peer's filter.
+- Observer sampling (setting `observers`, for large networks): the views of the whole
+  network (peers, links, routes, forward, the peers' filter copies) grow with the square
+  of the nodes per table and the cube in all, so only `observers` nodes (`observers_of`:
+  the lowest CRC-32 of their names) report them; every node reports its own
+  subscriptions (`show subs <node>`) and filters. The audits take the observers as they
+  come: membership by majority of observers, tree coverage only when every node reported.
 - A row without a column the console promises is a CollectError naming the node, the
   command and the column: console and schema drifting apart must not pass silently.
 """
@@ -30,6 +36,7 @@ Reconciling the console's rows with the schemas (decisions):
 from __future__ import annotations
 
 import base64
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -118,15 +125,35 @@ PER_PATH: Final = frozenset({"forward"})  # read once per multicast path, rows t
 NUM_PATHS: Final = 4
 
 
-def read_node(node: NodeRecord) -> dict[str, tuple[datetime, list[dict[str, Any]]]]:
-    """Every source's rows from one node, with when they were read (on its host)."""
+# What a node that is not a sampled observer reads: its own rows only (its subscriptions,
+# its filter and links' filters), not its view of every peer
+VIEW_TABLES: Final = frozenset({"peers", "links", "routes", "forward"})
+
+
+def observers_of(nodes: Sequence[str], count: int | None) -> frozenset[str]:
+    """The nodes that report the network views: all (count None or >= the nodes), else
+    the `count` with the lowest CRC-32 of their names (the same sample in every process
+    and run; the audits' `labels.chunk_of` hash)."""
+    if count is None or count >= len(nodes):
+        return frozenset(nodes)
+    return frozenset(sorted(nodes, key=lambda n: (zlib.crc32(n.encode()), n))[:max(count, 1)])
+
+
+def read_node(node: NodeRecord, observer: bool = True) -> dict[str, tuple[datetime, list[dict[str, Any]]]]:
+    """Every source's rows from one node, with when they were read (on its host); a node
+    that is not an observer reads its own subscriptions and filters only."""
     out: dict[str, tuple[datetime, list[dict[str, Any]]]] = {}
     for table, (command, _) in SOURCES.items():
+        if not observer and table in VIEW_TABLES:
+            continue
+        if not observer and table == "subs":
+            out[table] = (datetime.now(UTC), admin.show(node.admin, f"{command} {node.node}"))
+            continue
         if table in PER_PATH:
             rows = [{**r, "path": p} for p in range(NUM_PATHS) for r in admin.show(node.admin, f"{command} {p}")]
         else:
             rows = admin.show(node.admin, command)
-        if table in MORE:
+        if table in MORE and observer:
             rows = [*rows, *admin.show(node.admin, MORE[table])]
         out[table] = (datetime.now(UTC), rows)
     return out
@@ -139,15 +166,18 @@ class Snapshot:
     nodes: tuple[str, ...]  # the nodes read
 
 
-def collect(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int, snapshot_id: str) -> Snapshot:
+def collect(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int, snapshot_id: str,
+            observers: int | None = None) -> Snapshot:
     """Read every node on its host and map its rows onto the tables on the driver (the
-    tasks stay light); CollectError naming the nodes that could not be read."""
+    tasks stay light); CollectError naming the nodes that could not be read. `observers`:
+    how many nodes report the network views (`observers_of`; None: all)."""
+    sample = observers_of([n.node for n in nodes], observers)
 
     def task(host: TaskHost, ctx: BarrierTaskContext, _: list[Any]) -> Iterator[dict[str, Any]]:
         got: dict[str, Any] = {"read": {}, "errors": []}
         for n in host.share([n for n in nodes if n.machine == host.machine]):
             try:
-                got["read"][n.node] = read_node(n)
+                got["read"][n.node] = read_node(n, n.node in sample)
             except CollectError as exc:
                 got["errors"].append(f"node {n.node} on host {host.machine}: {exc}")
         yield got

@@ -183,6 +183,7 @@ class TrafficSettings:
     # read each node's snapshot rows (collect.read_node) once the messages are in, while
     # the check's subscriptions are live: the subs and blooms tables then hold them
     collect: bool = False
+    observers: frozenset[str] | None = None  # with collect: the nodes that read the views (None: all)
 
 
 async def _check(host: TaskHost, ctx: BarrierTaskContext, nodes: Sequence[NodeRecord],
@@ -216,7 +217,8 @@ async def _check(host: TaskHost, ctx: BarrierTaskContext, nodes: Sequence[NodeRe
             await asyncio.sleep(POLL_S)
         await asyncio.sleep(SETTLE_S)
         for n in mine if settings.collect and not errors else []:
-            reads[n.node] = await loop.run_in_executor(None, read_node, n)
+            observer = settings.observers is None or n.node in settings.observers
+            reads[n.node] = await loop.run_in_executor(None, read_node, n, observer)
     except Exception as exc:  # reported with the counts, like every other failure of the check
         errors.append(f"host {host.machine}: {type(exc).__name__}: {exc}")
     finally:

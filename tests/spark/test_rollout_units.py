@@ -339,3 +339,13 @@ def test_tasks_on_one_machine_share_its_nodes_exactly_once() -> None:
     items = list(range(7))
     shares = [TaskHost(p, f"h:{p}", "h", rank, 3).share(items) for p, rank in ((0, 0), (1, 1), (2, 2))]
     assert sorted(x for s in shares for x in s) == items
+
+
+def test_observer_sampling_is_a_fixed_subset() -> None:
+    from spark_app.jobs.collect import observers_of
+
+    names = [f"node{i}" for i in range(40)]
+    assert observers_of(names, None) == frozenset(names) == observers_of(names, 40)
+    sample = observers_of(names, 5)
+    assert len(sample) == 5 and sample <= set(names)
+    assert observers_of(list(reversed(names)), 5) == sample  # the same whatever the order
