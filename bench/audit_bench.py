@@ -1,8 +1,10 @@
 """Audit speed on synthetic snapshots (spark_app.jobs.synthetic), on local[2].
 
 For each size: a network of N nodes (degree 4, 100 subscriptions a node) routed by the
-router's own code, `--observers` of its nodes reporting their views of the whole network
-(peers, links, routes, forward) and every node its own subscriptions and filter, written
+router's own code, `--observers` of its nodes (16: the sample a collection takes of a
+large network, see `collect`'s `observers` setting) reporting their views of the whole
+network (peers, links, routes, forward, their copies of every peer's filter) and every
+node its own subscriptions and filter, written
 to a temporary lake; then `run_audits` reads the snapshot from the lake, runs the LSDB,
 routing and bloom audits and appends their rows. Prints wall time and input rows per
 second per audit, then one JSON line. Target: all audits of a 10,000-node snapshot in
@@ -38,12 +40,14 @@ INPUTS = {"lsdb": ("peers", "links"), "routing": ("routes", "forward"), "blooms"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=None, help="default 1000 (--quick: 200)")
+    parser.add_argument("--quick", action="store_true", help="a small size only")
     parser.add_argument("--observers", type=int, default=16)
     parser.add_argument("--degree", type=int, default=4)
     parser.add_argument("--subs", type=int, default=100)
     parser.add_argument("--master", default=TEST_MASTER)
     args = parser.parse_args(argv)
+    args.sizes = args.sizes or ([200] if args.quick else [1000])
     logging.basicConfig(level=logging.WARNING)
     spark = build_session(args.master, app_name="raims-audit-bench")
     rows: list[dict[str, object]] = []

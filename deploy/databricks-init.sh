@@ -20,9 +20,21 @@ if [ ! -f "$RAIMS_WHEEL" ]; then
   echo "raims init: wheel $RAIMS_WHEEL not found" >&2
   exit 1
 fi
+# The wheel pins exact versions (its metadata is the lock of local runs); on a cluster the
+# runtime's pyspark, pandas, pyarrow, numpy and scipy must stay, so the wheel goes in
+# without its dependencies and what the stages import comes in by compatible ranges:
+# the daemons (cryptography, mmh3, PyYAML, aiohttp, uvloop), the traffic check's clients
+# (nats-py, redis), the lake (deltalake) and the validate stage (great-expectations; the
+# rollout skips that stage, saying so, when it is missing).
+DEPS=(
+  "cryptography>=42" "mmh3>=4,<6" "PyYAML>=6,<7" "aiohttp>=3.9,<4" "uvloop>=0.19"
+  "nats-py>=2.6,<3" "redis>=5,<9" "deltalake>=1.2,<2" "great-expectations>=1.3,<2"
+)
 # $PIP is one or two words on purpose
 # shellcheck disable=SC2086
-$PIP install --quiet --disable-pip-version-check "raims[clients] @ file://$RAIMS_WHEEL"
+$PIP install --quiet --disable-pip-version-check --no-deps "$RAIMS_WHEEL"
+# shellcheck disable=SC2086
+$PIP install --quiet --disable-pip-version-check "${DEPS[@]}"
 
 ports=${RAIMS_MESH_PORTS:-}
 if [ -n "${RAIMS_ALLOW_CIDR:-}" ] && [ -n "$ports" ] && command -v iptables >/dev/null 2>&1; then

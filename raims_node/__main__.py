@@ -1,4 +1,4 @@
-"""`python -m raims_node --version`."""
+"""`python -m raims_node --version`; `raims lake maintain ...` (spark_app.maintain)."""
 
 import sys
 
@@ -7,10 +7,14 @@ from raims_node import __version__
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:2] == ["lake", "maintain"]:  # the lake's tools live with the Spark app
+        from spark_app.maintain import main as maintain
+
+        return maintain(args[2:])
     if args and args[0] in ("--version", "-V"):
         print(f"raims {__version__}")
         return 0
-    print("usage: python -m raims_node --version", file=sys.stderr)
+    print("usage: raims --version | raims lake maintain --lake PATH [--retention-hours H]", file=sys.stderr)
     return 2
 
 

@@ -52,7 +52,7 @@ from raims_node import __version__ as raims_version
 from raims_node.linkstate import DEFAULT_COST
 from spark_app.errors import SparkAppError
 from spark_app.jobs import deploy, keys, topology
-from spark_app.jobs.collect import Snapshot, collect
+from spark_app.jobs.collect import Snapshot, collect, observers_of, snapshot_of
 from spark_app.jobs.converge import converge
 from spark_app.jobs.errors import DaemonError, DeployError, PlanError, ValidationFailed
 from spark_app.jobs.hosts import executor_hosts
@@ -91,10 +91,11 @@ class Settings:
     traffic_messages: int = 20
     keep_running: bool = False
     queries: bool = True
+    observers: int | None = None  # nodes reporting the network views (None: all; see jobs.collect)
 
 
 _TOP_KEYS: Final = ("service", "topology", "nodes_per_host", "lake", "keys_dir", "run_dir", "master",
-                    "transports", "parameters", "timeouts", "traffic", "queries")
+                    "transports", "parameters", "timeouts", "traffic", "queries", "observers")
 _TRANSPORT_KINDS: Final = ("mesh", "web", *BRIDGE_KINDS)
 
 
@@ -120,7 +121,8 @@ def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
         raise PlanError(f"rollout config {str(path)!r}: unknown key(s) {unknown} (known: {', '.join(_TOP_KEYS)})")
     timeouts, check = raw.get("timeouts") or {}, raw.get("traffic") or {}
     values: dict[str, Any] = {k: raw[k] for k in ("service", "topology", "nodes_per_host", "lake", "keys_dir",
-                                                  "run_dir", "master", "queries") if raw.get(k) is not None}
+                                                  "run_dir", "master", "queries", "observers")
+                              if raw.get(k) is not None}
     if "mesh" in transports:
         values["mesh_cost"] = int((transports["mesh"] or {}).get("cost", DEFAULT_COST))
     if transports:
@@ -317,17 +319,23 @@ class Rollout:
         with self.stage("traffic") as note:
             via = traffic_via(runnable_bridges(s.bridges))
             o.traffic = traffic(self.spark, o.nodes, o.hosts, TrafficSettings(
-                o.snapshot_id.replace("-", "_"), via, s.traffic_messages, s.traffic_timeout_s))
+                o.snapshot_id.replace("-", "_"), via, s.traffic_messages, s.traffic_timeout_s, collect=True,
+                observers=observers_of([n.node for n in o.nodes], s.observers)))
             t = o.traffic
             note.append(f"sent {t.sent}, received {t.received} of {t.expected} via {t.via}, each exactly once")
 
     def collect(self) -> Snapshot:
         o = self.outcome
         with self.stage("collect") as note:
-            snap = collect(self.spark, o.nodes, o.hosts, o.snapshot_id)
+            if o.traffic is not None and o.traffic.reads:  # read during the check, its subscriptions live
+                snap = snapshot_of(o.traffic.reads, o.nodes, o.snapshot_id)
+                when = "during the traffic check"
+            else:
+                snap = collect(self.spark, o.nodes, o.hosts, o.snapshot_id, self.settings.observers)
+                when = "after the traffic check"
             total = sum(len(r) for r in snap.tables.values())
             note.append(f"snapshot {o.snapshot_id}: {total} rows of {len(snap.tables)} tables "
-                        f"from {len(snap.nodes)} nodes")
+                        f"from {len(snap.nodes)} nodes, read {when}")
         return snap
 
     def write(self, snap: Snapshot) -> None:
@@ -339,10 +347,14 @@ class Rollout:
                         f"({self.lake.backend})")
 
     def validate(self) -> None:
-        from spark_app.quality import validate_snapshot
+        from spark_app.quality import missing_library, validate_snapshot
 
         o = self.outcome
         with self.stage("validate") as note:
+            reason = missing_library()
+            if reason is not None:  # an optional stage degrades, saying why
+                note.append(f"skipped: {reason}")
+                return
             frames: dict[str, Any] = dict(self.lake.snapshot(o.snapshot_id, list(o.written)))
             frames["rollouts"] = self.lake.schema("rollouts").conform([self.rollout_row()])
             report = validate_snapshot(frames, snapshot_id=o.snapshot_id, collected_at=o.started_at)

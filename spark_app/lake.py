@@ -12,6 +12,10 @@ Reading is through Spark either way: `format("delta")`, or the `raims_delta` Pyt
 source over delta-rs (`datasource`), so `register_views()` makes every table a SQL view.
 
 Decisions where the issue is silent:
+- Writes are idempotent per snapshot: rows of snapshot S replace the rows of S the table
+  already holds, in one Delta commit (delta-rs `predicate`, Spark `replaceWhere`), so a
+  collector's retry or an `--audit-only` rerun leaves the row counts as they were. A
+  writer therefore gives all of a snapshot's rows of a table in one `write`.
 - A write of zero rows creates the table (with its schema) if it does not exist and is
   otherwise a no-op: a snapshot with no subscriptions still leaves a queryable table.
 - Schemas may grow: a nullable column added to a schema file is merged into an existing
@@ -29,9 +33,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_app import datasource
@@ -52,6 +57,15 @@ class Backend(StrEnum):
 def select_backend(delta_in_spark: bool) -> Backend:
     """Spark's own Delta writer when the session has one, else delta-rs."""
     return Backend.SPARK_DELTA if delta_in_spark else Backend.DELTA_RS
+
+
+def snapshot_predicate(data: pa.Table) -> str | None:
+    """The SQL predicate selecting the snapshots of `data` (None without rows)."""
+    ids = sorted(str(x) for x in pc.unique(data.column(SNAPSHOT_COLUMN)).to_pylist() if x is not None)
+    if not ids:
+        return None
+    quoted = ", ".join("'" + x.replace("'", "''") + "'" for x in ids)
+    return f"{SNAPSHOT_COLUMN} IN ({quoted})"
 
 
 class Lake:
@@ -115,18 +129,26 @@ class Lake:
         if existed and data.num_rows == 0:
             return 0
         merge = existed and self._added_columns(schema)
+        # idempotent: the snapshots in `data` replace their earlier rows, in one commit
+        replace = snapshot_predicate(data) if existed else None
         if self.backend is Backend.DELTA_RS:
             from deltalake import write_deltalake
 
-            write_deltalake(
-                self.table_path(table),
-                data,
-                mode="append",
-                partition_by=list(schema.partition_by) or None,
-                schema_mode="merge" if merge else None,
-            )
+            partition_by = list(schema.partition_by) or None
+            schema_mode: Literal["merge"] | None = "merge" if merge else None
+            if replace:
+                write_deltalake(self.table_path(table), data, mode="overwrite", predicate=replace,
+                                partition_by=partition_by, schema_mode=schema_mode)
+            else:
+                write_deltalake(self.table_path(table), data, mode="append",
+                                partition_by=partition_by, schema_mode=schema_mode)
         else:
-            writer = self.spark.createDataFrame(data).write.format("delta").mode("append")
+            # one chunk per column: PySpark 4.2.1's createDataFrame(pyarrow.Table) loses
+            # the rows of a table whose first chunk is empty
+            frame = self.spark.createDataFrame(data.combine_chunks())
+            writer = frame.write.format("delta").mode("overwrite" if replace else "append")
+            if replace:
+                writer = writer.option("replaceWhere", replace)
             if merge:
                 writer = writer.option("mergeSchema", "true")
             writer.partitionBy(*schema.partition_by).save(self.table_path(table))

@@ -201,6 +201,16 @@ class ValidationReport:
         return "\n".join(lines)
 
 
+def missing_library() -> str | None:
+    """Why validation cannot run here (great_expectations not installed), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("great_expectations") is None:
+        return ("great_expectations is not installed (pip install 'great-expectations>=1.3,<2'; "
+                "deploy/databricks-init.sh installs it)")
+    return None
+
+
 def _import_gx() -> Any:
     """great_expectations, imported so that a silent exit becomes an error: its import
     pulls in pyspark.sql.connect, which calls sys.exit(0) when grpcio is missing and the

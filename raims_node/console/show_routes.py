@@ -20,8 +20,14 @@ Decisions where the manual is vague:
   publishes on path P: the local filter (dest `ipc`), then per link the peers reached
   through it in T(self, P), with the union of their prefix and detail masks and the
   sum of their subject and total counts. A peer whose filter is not yet known counts 0.
+- blooms copies: this node's copy of each peer's filter, one row per peer (see
+  `show_bloom_copies`).
 - forward [P]: every source, this node first, with the links this node forwards its
   messages on (empty when this node is a leaf of the source's tree).
+- routes and forward name each link's neighbour (`adj`, as `show adjacency` does; in the
+  JSON rows only, the printed tables stay the manual's): on a
+  mesh every link shares the transport's label, so without it a tree cannot be checked
+  edge by edge (the Spark routing audit compares (tport, adj) pairs).
 """
 
 from __future__ import annotations
@@ -54,10 +60,18 @@ def show_adjacency(ctx: ConsoleContext, args: list[str]) -> CommandResult:
         user = names.user(b)
         links = ctx.node.db.links(b)
         if not links:
-            rows.append({"user": user, "adj": None, "tport": None, "type": None, "cost": None})
+            rows.append({"user": user, "adj": None, "tport": None, "type": None, "cost": None,
+                         **dict.fromkeys(_PATH_COSTS)})
         rows += [{"user": user, "adj": names.user(link.peer_bridge), "tport": _label(link),
-                  "type": link.tport_type, "cost": link.cost[0]} for link in links]
-    return CommandResult(["user", "adj", "tport", "type", "cost"], rows, group="user", blank_repeats=True)
+                  "type": link.tport_type, "cost": link.cost[0],
+                  **{c: link.cost[q] for q, c in enumerate(_PATH_COSTS, 1)}} for link in links]
+    # the other paths' costs: JSON only (the manual prints path 0's), for the link-state audit
+    return CommandResult(["user", "adj", "tport", "type", "cost", *_PATH_COSTS], rows, group="user",
+                         blank_repeats=True, hidden=_PATH_COSTS)
+
+
+_PATH_COSTS = ("cost2", "cost3", "cost4")
+_NEIGHBOUR = ("adj",)  # JSON only: the printed tables stay the manual's
 
 
 def show_routes(ctx: ConsoleContext, args: list[str]) -> CommandResult:
@@ -67,7 +81,7 @@ def show_routes(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     names = Names(node)
     ports = _port_rows(ctx)
     mine = node.db.links(node.bridge)
-    cols = ["user", "tport", "state", "cost", "path", "lat", "fd", "route"]
+    cols = ["user", "tport", "adj", "state", "cost", "path", "lat", "fd", "route"]
     rows: list[Row] = []
     for dest in node.peers:
         user = names.user(dest)
@@ -91,13 +105,14 @@ def show_routes(ctx: ConsoleContext, args: list[str]) -> CommandResult:
                                      ("hb", link.peer_bridge == dest)) if on]
             port = ports.get(_label(link), {})
             rows.append({
-                "user": user, "tport": _label(link), "state": state, "cost": cost,
+                "user": user, "tport": _label(link), "adj": names.user(link.peer_bridge), "state": state,
+                "cost": cost,
                 "path": [q for q in range(NUM_PATHS) if firsts[q] == link],
                 "lat": (node.peers[dest].latency_ns or None) if i == 0 else None,
                 "fd": as_cell(port.get("fd")), "route": as_cell(port.get("address")),
             })
     return CommandResult(cols, rows, kinds={"lat": Kind.DURATION, "state": Kind.FLAGS}, group="user",
-                         blank_repeats=True)
+                         blank_repeats=True, hidden=_NEIGHBOUR)
 
 
 def show_path(ctx: ConsoleContext, args: list[str]) -> CommandResult:
@@ -141,12 +156,16 @@ def show_forward(ctx: ConsoleContext, args: list[str]) -> CommandResult:
         user = names.user(b)
         links = table.get(b, ())
         if not links:
-            rows.append({"source": user, "tport": None, "cost": None})
-        rows += [{"source": user, "tport": _label(link), "cost": link.cost[p]} for link in links]
-    return CommandResult(["source", "tport", "cost"], rows, group="source", blank_repeats=True)
+            rows.append({"source": user, "tport": None, "adj": None, "cost": None})
+        rows += [{"source": user, "tport": _label(link), "adj": names.user(link.peer_bridge), "cost": link.cost[p]}
+                 for link in links]
+    return CommandResult(["source", "tport", "adj", "cost"], rows, group="source", blank_repeats=True,
+                         hidden=_NEIGHBOUR)
 
 
 def show_blooms(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    if args and args[0] == COPIES:
+        return show_bloom_copies(ctx)
     node = ctx.node
     p = path_arg(args)
     names = Names(node)
@@ -176,6 +195,26 @@ def show_blooms(ctx: ConsoleContext, args: list[str]) -> CommandResult:
 
 
 _FILTER_COLUMNS = ("filter", "size_bits", "num_hashes", "seed")
+COPIES = "copies"
+
+
+def show_bloom_copies(ctx: ConsoleContext) -> CommandResult:
+    """`show blooms copies`: this node's copy of each peer's filter (dest the peer, no
+    transport), the filter bytes in the JSON-only columns, so an audit can compare every
+    copy with the filter its owner advertises."""
+    node = ctx.node
+    names = Names(node)
+    cols = ["fd", "dest", "tport", "bloom", "prefix", "detail", "subs", "total", *_FILTER_COLUMNS]
+    rows: list[Row] = []
+    for b in names.users():
+        f = node.peers[b].bloom if b in node.peers else None
+        if b == node.bridge or not isinstance(f, BloomFilter):
+            continue
+        rows.append({"fd": None, "dest": names.user(b), "tport": None, "bloom": [names.name(b)],
+                     "prefix": f.prefix_mask, "detail": f.detail_mask, "subs": f.subject_count,
+                     "total": f.count, "filter": base64.b64encode(f.to_bytes()).decode(),
+                     "size_bits": f.size_bits, "num_hashes": f.num_hashes, "seed": f.seed})
+    return CommandResult(cols, rows, kinds={"prefix": Kind.HEX, "detail": Kind.HEX}, hidden=_FILTER_COLUMNS)
 
 
 def _union(masks: Iterable[int]) -> int:

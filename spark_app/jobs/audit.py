@@ -39,7 +39,8 @@ from pyspark.sql import functions as F
 from spark_app.lake import SNAPSHOT_COLUMN, Lake
 from spark_app.udfs import ship
 from spark_app.udfs.bloom import PROBE_SEED, PROBES, blooms_spark
-from spark_app.udfs.frames import finish
+from spark_app.udfs.causes import classify
+from spark_app.udfs.frames import UNKEYED, finish
 from spark_app.udfs.lsdb import lsdb_spark
 from spark_app.udfs.routing import routing_spark
 
@@ -108,6 +109,7 @@ def audit_frames(
     the run: a lake read goes through Python on every use otherwise."""
     opts = options or AuditOptions()
     ship()
+    frames = {t: deduped(df) for t, df in frames.items()}
     cached = {t: df.persist() for t, df in frames.items() if t in REREAD_TABLES}
     inputs = {**frames, **cached}
     try:
@@ -115,6 +117,13 @@ def audit_frames(
     finally:
         for df in cached.values():
             df.unpersist()
+
+
+def deduped(df: DataFrame) -> DataFrame:
+    """`df` without repeated rows (a snapshot written twice), compared on every column
+    but the collection time and its date (`frames.UNKEYED`)."""
+    keys = [c for c in df.columns if c not in UNKEYED]
+    return df.dropDuplicates(keys) if keys else df
 
 
 def _audit(
@@ -152,7 +161,7 @@ def _audit(
                 frames["subs"], frames["blooms"], probes=opts.bloom_probes, seed=opts.bloom_seed
             ),
         )
-    return AuditResult(tables, seconds, absent)
+    return AuditResult(classify(tables), seconds, absent)
 
 
 def snapshot_frames(lake: Lake, snapshot_id: str) -> dict[str, DataFrame]:

@@ -11,8 +11,9 @@ Reconciling the console's rows with the schemas (decisions):
   lat/idle) are integer nanoseconds in the rows and seconds (double) in the lake; time
   stamps stay integer nanoseconds, which the schema converts (schemas.py).
 - An empty cell ("" or null) is null.
-- links: `show adjacency` rows of users without links (no tport) are dropped; the
-  console gives path 0's cost only, so cost2..cost4 are null.
+- links: `show adjacency` rows of users without links (no tport) are dropped; cost2..cost4
+  are the JSON-only columns of the other paths' costs.
+- routes, forward: `adj` names the link's neighbour (a mesh's links share one label).
 - routes: a peer without a route (no tport) has no row.
 - subs: the console's `type` (`sub`, or the pattern syntax) becomes `pattern` and
   `syntax`; its `count` of local subscriptions has no column.
@@ -22,7 +23,14 @@ Reconciling the console's rows with the schemas (decisions):
   (`format_mask`: "0x04000108", "0"); the filter bytes and parameters are taken when a
   row carries them (`filter` as base64, `size_bits`, `num_hashes`, `seed`) and are null
   otherwise: `show blooms` does not print them. Its own-filter row (dest `ipc`) has no
-  transport.
+  transport; `show blooms copies` adds a row per peer (dest the peer, no transport) with
+  this node's copy of that peer's filter.
+- Observer sampling (setting `observers`, for large networks): the views of the whole
+  network (peers, links, routes, forward, the peers' filter copies) grow with the square
+  of the nodes per table and the cube in all, so only `observers` nodes (`observers_of`:
+  the lowest CRC-32 of their names) report them; every node reports its own
+  subscriptions (`show subs <node>`) and filters. The audits take the observers as they
+  come: membership by majority of observers, tree coverage only when every node reported.
 - A row without a column the console promises is a CollectError naming the node, the
   command and the column: console and schema drifting apart must not pass silently.
 """
@@ -30,6 +38,7 @@ Reconciling the console's rows with the schemas (decisions):
 from __future__ import annotations
 
 import base64
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,8 +59,8 @@ NS_PER_S: Final = 1_000_000_000
 # table -> (console command, the console columns it takes)
 SOURCES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     "peers": ("show peers", ("user", "bridge", "sub", "seq", "link", "lat", "max", "avg", "time", "tport", "cost")),
-    "links": ("show adjacency", ("user", "adj", "tport", "type", "cost")),
-    "routes": ("show routes", ("user", "tport", "state", "cost", "path", "lat", "fd", "route")),
+    "links": ("show adjacency", ("user", "adj", "tport", "type", "cost", "cost2", "cost3", "cost4")),
+    "routes": ("show routes", ("user", "tport", "adj", "state", "cost", "path", "lat", "fd", "route")),
     "subs": ("show subs", ("user", "subject", "type")),
     "blooms": ("show blooms", ("fd", "dest", "tport", "bloom", "prefix", "detail", "subs", "total")),
     "ports": ("show ports", ("tport", "type", "cost", "fd", "bs", "br", "ms", "mr", "lat", "idle", "fl", "address")),
@@ -60,7 +69,7 @@ SOURCES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
     "loss": ("show loss", ("user", "repeat", "rep_time", "not_sub", "not_time", "msg_loss", "loss_time",
                            "ibx_loss", "ibx_time")),
     "events": ("show events", ("stamp", "tport", "user", "peer", "event", "data")),
-    "forward": ("show forward", ("path", "source", "tport", "cost")),
+    "forward": ("show forward", ("path", "source", "tport", "adj", "cost")),
     "names": ("show names", ("type", "lower", "upper", "scope", "node", "port")),
 }
 DURATIONS: Final[Mapping[str, frozenset[str]]] = {
@@ -82,9 +91,7 @@ def _cell(value: Any, duration: bool) -> Any:
 
 
 def _fixup(table: str, row: dict[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
-    if table == "links":
-        row.update(cost2=None, cost3=None, cost4=None)
-    elif table == "subs":
+    if table == "subs":
         kind = row.pop("type")
         row.update(pattern=kind != SUBJECT_TYPE, syntax=None if kind == SUBJECT_TYPE else kind)
     elif table == "names":
@@ -117,18 +124,42 @@ def table_rows(table: str, rows: Sequence[Mapping[str, Any]], head: Mapping[str,
     return out
 
 
+# tables that take a second command's rows too: the peers' filter copies, for the bloom audit
+MORE: Final[Mapping[str, str]] = {"blooms": "show blooms copies"}
 PER_PATH: Final = frozenset({"forward"})  # read once per multicast path, rows tagged with it
 NUM_PATHS: Final = 4
 
 
-def read_node(node: NodeRecord) -> dict[str, tuple[datetime, list[dict[str, Any]]]]:
-    """Every source's rows from one node, with when they were read (on its host)."""
+# What a node that is not a sampled observer reads: its own rows only (its subscriptions,
+# its filter and links' filters), not its view of every peer
+VIEW_TABLES: Final = frozenset({"peers", "links", "routes", "forward"})
+
+
+def observers_of(nodes: Sequence[str], count: int | None) -> frozenset[str]:
+    """The nodes that report the network views: all (count None or >= the nodes), else
+    the `count` with the lowest CRC-32 of their names (the same sample in every process
+    and run; the audits' `labels.chunk_of` hash)."""
+    if count is None or count >= len(nodes):
+        return frozenset(nodes)
+    return frozenset(sorted(nodes, key=lambda n: (zlib.crc32(n.encode()), n))[:max(count, 1)])
+
+
+def read_node(node: NodeRecord, observer: bool = True) -> dict[str, tuple[datetime, list[dict[str, Any]]]]:
+    """Every source's rows from one node, with when they were read (on its host); a node
+    that is not an observer reads its own subscriptions and filters only."""
     out: dict[str, tuple[datetime, list[dict[str, Any]]]] = {}
     for table, (command, _) in SOURCES.items():
+        if not observer and table in VIEW_TABLES:
+            continue
+        if not observer and table == "subs":
+            out[table] = (datetime.now(UTC), admin.show(node.admin, f"{command} {node.node}"))
+            continue
         if table in PER_PATH:
             rows = [{**r, "path": p} for p in range(NUM_PATHS) for r in admin.show(node.admin, f"{command} {p}")]
         else:
             rows = admin.show(node.admin, command)
+        if table in MORE and observer:
+            rows = [*rows, *admin.show(node.admin, MORE[table])]
         out[table] = (datetime.now(UTC), rows)
     return out
 
@@ -140,15 +171,18 @@ class Snapshot:
     nodes: tuple[str, ...]  # the nodes read
 
 
-def collect(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int, snapshot_id: str) -> Snapshot:
+def collect(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int, snapshot_id: str,
+            observers: int | None = None) -> Snapshot:
     """Read every node on its host and map its rows onto the tables on the driver (the
-    tasks stay light); CollectError naming the nodes that could not be read."""
+    tasks stay light); CollectError naming the nodes that could not be read. `observers`:
+    how many nodes report the network views (`observers_of`; None: all)."""
+    sample = observers_of([n.node for n in nodes], observers)
 
     def task(host: TaskHost, ctx: BarrierTaskContext, _: list[Any]) -> Iterator[dict[str, Any]]:
         got: dict[str, Any] = {"read": {}, "errors": []}
         for n in host.share([n for n in nodes if n.machine == host.machine]):
             try:
-                got["read"][n.node] = read_node(n)
+                got["read"][n.node] = read_node(n, n.node in sample)
             except CollectError as exc:
                 got["errors"].append(f"node {n.node} on host {host.machine}: {exc}")
         yield got
@@ -156,6 +190,18 @@ def collect(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int, snapsh
     results = run_per_host(spark, [[] for _ in range(hosts)], task)
     read = {node: sources for r in results for node, sources in r["read"].items()}
     errors = [e for r in results for e in r["errors"]]
+    return snapshot_of(read, nodes, snapshot_id, errors)
+
+
+def snapshot_of(
+    read: Mapping[str, Mapping[str, tuple[datetime, list[dict[str, Any]]]]],
+    nodes: Sequence[NodeRecord],
+    snapshot_id: str,
+    errors: Sequence[str] = (),
+) -> Snapshot:
+    """The tables of what `read_node` read from `nodes` (node -> its sources);
+    CollectError naming the nodes not read."""
+    errors = [*errors]
     errors += [f"node {n.node}: no task ran on its host {n.machine}" for n in nodes if n.node not in read and not errors]
     if errors:
         raise CollectError("collect failed:\n  " + "\n  ".join(errors))

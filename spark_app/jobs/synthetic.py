@@ -10,9 +10,11 @@ schemas: peers labelled `<name>.<uid>` with a uid numbering of each observer's o
 `<name>.*` for the observer itself, transports `<name>.<tport_id>`.
 
 Decisions:
-- Topology: a ring (so the network stays connected when any one link goes) plus random
-  chords up to N * degree / 2 links, one mesh link per pair, tport ids counted per node
-  from 1. A link costs the same both ways: 1000 on most, 1500 on some, and on a few a
+- Topology ("graph"): a ring (so the network stays connected when any one link goes)
+  plus random chords up to N * degree / 2 links, one mesh link per pair, tport ids
+  counted per node from 1. With `mesh` ("mesh", the rollout's default): every pair
+  linked, every link of a node on its one mesh transport (`mesh.1`), so only the `adj`
+  column of `show routes` / `show forward` tells a node's links apart. A link costs the same both ways: 1000 on most, 1500 on some, and on a few a
   different cost per path, so the four paths differ.
 - Nodes start 1 ms apart in a random order (distinct at the lake's microsecond
   precision, so the age ranking survives the timestamp type), with random bridges.
@@ -34,7 +36,7 @@ import argparse
 import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
@@ -72,6 +74,7 @@ SHARED_SYMBOLS: Final = 5000
 VIEW_TABLES: Final = ("peers", "links", "routes", "forward")
 OWN_TABLES: Final = ("subs", "blooms")
 TABLES: Final = (*VIEW_TABLES, *OWN_TABLES)
+LINK_COST_RAISE: Final = 500
 OVERFULL_EXTRA: Final = 1000  # subjects an overfull filter takes past level 0's capacity
 # Patterns a node may subscribe: (syntax, template); {n} is the node, {k} a number.
 PATTERNS: Final = (
@@ -96,6 +99,8 @@ class SyntheticSpec:
     seed: int = 1
     pattern_share: float = 0.1
     reseeded_share: float = 0.1
+    mesh: bool = False  # a full mesh whose links share each node's one mesh transport
+    copies: bool = True  # observers report their copies of their peers' filters
 
 
 @dataclass(slots=True)
@@ -124,6 +129,19 @@ class Network:
         dropped = len(self.db.links(b)) - len(keep)
         self.db.apply_full(b, peer.link_seqno + 1, keep)
         return dropped
+
+    def raise_cost(self, user: str, adj: str, by: int) -> None:
+        """`user`'s links to `adj` cost `by` more on every path (`adj`'s links back keep
+        their cost: the two ends disagree)."""
+        b, a = self.bridges[self.index[user]], self.bridges[self.index[adj]]
+        peer = self.db.peer(b)
+        if peer is None:
+            raise SyntheticError(f"{user} is not in the network's database")
+        links = [
+            replace(lk, cost=expand_cost([c + by for c in lk.cost])) if lk.peer_bridge == a else lk
+            for lk in self.db.links(b)
+        ]
+        self.db.apply_full(b, peer.link_seqno + 1, links)
 
 
 def _topology(n: int, degree: int, rng: random.Random) -> list[tuple[int, int]]:
@@ -160,13 +178,14 @@ def build_network(spec: SyntheticSpec) -> Network:
     age = rng.sample(range(n), n)
     start_ns = [EPOCH_NS + age[i] * START_STEP_NS for i in range(n)]
     links: list[list[LinkRecord]] = [[] for _ in range(n)]
-    for a, b in _topology(n, spec.degree, rng):
+    pairs = _topology(n, n - 1 if spec.mesh else spec.degree, rng)
+    for a, b in pairs:
         if rng.random() < PER_PATH_SHARE:
             cost = expand_cost(rng.choices(PATH_COSTS, k=NUM_PATHS))
         else:
             cost = expand_cost([rng.choice(BASE_COSTS)])
         for x, y in ((a, b), (b, a)):
-            tport_id = len(links[x]) + 1
+            tport_id = 1 if spec.mesh else len(links[x]) + 1
             links[x].append(LinkRecord(bridges[x], TPORT_NAME, tport_id, bridges[y], cost, TPORT_TYPE))
     subs = [_subscriptions(names[i], spec.subscriptions, spec, rng) for i in range(n)]
     filters = []
@@ -288,10 +307,22 @@ class _Observer:
                 state = [s for s, on in (("inbox", link == inbox), ("mesh", link.tport_type == "mesh"),
                                          ("hb", link.peer_bridge == dest)) if on]
                 out.add(
-                    **head, user=self.labels[i], tport=_label(link), state=state, cost=cost,
+                    **head, user=self.labels[i], tport=_label(link), adj=self.label_of(link.peer_bridge),
+                    state=state, cost=cost,
                     path=[p for p in range(NUM_PATHS) if first_hops[p] == link],
                     lat=None, fd=None, route=None,
                 )
+
+    def copies(self, out: _Columns, head: Mapping[str, Any]) -> None:
+        """`show blooms copies`: this node's copy of each peer's filter."""
+        for i in self.order[1:]:
+            f = self.net.filters[i]
+            out.add(
+                **head, fd=None, dest=self.labels[i], tport=None, bloom=[self.net.names[i]],
+                prefix=hex(f.prefix_mask), detail=hex(f.detail_mask), subs=f.subject_count,
+                total=f.count, filter=f.to_bytes(), size_bits=f.size_bits,
+                num_hashes=f.num_hashes, seed=f.seed,
+            )
 
     def forward(self, out: _Columns, head: Mapping[str, Any]) -> None:
         for p in range(NUM_PATHS):
@@ -299,9 +330,10 @@ class _Observer:
             for i in self.order:
                 links = table.get(self.net.bridges[i], ())
                 if not links:
-                    out.add(**head, path=p, source=self.labels[i], tport=None, cost=None)
+                    out.add(**head, path=p, source=self.labels[i], tport=None, adj=None, cost=None)
                 for link in links:
-                    out.add(**head, path=p, source=self.labels[i], tport=_label(link), cost=link.cost[p])
+                    out.add(**head, path=p, source=self.labels[i], tport=_label(link),
+                            adj=self.label_of(link.peer_bridge), cost=link.cost[p])
 
 
 def snapshot_tables(
@@ -327,6 +359,8 @@ def snapshot_tables(
         view.links(out["links"], head)
         view.routes(out["routes"], head)
         view.forward(out["forward"], head)
+        if net.spec.copies:
+            view.copies(out["blooms"], head)
     for i, name in enumerate(net.names):
         head = {"snapshot_id": snapshot_id, "collected_at": collected_at, "node": name}
         f = net.filters[i]
@@ -365,6 +399,24 @@ class Fault(StrEnum):
     UNSEEN_PEER = "unseen_peer"
     CORRUPT_FILTER = "corrupt_filter"
     OVERFULL_FILTER = "overfull_filter"
+    DROPPED_TREE_EDGE = "dropped_tree_edge"
+    EXTRA_FORWARDER = "extra_forwarder"
+    PATTERN_MISSING = "pattern_missing"
+    FILTER_EMPTIED = "filter_emptied"
+    OVER_INCLUSIVE_FILTER = "over_inclusive_filter"
+    FUTURE_SEQNO = "future_seqno"
+    DIFFERING_LINK_COST = "differing_link_cost"
+    IMPOSTOR_BRIDGE = "impostor_bridge"
+    STALE_PEER_COPY = "stale_peer_copy"
+
+
+# The issue's thirteen fault classes (tests/spark/test_audit_injection.py).
+THIRTEEN: Final = (
+    Fault.WRONG_NEXT_HOP, Fault.WRONG_ROUTE_COST, Fault.DROPPED_TREE_EDGE, Fault.EXTRA_FORWARDER,
+    Fault.CLEARED_BLOOM_BIT, Fault.PATTERN_MISSING, Fault.FILTER_EMPTIED, Fault.OVER_INCLUSIVE_FILTER,
+    Fault.DROPPED_REVERSE_LINK, Fault.STALE_SEQNO, Fault.FUTURE_SEQNO, Fault.DIFFERING_LINK_COST,
+    Fault.IMPOSTOR_BRIDGE,
+)
 
 
 # The columns that identify a finding of each audit table.
@@ -430,36 +482,233 @@ def _wrong_next_hop(tables: dict[str, pa.Table], rng: random.Random) -> Injected
     )
 
 
+def _own_links(tables: dict[str, pa.Table]) -> dict[str, list[tuple[str, str]]]:
+    """Per node, its own links as (tport label, neighbour label), sorted."""
+    links = _frame(tables["links"])
+    own = links[[u.endswith(".*") for u in links["user"]]]
+    return {
+        str(node): sorted(zip(g["tport"], g["adj"], strict=True))
+        for node, g in own.groupby("node", sort=True)
+    }
+
+
+def _forward_sets(fwd: pd.DataFrame) -> dict[tuple[str, int, str], set[tuple[str, str]]]:
+    used: dict[tuple[str, int, str], set[tuple[str, str]]] = {}
+    for node, path, source, tport, adj in zip(
+        fwd["node"], fwd["path"], fwd["source"], fwd["tport"], fwd["adj"], strict=True
+    ):
+        group = used.setdefault((node, int(path), source), set())
+        if tport is not None and not pd.isna(tport):
+            group.add((tport, adj))
+    return used
+
+
+def _tree_faults(node: str, path: int, source: str) -> frozenset[FindingKey]:
+    return frozenset(
+        {
+            ("audit_routes", ("tree_edge", node, path, _name(source), None)),
+            ("audit_routes", ("tree_coverage", "*", path, _name(source), None)),
+        }
+    )
+
+
 def _wrong_tree_edge(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
     """Point one forwarding row at another link of the same node."""
     fwd = _frame(tables["forward"])
-    links = _frame(tables["links"])
-    own = links[[u.endswith(".*") for u in links["user"]]]
-    labels = own.groupby("node")["tport"].agg(sorted)
-    used = fwd.dropna(subset=["tport"]).groupby(["node", "path", "source"])["tport"].agg(set)
+    own = _own_links(tables)
+    used = _forward_sets(fwd)
     candidates = [
         (idx, alt)
         for idx, node, path, source, tport in zip(
             fwd.index, fwd["node"], fwd["path"], fwd["source"], fwd["tport"], strict=True
         )
         if tport is not None
-        for alt in labels.get(node, [])
-        if alt not in used[(node, path, source)]
+        for alt in own.get(node, [])
+        if alt not in used[(node, int(path), source)]
     ]
     idx, alt = rng.choice(candidates)
-    node, path, source = fwd.at[idx, "node"], int(fwd.at[idx, "path"]), _name(fwd.at[idx, "source"])
-    was = fwd.at[idx, "tport"]
-    fwd.at[idx, "tport"] = alt
+    node, path, source = fwd.at[idx, "node"], int(fwd.at[idx, "path"]), fwd.at[idx, "source"]
+    was = (fwd.at[idx, "tport"], fwd.at[idx, "adj"])
+    fwd.at[idx, "tport"], fwd.at[idx, "adj"] = alt
     tables["forward"] = _table("forward", fwd)
     return Injected(
-        Fault.WRONG_TREE_EDGE,
-        frozenset(
-            {
-                ("audit_routes", ("tree_edge", node, path, source, None)),
-                ("audit_routes", ("tree_coverage", "*", path, source, None)),
-            }
-        ),
+        Fault.WRONG_TREE_EDGE, _tree_faults(node, path, source),
         f"{node} forwards {source}'s path {path} messages on {alt} instead of {was}",
+    )
+
+
+def _dropped_tree_edge(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
+    """One node stops forwarding a source's messages on one link of its tree."""
+    fwd = _frame(tables["forward"])
+    rows = [i for i, t in zip(fwd.index, fwd["tport"], strict=True) if t is not None and not pd.isna(t)]
+    idx = rng.choice(rows)
+    node, path, source = fwd.at[idx, "node"], int(fwd.at[idx, "path"]), fwd.at[idx, "source"]
+    was = (fwd.at[idx, "tport"], fwd.at[idx, "adj"])
+    same = (fwd["node"] == node) & (fwd["path"] == path) & (fwd["source"] == source)
+    if int(same.sum()) == 1:  # its last link: the node lists the source with no link
+        fwd.loc[idx, ["tport", "adj", "cost"]] = None
+    else:
+        fwd = fwd.drop(index=idx)
+    tables["forward"] = _table("forward", fwd)
+    return Injected(
+        Fault.DROPPED_TREE_EDGE, _tree_faults(node, path, source),
+        f"{node} no longer forwards {source}'s path {path} messages on {was}",
+    )
+
+
+def _extra_forwarder(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
+    """One node forwards a source's messages on one more of its links."""
+    fwd = _frame(tables["forward"])
+    own = _own_links(tables)
+    used = _forward_sets(fwd)
+    candidates = sorted(
+        (key, alt) for key, have in used.items() for alt in own.get(key[0], []) if alt not in have
+    )
+    (node, path, source), (tport, adj) = rng.choice(candidates)
+    row = {
+        "snapshot_id": fwd["snapshot_id"].iat[0], "collected_at": fwd["collected_at"].iat[0],
+        "node": node, "path": path, "source": source, "tport": tport, "adj": adj, "cost": 1000,
+    }
+    empty = (fwd["node"] == node) & (fwd["path"] == path) & (fwd["source"] == source) & fwd["tport"].isna()
+    fwd = pd.concat([fwd[~empty], pd.DataFrame([row])], ignore_index=True)
+    tables["forward"] = _table("forward", fwd)
+    return Injected(
+        Fault.EXTRA_FORWARDER, _tree_faults(node, path, source),
+        f"{node} also forwards {source}'s path {path} messages on {tport} to {adj}",
+    )
+
+
+def _rebuilt(seed: int, subs: Sequence[tuple[str, str | None]]) -> BloomFilter:
+    f = BloomFilter(seed=seed)
+    for text, syntax in subs:
+        if syntax is None:
+            f.add_subject(text)
+        else:
+            f.add_pattern(compile_pattern(text, syntax))  # type: ignore[arg-type]
+    return f
+
+
+def _put_filter(blooms: pd.DataFrame, idx: Any, f: BloomFilter) -> None:
+    blooms.at[idx, "filter"] = f.to_bytes()
+    blooms.at[idx, "size_bits"] = f.size_bits
+    blooms.at[idx, "num_hashes"] = f.num_hashes
+    blooms.at[idx, "subs"], blooms.at[idx, "total"] = f.subject_count, f.count
+
+
+def _own_rows(subs: pd.DataFrame, node: str) -> pd.DataFrame:
+    """The `show subs` rows of `node` about itself (a node lists its peers' too)."""
+    return subs[(subs["node"] == node) & ((subs["user"] == f"{node}.*") | (subs["user"] == node))]
+
+
+def _own_subs(subs: pd.DataFrame, node: str) -> list[tuple[str, str | None]]:
+    mine = _own_rows(subs, node)
+    return [(str(t), None if y is None or pd.isna(y) else str(y)) for t, y in zip(mine["subject"], mine["syntax"], strict=True)]
+
+
+def _ipc_rows(blooms: pd.DataFrame) -> list[Any]:
+    return [i for i, d in zip(blooms.index, blooms["dest"], strict=True) if d == IPC_DEST]
+
+
+def _pattern_missing(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
+    """One node's filter lacks one of its patterns (rebuilt without it); the pattern is
+    one whose key no other entry of the filter covers."""
+    from spark_app.udfs.bloom import ProbeSet, audit_blooms_local
+
+    blooms, subs = _frame(tables["blooms"]), _frame(tables["subs"])
+    order = _ipc_rows(blooms)
+    rng.shuffle(order)
+    for idx in order:
+        node = blooms.at[idx, "node"]
+        mine = _own_subs(subs, node)
+        for text, syntax in [s for s in mine if s[1] is not None]:
+            trial = blooms.loc[[idx]].copy()
+            _put_filter(trial, idx, _rebuilt(int(blooms.at[idx, "seed"]), [s for s in mine if s != (text, syntax)]))
+            found = audit_blooms_local(_own_rows(subs, node), trial, ProbeSet(16))
+            if ((found["check"] == "missing") & (found["subject"] == text)).any():
+                blooms.loc[[idx]] = trial
+                tables["blooms"] = _table("blooms", blooms)
+                return Injected(
+                    Fault.PATTERN_MISSING,
+                    frozenset({("audit_blooms", ("missing", node, text))}),
+                    f"{node}'s filter lacks its {syntax} pattern {text!r}",
+                )
+    raise SyntheticError("no pattern whose key no other entry covers")
+
+
+def _filter_emptied(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
+    """One node's filter holds nothing (every subscription missing)."""
+    blooms, subs = _frame(tables["blooms"]), _frame(tables["subs"])
+    idx = rng.choice(_ipc_rows(blooms))
+    node = blooms.at[idx, "node"]
+    _put_filter(blooms, idx, BloomFilter(seed=int(blooms.at[idx, "seed"])))
+    tables["blooms"] = _table("blooms", blooms)
+    return Injected(
+        Fault.FILTER_EMPTIED,
+        frozenset({("audit_blooms", ("missing", node, text)) for text, _ in _own_subs(subs, node)}),
+        f"{node}'s filter emptied",
+    )
+
+
+def _over_inclusive(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
+    """One node's filter still holds a subject the node no longer subscribes."""
+    blooms, subs = _frame(tables["blooms"]), _frame(tables["subs"])
+    idx = rng.choice(_ipc_rows(blooms))
+    node = blooms.at[idx, "node"]
+    gone = f"gone.{node}.{rng.randrange(1 << 20)}"
+    _put_filter(blooms, idx, _rebuilt(int(blooms.at[idx, "seed"]), [*_own_subs(subs, node), (gone, None)]))
+    tables["blooms"] = _table("blooms", blooms)
+    return Injected(
+        Fault.OVER_INCLUSIVE_FILTER,
+        frozenset({("audit_blooms", ("over_inclusive", node, None))}),
+        f"{node}'s filter still holds {gone!r}, which it no longer subscribes",
+    )
+
+
+def _future_seqno(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
+    """One observer holds a peer's link seqno ahead of the peer's own."""
+    peers = _frame(tables["peers"])
+    candidates = [i for i, u in zip(peers.index, peers["user"], strict=True) if not u.endswith(".*")]
+    idx = rng.choice(candidates)
+    peers.at[idx, "link"] = peers.at[idx, "link"] + 5
+    node, peer = peers.at[idx, "node"], _name(peers.at[idx, "user"])
+    tables["peers"] = _table("peers", peers)
+    return Injected(
+        Fault.FUTURE_SEQNO,
+        frozenset({("audit_lsdb", ("future_link_seqno", node, peer, None))}),
+        f"{node} holds {peer}'s link seqno {peers.at[idx, 'link']}, ahead of {peer}'s own",
+    )
+
+
+def _stale_peer_copy(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
+    """One observer's copy of a peer's filter missed the peer's last subscription."""
+    blooms, subs = _frame(tables["blooms"]), _frame(tables["subs"])
+    rows = [i for i, d, t in zip(blooms.index, blooms["dest"], blooms["tport"], strict=True)
+            if d != IPC_DEST and (t is None or pd.isna(t))]
+    if not rows:
+        raise SyntheticError("the snapshot has no peer filter copies (spec.copies is off)")
+    idx = rng.choice(rows)
+    node, peer = blooms.at[idx, "node"], _name(blooms.at[idx, "dest"])
+    _put_filter(blooms, idx, _rebuilt(int(blooms.at[idx, "seed"]), _own_subs(subs, peer)[:-1]))
+    tables["blooms"] = _table("blooms", blooms)
+    return Injected(
+        Fault.STALE_PEER_COPY,
+        frozenset({("audit_blooms", ("peer_copy", node, None))}),
+        f"{node}'s copy of {peer}'s filter lacks {peer}'s last subscription",
+    )
+
+
+def _impostor_bridge(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
+    """One observer lists another bridge under a peer's name (an impostor)."""
+    peers = _frame(tables["peers"])
+    candidates = [i for i, u in zip(peers.index, peers["user"], strict=True) if not u.endswith(".*")]
+    idx = rng.choice(candidates)
+    peers.at[idx, "bridge"] = bridge_b64(rng.randbytes(16))
+    node, peer = peers.at[idx, "node"], _name(peers.at[idx, "user"])
+    tables["peers"] = _table("peers", peers)
+    return Injected(
+        Fault.IMPOSTOR_BRIDGE,
+        frozenset({("audit_lsdb", ("peer_identity", node, peer, None))}),
+        f"{node} lists bridge {peers.at[idx, 'bridge']} as {peer}",
     )
 
 
@@ -468,7 +717,7 @@ def _cleared_bloom_bit(tables: dict[str, pa.Table], rng: random.Random) -> Injec
     counts lose that subject, so the bytes stay a valid filter)."""
     blooms = _frame(tables["blooms"])
     subs = _frame(tables["subs"])
-    order = list(blooms.index)
+    order = _ipc_rows(blooms)
     rng.shuffle(order)
     for idx in order:
         node = blooms.at[idx, "node"]
@@ -477,7 +726,8 @@ def _cleared_bloom_bit(tables: dict[str, pa.Table], rng: random.Random) -> Injec
             continue
         values, counts = np.unique(image.positions, return_counts=True)
         single = set(values[counts == 1].tolist())
-        mine = subs[(subs["node"] == node) & ~subs["pattern"].astype(bool)]["subject"].tolist()
+        own = _own_rows(subs, node)
+        mine = own[~own["pattern"].astype(bool)]["subject"].tolist()
         rng.shuffle(mine)
         for subject in mine:
             (pos,) = bit_positions_of(image.size_bits, image.seed, 1, subject_hash(subject_bytes(subject)))
@@ -598,7 +848,7 @@ def _unseen_peer(tables: dict[str, pa.Table], rng: random.Random) -> Injected:
 
 def _bloom_row(tables: dict[str, pa.Table], rng: random.Random) -> tuple[pd.DataFrame, int, str]:
     blooms = _frame(tables["blooms"])
-    idx = rng.choice(list(blooms.index))
+    idx = rng.choice(_ipc_rows(blooms))
     return blooms, idx, blooms.at[idx, "node"]
 
 
@@ -618,7 +868,7 @@ def _overfull_filter(tables: dict[str, pa.Table], rng: random.Random) -> Injecte
     """One node's filter stayed at level 0 while it took OVERFULL_EXTRA more subjects."""
     blooms, idx, node = _bloom_row(tables, rng)
     subs = _frame(tables["subs"])
-    mine = subs[subs["node"] == node]
+    mine = _own_rows(subs, node)
     f = BloomFilter.from_bytes(BloomFilter(seed=int(blooms.at[idx, "seed"])).to_bytes())  # a replica: no resize
     extra = [f"bulk.{node}.{k}" for k in range(OVERFULL_EXTRA)]
     for text, syntax in zip([*mine["subject"], *extra], [*mine["syntax"], *[None] * len(extra)], strict=True):
@@ -652,7 +902,26 @@ _ROW_FAULTS: Final[Mapping[Fault, Callable[[dict[str, pa.Table], random.Random],
     Fault.UNSEEN_PEER: _unseen_peer,
     Fault.CORRUPT_FILTER: _corrupt_filter,
     Fault.OVERFULL_FILTER: _overfull_filter,
+    Fault.DROPPED_TREE_EDGE: _dropped_tree_edge,
+    Fault.EXTRA_FORWARDER: _extra_forwarder,
+    Fault.PATTERN_MISSING: _pattern_missing,
+    Fault.FILTER_EMPTIED: _filter_emptied,
+    Fault.OVER_INCLUSIVE_FILTER: _over_inclusive,
+    Fault.FUTURE_SEQNO: _future_seqno,
+    Fault.IMPOSTOR_BRIDGE: _impostor_bridge,
+    Fault.STALE_PEER_COPY: _stale_peer_copy,
 }
+
+
+ROW_FAULTS: Final = frozenset(_ROW_FAULTS)  # faults made by editing rows: any snapshot takes them
+
+
+def inject_rows(tables: dict[str, pa.Table], fault: Fault, seed: int | str = 0) -> Injected:
+    """Inject a row fault (`ROW_FAULTS`) into `tables` (a snapshot of one id, any
+    origin: synthetic, or collected from running nodes), in place."""
+    if fault not in _ROW_FAULTS:
+        raise SyntheticError(f"{fault} changes the network, not rows: make_snapshot injects it")
+    return _ROW_FAULTS[fault](tables, random.Random(f"{seed}/{fault}"))
 
 
 def finding_keys(audit_tables: Mapping[str, pa.Table], snapshot_id: str | None = None) -> frozenset[FindingKey]:
@@ -687,6 +956,14 @@ def make_snapshot(
             fault,
             frozenset({("audit_lsdb", ("asymmetric_link", "*", a, b))}),
             f"{b} dropped its link to {a}, which still lists its link to {b}",
+        )
+    elif fault is Fault.DIFFERING_LINK_COST:
+        a, b = _pick_link(net, rng)
+        net.raise_cost(a, b, LINK_COST_RAISE)
+        injected = Injected(
+            fault,
+            frozenset({("audit_lsdb", ("link_cost", "*", min(a, b), max(a, b)))}),
+            f"{a}'s link to {b} costs {LINK_COST_RAISE} more than {b}'s link back",
         )
     tables = snapshot_tables(net, snapshot_id, collected_at)
     if fault is not None and fault in _ROW_FAULTS:

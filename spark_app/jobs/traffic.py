@@ -10,7 +10,11 @@ task per host, for every node on the task's machine:
 2. all tasks wait for each other (allGather), then each publisher waits until its node's
    `show match` names every node expecting its messages (their bloom filters arrived:
    what routing decides by), and publishes MESSAGES messages `<publisher>:<seq>`;
-3. each subscriber collects until it has every expected message or the time is up.
+3. each subscriber collects until it has every expected message or the time is up;
+4. with `TrafficSettings.collect`, each task then reads its nodes' snapshot rows before
+   its clients close, so the snapshot holds the check's subscriptions (and the filters
+   and filter copies that carry them): collected after the check, a node subscribes
+   nothing and the bloom audit has nothing to check.
 Counts per (subscriber, publisher) go to the driver, which fails the check on a missing,
 repeated or unexpected message.
 
@@ -27,12 +31,13 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pyspark import BarrierTaskContext
 
 from spark_app.jobs import admin
+from spark_app.jobs.collect import read_node
 from spark_app.jobs.deploy import NodeRecord
 from spark_app.jobs.errors import CollectError, TrafficError
 from spark_app.jobs.hosts import TaskHost, gather, run_per_host
@@ -175,6 +180,10 @@ class TrafficSettings:
     via: str
     messages: int
     timeout_s: float
+    # read each node's snapshot rows (collect.read_node) once the messages are in, while
+    # the check's subscriptions are live: the subs and blooms tables then hold them
+    collect: bool = False
+    observers: frozenset[str] | None = None  # with collect: the nodes that read the views (None: all)
 
 
 async def _check(host: TaskHost, ctx: BarrierTaskContext, nodes: Sequence[NodeRecord],
@@ -186,6 +195,7 @@ async def _check(host: TaskHost, ctx: BarrierTaskContext, nodes: Sequence[NodeRe
     listeners = {p: [s for s, froms in senders.items() if p in froms] for p in senders}
     prefix = NATS_SERVICE_PREFIX if settings.via == VIA_NATS else ""
     clients: dict[str, _Client] = {}
+    reads: dict[str, Any] = {}
     error = None
     try:
         for n in mine:
@@ -206,12 +216,15 @@ async def _check(host: TaskHost, ctx: BarrierTaskContext, nodes: Sequence[NodeRe
                 len(clients[n.node].received) < settings.messages * len(senders[n.node]) for n in mine):
             await asyncio.sleep(POLL_S)
         await asyncio.sleep(SETTLE_S)
+        for n in mine if settings.collect and not errors else []:
+            observer = settings.observers is None or n.node in settings.observers
+            reads[n.node] = await loop.run_in_executor(None, read_node, n, observer)
     except Exception as exc:  # reported with the counts, like every other failure of the check
         errors.append(f"host {host.machine}: {type(exc).__name__}: {exc}")
     finally:
         for c in clients.values():
             await c.close()
-    return {"sent": sent, "errors": errors,
+    return {"sent": sent, "errors": errors, "reads": reads,
             "received": {name: [payload for _, payload in c.received] for name, c in clients.items()}}
 
 
@@ -222,6 +235,7 @@ class TrafficResult:
     expected: int
     received: int
     per_node: Mapping[str, int]  # subscriber -> messages received
+    reads: Mapping[str, Any] = field(default_factory=dict)  # node -> read_node(), with settings.collect
 
 
 def tally(received: Mapping[str, Sequence[str]], senders: Mapping[str, Sequence[str]],
@@ -258,4 +272,5 @@ def traffic(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int,
     return TrafficResult(settings.via, sum(r["sent"] for r in results),
                          settings.messages * sum(len(f) for f in senders.values()),
                          sum(len(v) for v in received.values()),
-                         {k: len(v) for k, v in sorted(received.items())})
+                         {k: len(v) for k, v in sorted(received.items())},
+                         {k: v for r in results for k, v in r.get("reads", {}).items()})

@@ -32,6 +32,11 @@ Decisions where the manual is vague:
   have fallen to a quarter of it (above level 0), should have resized (the owner's rule,
   `BloomFilter._autosize`); `expected_level` is `level_for(entries)`.
 - geometry: the row's size_bits / num_hashes / seed columns disagree with the bytes.
+- over_inclusive: the filter holds more entries at some key length than its node's
+  subscriptions make (distinct subscriptions; a subject or pattern the node dropped is
+  still advertised, and peers keep sending it).
+- peer_copy: an observer's copy of a peer's filter (`show blooms copies`) differs from
+  the filter most hold among the copies and the owner's own (see `audit_copies`).
 - The probe set is built once per task (the iterator UDF's point) and each filter is
   probed in one vectorized pass: filters sharing a geometry share the probes' positions,
   and a single-hash filter's hits are the probes landing on its set bits.
@@ -41,7 +46,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -64,8 +69,15 @@ from raims_node.bloom import (
 from raims_node.bloom.entry import FULL, Detail, pattern_entry
 from raims_node.bloom.filter import SHRINK_FACTOR
 from raims_node.subject import SubjectError, compile_pattern, subject_bytes
-from spark_app.udfs.frames import empty_frame, kernel_frame, kernel_schema_ddl, with_summary
-from spark_app.udfs.labels import SELF_SUFFIX, is_self_label
+from spark_app.udfs.frames import (
+    empty_frame,
+    finding_rows,
+    kernel_frame,
+    kernel_schema_ddl,
+    typed,
+    with_summary,
+)
+from spark_app.udfs.labels import SELF_SUFFIX, UID_PATTERN, is_self_label, peer_names
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -89,6 +101,14 @@ INPUT_COLUMNS: Final = (
     ("patterns", "array<boolean>"),
     ("syntaxes", "array<string>"),
 )
+COPY_COLUMNS: Final = (
+    ("snapshot_id", "string"),
+    ("node", "string"),
+    ("peer", "string"),
+    ("filter", "binary"),
+    ("owner_filter", "binary"),
+)
+COPY_BUCKETS: Final = 16  # groups of peers for the peer-copy check in Spark
 SHARED_GEOMETRY: Final = 8  # filters of one geometry in a batch that share probe counts
 MAX_CACHED_GEOMETRIES: Final = 16
 BITMAP_MAX_BITS: Final = 1 << 24
@@ -241,14 +261,19 @@ def _check_subscriptions(b: _Batch) -> None:
     plain_sub: list[int] = []
     plain_len: list[int] = []
     plain_hash: list[int] = []
+    expect: dict[int, Counter[tuple[int, bool]]] = {}  # node -> (key_len, detail) -> entries
+    seen: set[tuple[int, str, str | None]] = set()
     for j, (i, text, syntax) in enumerate(zip(b.owner.tolist(), b.texts, b.syntaxes, strict=True)):
         img = b.image(i)
-        if img is None:
+        if img is None or (i, text, syntax) in seen:  # a subscription listed twice is one
             continue
+        seen.add((i, text, syntax))
         b.checked[i] += 1
         key = keys.get((text, syntax))
         if key is None:
             key = keys[(text, syntax)] = _entry_key(text, syntax)
+        if not isinstance(key, str):
+            expect.setdefault(i, Counter())[(key[0], key[2] is not None)] += 1
         if isinstance(key, str):
             b.add(i, "unhashable", subject=text, syntax=syntax, detail=json.dumps({"error": key}))
         elif key[2] is not None:
@@ -267,6 +292,28 @@ def _check_subscriptions(b: _Batch) -> None:
         for j, key_len in zip(sub[~present].tolist(), np.asarray(plain_len)[~present].tolist(), strict=True):
             b.add(int(b.owner[j]), "missing", subject=b.texts[j], syntax=b.syntaxes[j],
                   detail=json.dumps({"key_len": key_len}))
+    _check_extra(b, expect)
+
+
+def _check_extra(b: _Batch, expect: dict[int, Counter[tuple[int, bool]]]) -> None:
+    """`over_inclusive`: a filter holding more entries of some key length than its node's
+    subscriptions give (a subscription the node dropped is still in its filter: its
+    peers keep sending what nobody wants)."""
+    for i, img in enumerate(b.images):
+        if not isinstance(img, FilterImage):
+            continue
+        want = expect.get(i, Counter())
+        extra = {
+            f"{k}{'/detail' if det else ''}": [n, want[(k, det)]]
+            for k, plain, detail in img.key_counts
+            for det, n in ((False, plain), (True, detail))
+            if n > want[(k, det)]
+        }
+        if extra:
+            surplus = sum(n - w for n, w in extra.values())
+            b.add(i, "over_inclusive", size_bits=img.size_bits, num_hashes=img.num_hashes,
+                  entries=img.subject_count + img.pattern_count,
+                  detail=json.dumps({"surplus": surplus, "by_key": extra}, sort_keys=True))
 
 
 def _plain_present(b: _Batch, node: npt.NDArray[np.int64], key_len: npt.NDArray[np.int64], key_hash: U32) -> npt.NDArray[np.bool_]:
@@ -289,11 +336,13 @@ def _plain_present(b: _Batch, node: npt.NDArray[np.int64], key_len: npt.NDArray[
         geometry[i] = shapes.setdefault((img.size_bits, img.seed, img.num_hashes), len(shapes))
         bits.append((np.uint64(i) << np.uint64(POSITION_SHIFT)) | np.unique(img.positions))
     universe = np.concatenate(bits) if bits else np.zeros(0, dtype=np.uint64)
+    present = np.zeros(len(node), dtype=bool)
+    if not len(universe):  # no filter has a bit set (emptied filters): nothing is present
+        return present
     is_full = key_len == FULL
     in_use = np.where(
         is_full, full[node], (in_use_lo[node] >> np.where(is_full, 0, key_len).astype(np.uint64)) & np.uint64(1)
     ).astype(bool)
-    present = np.zeros(len(node), dtype=bool)
     by_shape = _split(geometry[node])
     for (size_bits, seed, k), g in shapes.items():
         rows = by_shape.get(g)
@@ -412,9 +461,73 @@ def bloom_input(subs: pd.DataFrame, blooms: pd.DataFrame) -> pd.DataFrame:
     return out[[c for c, _ in INPUT_COLUMNS]]
 
 
+def copy_input(blooms: pd.DataFrame) -> pd.DataFrame:
+    """One row per peer-copy row of `blooms` (COPY_COLUMNS): an observer's copy of a peer's
+    filter (a row with a filter, a peer as `dest` and no transport) beside the filter the
+    peer reports as its own (its ipc row; null when the peer reported none)."""
+    if not {"dest", "tport", "filter"} <= set(blooms.columns):
+        return typed({}, COPY_COLUMNS)
+    dest = blooms["dest"]
+    is_copy = (dest.notna() & (dest != IPC_DEST) & blooms["tport"].isna() & blooms["filter"].notna()).to_numpy()
+    copies = blooms[is_copy]
+    copies = pd.DataFrame({
+        "snapshot_id": copies["snapshot_id"].to_numpy(dtype=object),
+        "node": copies["node"].to_numpy(dtype=object),
+        "peer": peer_names(copies["dest"]),
+        "filter": copies["filter"].to_numpy(dtype=object),
+    })
+    own = blooms[(dest == IPC_DEST).to_numpy()]
+    owners = pd.DataFrame({
+        "snapshot_id": own["snapshot_id"].to_numpy(dtype=object),
+        "peer": own["node"].to_numpy(dtype=object),
+        "owner_filter": own["filter"].to_numpy(dtype=object),
+    }).drop_duplicates(["snapshot_id", "peer"])
+    out = copies.merge(owners, on=["snapshot_id", "peer"], how="left")
+    return out[[c for c, _ in COPY_COLUMNS]]
+
+
+def _entries(data: object) -> int | None:
+    img = _decode(data)
+    return img.subject_count + img.pattern_count if isinstance(img, FilterImage) else None
+
+
+def audit_copies(copies: pd.DataFrame) -> pd.DataFrame:
+    """`peer_copy` rows: an observer's copy of a peer's filter that is not, byte for byte,
+    the peer's reference filter (the observer missed an update: it sends the peer's
+    subjects the wrong way or not at all); a summary row per snapshot. The reference is
+    the filter most hold among the copies and the owner's own (ties: the owner's), so an
+    owner whose own row is wrong (flagged by its own checks) does not blame every peer."""
+    if copies.empty:
+        return empty_frame(TABLE)
+    out = []
+    for snapshot_id, part in copies.groupby("snapshot_id", sort=True):
+        bad_rows: list[tuple[str, str, object, object]] = []
+        for peer, group in part.groupby("peer", sort=True):
+            held = [bytes(c) for c in group["filter"]]
+            owner = group["owner_filter"].iat[0]
+            votes = Counter(held)
+            if owner is not None and not (isinstance(owner, float) and math.isnan(owner)):
+                votes[bytes(owner)] += 1
+                top = max(votes.values())
+                ref = bytes(owner) if votes[bytes(owner)] == top else max(votes, key=lambda k: (votes[k], k))
+            else:
+                ref = max(votes, key=lambda k: (votes[k], k))
+            bad_rows += [(str(n), str(peer), c, ref) for n, c in zip(group["node"], held, strict=True) if c != ref]
+        rows = [
+            finding_rows(
+                TABLE, str(snapshot_id), "peer_copy", node=[r[0] for r in bad_rows],
+                detail=[json.dumps({"peer": p, "copy_entries": _entries(c), "reference_entries": _entries(o)})
+                        for _, p, c, o in bad_rows],
+            )
+        ] if bad_rows else []
+        out.append(with_summary(TABLE, str(snapshot_id), {"peer_copies": len(part)}, rows))
+    return pd.concat(out, ignore_index=True)
+
+
 def audit_blooms_local(subs: pd.DataFrame, blooms: pd.DataFrame, probes: ProbeSet | None = None) -> pd.DataFrame:
     """The whole audit in one process."""
-    return audit_bloom(bloom_input(subs, blooms), probes or ProbeSet())
+    nodes = audit_bloom(bloom_input(subs, blooms), probes or ProbeSet())
+    return pd.concat([nodes, audit_copies(copy_input(blooms))], ignore_index=True)
 
 
 # -- Spark ------------------------------------------------------------------------------
@@ -451,4 +564,18 @@ def blooms_spark(subs: DataFrame, blooms: DataFrame, *, probes: int = PROBES, se
         F.col("subs.pattern").alias("patterns"),
         F.col("subs.syntax").alias("syntaxes"),
     )
-    return nodes.mapInPandas(_batches(probes, seed), kernel_schema_ddl(TABLE))
+    audited = nodes.mapInPandas(_batches(probes, seed), kernel_schema_ddl(TABLE))
+    copies = blooms.where(
+        F.col("dest").isNotNull() & (F.col("dest") != IPC_DEST) & F.col("tport").isNull()
+        & F.col("filter").isNotNull()
+    ).select("snapshot_id", "node", F.regexp_replace("dest", UID_PATTERN, "").alias("peer"), "filter")
+    owners = ipc.select(
+        "snapshot_id", F.col("node").alias("peer"), F.col("filter").alias("owner_filter")
+    ).dropDuplicates(["snapshot_id", "peer"])
+    pairs = copies.join(owners, ["snapshot_id", "peer"], "left").select(*(c for c, _ in COPY_COLUMNS))
+    # grouped by peer (a peer's copies and its own filter together), peers hashed into buckets
+    bucket = F.pmod(F.crc32(F.encode("peer", "UTF-8")), F.lit(COPY_BUCKETS))
+    checked = pairs.withColumn("bucket", bucket).groupBy("snapshot_id", "bucket").applyInPandas(
+        lambda rows: audit_copies(rows.drop(columns=["bucket"], errors="ignore")), kernel_schema_ddl(TABLE)
+    )
+    return audited.unionByName(checked)

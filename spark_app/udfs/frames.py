@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from spark_app.schemas import load_schema
 
-JOB_COLUMNS: Final = ("collected_at", "audited_at")
+JOB_COLUMNS: Final = ("collected_at", "audited_at", "severity", "cause")  # causes.classify: the last two
 SUMMARY: Final = "summary"
 SNAPSHOT_NODE: Final = "*"
 AUDIT_TABLES: Final = ("audit_lsdb", "audit_routes", "audit_blooms")
@@ -186,9 +186,25 @@ def finish(
     }
     columns["collected_at"] = [collected_at[s] for s in merged["snapshot_id"]]
     columns["audited_at"] = [audited_at] * len(merged)
+    columns["severity"] = columns["cause"] = [None] * len(merged)  # causes.classify fills them
     return pa.table(
         {c.name: pa.array(columns[c.name], type=c.arrow_type) for c in schema.input_columns}
     )
+
+
+UNKEYED: Final = ("collected_at", "date")  # a collector's retry writes these anew
+
+
+def dedupe(rows: pd.DataFrame) -> pd.DataFrame:
+    """Input rows without repeats (the same snapshot written twice: a collector retry).
+    Rows are equal when every column but `UNKEYED` is; array cells compare as tuples."""
+    keys = [c for c in rows.columns if c not in UNKEYED]
+    if rows.empty or not keys:
+        return rows
+    key = pd.DataFrame(
+        {c: [tuple(v) if isinstance(v, list | tuple | np.ndarray) else v for v in rows[c]] for c in keys}
+    )
+    return rows[~key.duplicated().to_numpy()]
 
 
 def kernel_schema_ddl(table: str) -> str:

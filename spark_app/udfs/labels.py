@@ -31,7 +31,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-UID_SUFFIX: Final = re.compile(r"\.(?:\d+|\*)$")
+UID_PATTERN: Final = r"\.(?:\d+|\*)$"  # also Spark's regexp_replace pattern (Java regex)
+UID_SUFFIX: Final = re.compile(UID_PATTERN)
 SELF_SUFFIX: Final = ".*"
 UNKNOWN_TPORT_ID: Final = 1 << 40
 

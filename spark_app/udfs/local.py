@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow as pa
 
 from spark_app.udfs.bloom import ProbeSet, audit_blooms_local
-from spark_app.udfs.frames import finish
+from spark_app.udfs.causes import classify
+from spark_app.udfs.frames import dedupe, finish
 from spark_app.udfs.lsdb import audit_lsdb_local
 from spark_app.udfs.routing import audit_routes_local
 
@@ -34,7 +35,7 @@ def audit_tables(
     """audit_lsdb, audit_routes and audit_blooms rows (input columns, as the job writes
     them) for every snapshot in `tables` (input table name -> rows); audits whose input
     tables are absent are left out."""
-    frames = {name: _pandas(t) for name, t in tables.items()}
+    frames = {name: dedupe(_pandas(t)) for name, t in tables.items()}
     collected: dict[str, datetime] = {}
     for name in ("peers", "blooms"):
         if name in frames and len(frames[name]):
@@ -53,4 +54,4 @@ def audit_tables(
     if "subs" in frames and "blooms" in frames:
         blooms = audit_blooms_local(frames["subs"], frames["blooms"], probes)
         out["audit_blooms"] = finish("audit_blooms", blooms, collected, audited_at)
-    return out
+    return classify(out)

@@ -182,12 +182,14 @@ def _members(views: pd.DataFrame, observers: Sequence[str]) -> pd.DataFrame:
 
 
 def _newest(views: pd.DataFrame) -> pd.DataFrame:
-    return (
-        views.groupby("peer", sort=True)[["link_seqno", "sub_seqno"]]
-        .max()
-        .rename(columns={"link_seqno": "newest_link", "sub_seqno": "newest_sub"})
-        .reset_index()
-    )
+    """Per peer, the reference seqnos: the owner's own (it alone makes them), or the
+    newest any observer holds when the owner did not report."""
+    own = views[(views["observer"] == views["peer"]).to_numpy(dtype=bool)]
+    own = own.drop_duplicates("peer").set_index("peer")[["link_seqno", "sub_seqno"]]
+    most = views.groupby("peer", sort=True)[["link_seqno", "sub_seqno"]].max()
+    ref = own.reindex(most.index).combine_first(most) if len(own) else most
+    ref = ref.astype("Int64")
+    return ref.rename(columns={"link_seqno": "newest_link", "sub_seqno": "newest_sub"}).reset_index()
 
 
 def _at_newest(views: pd.DataFrame) -> npt.NDArray[np.bool_]:
@@ -214,10 +216,15 @@ def _reference_observers(views: pd.DataFrame) -> pd.DataFrame:
 
 
 def _identities(views: pd.DataFrame) -> pd.DataFrame:
-    """Per peer: the (bridge, start) most observers report, ties to the newer start."""
+    """Per peer, its reference identity (bridge, start): the one it reports itself, or
+    the pair most observers report when it did not report (ties to the newer start)."""
     ident = views.groupby(["peer", "bridge", "start"], sort=False, dropna=False).size()
-    ident = ident.rename("n").reset_index().sort_values(
-        ["peer", "n", "start"], ascending=[True, False, False]
+    ident = ident.rename("n").reset_index()
+    ident["own"] = False
+    own = views[(views["observer"] == views["peer"]).to_numpy(dtype=bool)][["peer", "bridge", "start"]]
+    own = own.assign(n=0, own=True)
+    ident = pd.concat([ident, own], ignore_index=True).sort_values(
+        ["peer", "own", "n", "start"], ascending=[True, False, False, False]
     )
     return ident.drop_duplicates("peer")[["peer", "bridge", "start"]]
 
@@ -312,13 +319,19 @@ def _visibility(snap: _Snapshot) -> list[pd.DataFrame]:
 
 
 def _stale(snap: _Snapshot) -> list[pd.DataFrame]:
+    """Seqnos behind the reference (the observer missed updates) and ahead of it (the
+    observer holds a seqno the owner never made: the observer is at fault, not the
+    others)."""
     v = snap.views[snap.views["member"].to_numpy(dtype=bool)]
     out = []
-    for check, have, newest in (
-        ("stale_link_seqno", "link_seqno", "newest_link"),
-        ("stale_sub_seqno", "sub_seqno", "newest_sub"),
+    for check, have, newest, ahead in (
+        ("stale_link_seqno", "link_seqno", "newest_link", False),
+        ("stale_sub_seqno", "sub_seqno", "newest_sub", False),
+        ("future_link_seqno", "link_seqno", "newest_link", True),
+        ("future_sub_seqno", "sub_seqno", "newest_sub", True),
     ):
-        behind = v[(v[have] < v[newest]).fillna(False).to_numpy(dtype=bool)]
+        off = (v[have] > v[newest]) if ahead else (v[have] < v[newest])
+        behind = v[off.fillna(False).to_numpy(dtype=bool)]
         if len(behind):
             out.append(
                 finding_rows(
@@ -327,6 +340,40 @@ def _stale(snap: _Snapshot) -> list[pd.DataFrame]:
                 )
             )
     return out
+
+
+def _differs(a: pd.Series, b: pd.Series) -> npt.NDArray[np.bool_]:
+    """Element-wise inequality where two nulls are equal and a null differs from a value."""
+    na, nb = a.isna().to_numpy(dtype=bool), b.isna().to_numpy(dtype=bool)
+    same = np.zeros(len(a), dtype=bool)
+    both = ~na & ~nb
+    same[both] = a.to_numpy(dtype=object)[both] == b.to_numpy(dtype=object)[both]
+    return np.asarray(~(same | (na & nb)), dtype=bool)
+
+
+def _identity(snap: _Snapshot) -> list[pd.DataFrame]:
+    """`peer_identity`: an observer holding another bridge or start time for a peer than
+    the peer's reference identity (an impostor using its name, or a restart the
+    observer missed)."""
+    v = snap.views[snap.views["member"].to_numpy(dtype=bool)]
+    ref = _identities(v).rename(columns={"bridge": "ref_bridge", "start": "ref_start"})
+    v = v.merge(ref, on="peer")
+    bridge_differs = _differs(v["bridge"], v["ref_bridge"])
+    wrong = bridge_differs | _differs(v["start"], v["ref_start"])
+    bad = v[wrong]
+    if bad.empty:
+        return []
+
+    def who(bridge: pd.Series, start: pd.Series) -> list[str]:
+        return [f"{b}@{s}" for b, s in zip(bridge, start.astype(object), strict=True)]
+
+    return [
+        finding_rows(
+            TABLE, snap.snapshot_id, "peer_identity", node=bad["observer"], peer=bad["peer"],
+            expected=who(bad["ref_bridge"], bad["ref_start"]), reported=who(bad["bridge"], bad["start"]),
+            detail=[json.dumps({"bridge_differs": bool(x)}) for x in bridge_differs[wrong]],
+        )
+    ]
 
 
 def _link_sets(snap: _Snapshot) -> list[pd.DataFrame]:
@@ -369,8 +416,9 @@ def audit_views(
     counts = {
         "views": len(snap.views),
         "link_sets": int(np.count_nonzero(_at_newest(snap.views) & members)),
+        "identities": int(np.count_nonzero(members)),
     }
-    parts = [*_visibility(snap), *_stale(snap), *_link_sets(snap)]
+    parts = [*_visibility(snap), *_stale(snap), *_identity(snap), *_link_sets(snap)]
     return with_summary(TABLE, snap.snapshot_id, counts, parts)
 
 
@@ -399,7 +447,37 @@ def audit_links(reference: pd.DataFrame) -> pd.DataFrame:
                 detail=[json.dumps({"adj_is_member": bool(k)}) for k in known],
             )
         )
+    parts += _link_costs(snapshot_id, links)
     return with_summary(TABLE, snapshot_id, {"links": len(links)}, parts)
+
+
+def _link_costs(snapshot_id: str, links: pd.DataFrame) -> list[pd.DataFrame]:
+    """`link_cost`: the two ends of a link advertise different costs (the lowest of their
+    parallel links, path by path): routes and trees then differ by direction. One row
+    per pair of peers, `peer` the lesser name."""
+    if links.empty:
+        return []
+    lowest = links.groupby(["peer", "adj"], sort=True)[list(COST_COLUMNS)].min()
+    flipped = lowest.copy()
+    flipped.index = flipped.index.swaplevel(0, 1).rename(["peer", "adj"])
+    pairs = lowest.join(flipped, rsuffix="_back", how="inner").reset_index()
+    pairs = pairs[(pairs["peer"] < pairs["adj"]).to_numpy(dtype=bool)]
+    ours = pairs[list(COST_COLUMNS)].astype("Int64").fillna(-1).to_numpy(dtype=np.int64)
+    back = pairs[[f"{c}_back" for c in COST_COLUMNS]].astype("Int64").fillna(-1).to_numpy(dtype=np.int64)
+    bad = (ours != back).any(axis=1)
+    if not bad.any():
+        return []
+    p = pairs[bad]
+
+    def text(rows: npt.NDArray[np.int64]) -> list[str]:
+        return [",".join(map(str, r)) for r in rows.tolist()]
+
+    return [
+        finding_rows(
+            TABLE, snapshot_id, "link_cost", node=SNAPSHOT_NODE, peer=p["peer"], adj=p["adj"],
+            expected=text(back[bad]), reported=text(ours[bad]),
+        )
+    ]
 
 
 def audit_lsdb_local(peers: pd.DataFrame, links: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -38,6 +38,10 @@ Decisions where the manual is vague:
   their source). Dijkstra runs on batches of sources sized to bound memory.
 - Ages come from the lake's microsecond timestamps: two peers started within the same
   microsecond rank by bridge here, possibly unlike the router (nanoseconds).
+- A link is named by its tport label, or by (tport, adj) when the reported rows of a
+  group name neighbours (`show routes` / `show forward` have an `adj` column): on a mesh
+  every link of a node shares one tport label, and only the neighbour tells its tree
+  edges apart.
 - A node's forwarding rows are compared only for the sources it lists (an unknown source
   is an LSDB finding); dests unknown to the reference have no expected route.
 """
@@ -83,6 +87,7 @@ REPORTED_COLUMNS: Final = (
     ("target", "string"),
     ("path", "int"),
     ("tport", "string"),
+    ("adj", "string"),
     ("cost", "long"),
     ("chunk", "int"),
 )
@@ -107,13 +112,15 @@ def hop_rows(routes: pd.DataFrame, chunks: int = 1) -> pd.DataFrame:
         "chunk": chunk_of(observer, chunks),
     }
     tport = routes["tport"].to_numpy(dtype=object)
+    adj = _adj(routes)
     cost = pd.Series(pd.array(routes["cost"], dtype="Int64"))
     frames = []
     for p in range(NUM_PATHS):
         on = (listed >> p) & 1 == 1
         frames.append(
             pd.DataFrame(
-                {**common, "path": p, "tport": np.where(on, tport, None), "cost": cost.where(on, pd.NA)}
+                {**common, "path": p, "tport": np.where(on, tport, None), "adj": np.where(on, adj, np.full(len(adj), None, dtype=object)),
+                 "cost": cost.where(on, pd.NA)}
             )
         )
     return typed(pd.concat(frames, ignore_index=True), REPORTED_COLUMNS)
@@ -131,12 +138,31 @@ def forward_rows(forward: pd.DataFrame, chunks: int = 1) -> pd.DataFrame:
                 "target": source,
                 "path": forward["path"].to_numpy(),
                 "tport": forward["tport"].to_numpy(dtype=object),
+                "adj": _adj(forward),
                 "cost": pd.array(forward["cost"], dtype="Int64"),
                 "chunk": chunk_of(source, chunks),
             }
         ),
         REPORTED_COLUMNS,
     )
+
+
+def _adj(rows: pd.DataFrame) -> npt.NDArray[np.object_]:
+    """The neighbour (user name) of each row's link; None where the rows do not say
+    (snapshots collected before the console named it)."""
+    if "adj" not in rows.columns:
+        return np.full(len(rows), None, dtype=object)
+    return peer_names(rows["adj"])
+
+
+def _with_adj(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose link label is `tport>adj` where the neighbour is known."""
+    has = (rows["tport"].notna() & rows["adj"].notna()).to_numpy(dtype=bool)
+    if not has.any():
+        return rows
+    tport = rows["tport"].to_numpy(dtype=object).copy()
+    tport[has] = rows["tport"].to_numpy(dtype=object)[has] + ">" + rows["adj"].to_numpy(dtype=object)[has]
+    return rows.assign(tport=tport)
 
 
 def _bridge_bytes(text: object) -> bytes:
@@ -171,7 +197,8 @@ class Graph:
         labels = links["tport"].to_numpy(dtype=object)
         u, v, cost_f, labels = u[known], v[known], cost_f[known], labels[known]
         # every advertised link, used or not, takes a reported forwarding row somewhere
-        self._advertised = pd.DataFrame({"u": u, "label": labels, "v": v}).drop_duplicates(["u", "label"])
+        self._every_head = pd.DataFrame({"u": u, "label": labels, "v": v})
+        self._advertised = self._every_head.drop_duplicates(["u", "label"])
         back = np.isin(u * n + v, v * n + u)
         u, v, cost_f, labels = u[back], v[back], cost_f[back], labels[back]
         tid = tport_ids(labels)
@@ -180,12 +207,21 @@ class Graph:
         self.ev: Ints = v[order].astype(np.int64)
         self.cost = cost_f[order]
         self.labels = labels[order]
+        self._adj_labels = self.labels + ">" + self.names[self.ev]
         self.group_lo: Ints = np.searchsorted(self.ev, self.ev, side="left").astype(np.int64)
         self.group_hi: Ints = np.searchsorted(self.ev, self.ev, side="right").astype(np.int64)
         lowest = pd.DataFrame({"u": self.eu, "v": self.ev, "c": self.cost}).groupby(["u", "v"])["c"].min()
         uu = lowest.index.get_level_values(0).to_numpy()
         vv = lowest.index.get_level_values(1).to_numpy()
         self.matrix = csr_array(coo_array((lowest.to_numpy(), (uu, vv)), shape=(n, n)))
+
+    def name_neighbours(self) -> None:
+        """Label every link `tport>adj` (the reported rows name neighbours: mesh links
+        share one tport label)."""
+        every = self._every_head
+        named = every.assign(label=every["label"] + ">" + self.names[every["v"].to_numpy()])
+        self._advertised = named.drop_duplicates(["u", "label"])
+        self.labels = self._adj_labels
 
     def heads(self) -> pd.DataFrame:
         """(u, label, v): node u's link named label leads to node v."""
@@ -240,6 +276,9 @@ class _Group:
         mine = chunk_of(self.g.names, chunks) == chunk
         self.sources: Ints = np.flatnonzero(mine).astype(np.int64)
         rep = reported[(reported["path"] == path).to_numpy(dtype=bool)]
+        if rep["adj"].notna().any():  # neighbours named: compare (tport, adj) pairs
+            self.g.name_neighbours()
+            rep = _with_adj(rep)
         self.hops = rep[(rep["kind"] == HOP).to_numpy()]
         self.fwd = rep[(rep["kind"] == FWD).to_numpy()]
         known = self.g.lookup.get_indexer(self.fwd["observer"]) >= 0
@@ -486,10 +525,12 @@ def routing_spark(
     schema = ddl(REPORTED_COLUMNS)
     reported = spark.createDataFrame([], schema)
     if routes is not None:
-        rows = routes.select("snapshot_id", "node", "user", "tport", "cost", "path")
+        rows = routes.select("snapshot_id", "node", "user", "tport", "cost", "path",
+                             *(["adj"] if "adj" in routes.columns else []))
         reported = reported.unionByName(rows.mapInPandas(_map(hop_rows, chunks), schema))
     if forward is not None:
-        rows = forward.select("snapshot_id", "node", "path", "source", "tport", "cost")
+        rows = forward.select("snapshot_id", "node", "path", "source", "tport", "cost",
+                              *(["adj"] if "adj" in forward.columns else []))
         reported = reported.unionByName(rows.mapInPandas(_map(forward_rows, chunks), schema))
     return (
         graph.groupBy("snapshot_id", "path", "chunk")

@@ -104,6 +104,7 @@ def snapshot_rows(
                         **h,
                         "user": peer,
                         "tport": tport[(obs, peer)],
+                        "adj": peer,
                         "state": ["inbox", "mesh", "hb"],
                         "cost": COST,
                         "path": [0, 1, 2, 3],

@@ -104,3 +104,6 @@ def test_audit_only_exits_by_whether_the_snapshot_is_clean(audited_lake: Lake) -
     args = argparse.Namespace(lake=audited_lake.path, master=TEST_MASTER, bloom_probes=PROBES)
     assert audit_only(argparse.Namespace(**vars(args), snapshot="clean")) == 0
     assert audit_only(argparse.Namespace(**vars(args), snapshot=str(Fault.STALE_SEQNO))) == 1
+    counts = {t: audited_lake.read(t).count() for t in ("audit_lsdb", "audit_routes", "audit_blooms")}
+    assert audit_only(argparse.Namespace(**vars(args), snapshot=str(Fault.STALE_SEQNO))) == 1  # a rerun
+    assert {t: audited_lake.read(t).count() for t in counts} == counts  # replaced its rows, added none

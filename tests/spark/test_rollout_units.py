@@ -228,7 +228,8 @@ def test_real_console_rows_fit_every_snapshot_table(sim: SimNetwork) -> None:
         assert conformed.num_rows == len(rows)
         got[table] = rows
     assert len(got["peers"]) == 3 and all(r["node"] == "B" for r in got["peers"])
-    assert len(got["links"]) == 4 and {r["cost2"] for r in got["links"]} == {None}
+    assert len(got["links"]) == 4 and None not in {r["cost2"] for r in got["links"]}  # every path's cost
+    assert all(r["adj"] for r in got["routes"]) and all(r["adj"] for r in got["forward"] if r["tport"])
     subs = {(r["user"].split(".")[0], r["subject"], r["pattern"], r["syntax"]) for r in got["subs"]}
     assert {("A", "RSF.IBM.N", False, None), ("C", "RSF.>", True, "rv")} <= subs
     own = [r for r in got["blooms"] if r["dest"] == "ipc"]
@@ -339,3 +340,13 @@ def test_tasks_on_one_machine_share_its_nodes_exactly_once() -> None:
     items = list(range(7))
     shares = [TaskHost(p, f"h:{p}", "h", rank, 3).share(items) for p, rank in ((0, 0), (1, 1), (2, 2))]
     assert sorted(x for s in shares for x in s) == items
+
+
+def test_observer_sampling_is_a_fixed_subset() -> None:
+    from spark_app.jobs.collect import observers_of
+
+    names = [f"node{i}" for i in range(40)]
+    assert observers_of(names, None) == frozenset(names) == observers_of(names, 40)
+    sample = observers_of(names, 5)
+    assert len(sample) == 5 and sample <= set(names)
+    assert observers_of(list(reversed(names)), 5) == sample  # the same whatever the order
