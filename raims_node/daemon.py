@@ -393,6 +393,8 @@ class Daemon:
                     run.tasks.append(asyncio.create_task(
                         self.connector(run, (host.strip("[]"), int(port)), once=True)))
 
+    apply = _apply  # public for the operator's console (operator.py)
+
     def say(self, text: str) -> None:
         line = f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  {text}"
         self.log_lines.append(line)
