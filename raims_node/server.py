@@ -139,9 +139,28 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
         except ConfigError as exc:
             log.error("reload failed: %s", exc)
 
+    async def lame_duck() -> None:
+        """SIGUSR2, as nats-server: stop accepting clients, tell NATS clients (`ldm`),
+        close them spread over lame_duck_duration after lame_duck_grace_period, then
+        shut down cleanly (BYE on every link) and exit 0."""
+        p = daemon.tree.parameters
+        grace, duration = p.time("lame_duck_grace_period"), p.time("lame_duck_duration")
+        daemon.say(f"lame duck mode: clients closed over {duration:g} s after {grace:g} s")
+        bridges = [run.bridge for run in daemon.running.values() if run.bridge is not None]
+        await asyncio.gather(*(b.lame_duck(grace, duration) for b in bridges if hasattr(b, "lame_duck")))
+        for b in bridges:
+            b.close()
+        stop.set()
+
+    def on_usr2() -> None:
+        if not signals.get("lame"):
+            signals["lame"] = 1
+            loop.create_task(lame_duck())
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_stop)
     loop.add_signal_handler(signal.SIGHUP, on_hup)
+    loop.add_signal_handler(signal.SIGUSR2, on_usr2)
     try:
         web_names = {t.tport for t in tree.transports if t.type == "web"}
         telnet_names = {t.tport for t in tree.transports if t.type == "telnet"}
