@@ -41,7 +41,8 @@ from raims_node.bridges.hub import BridgeHub
 from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.config.keyset import credentials, read_secrets
 from raims_node.config.tree import ConfigTree, TransportConfig
-from raims_node.router.actions import Action, Close, Connect, Deliver, Log, Send
+from raims_node.names.glue import NamesGlue
+from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
 from raims_node.router.node import NS, Node, NodeParams
 from raims_node.transports.name import (
     Advert,
@@ -112,6 +113,7 @@ class Daemon:
         self.kdf = read_secrets(tree).kdf()
         self.node = Node(self.creds, now_ns=time.time_ns(), params=params_from(tree))
         self.node.rem_handler = self.run_command
+        self.naming = NamesGlue(self.node, self.publish, self._apply)  # service names, `_NAMES.*`
         self.links: dict[int, LinkProtocol] = {}
         self.running: dict[str, Running] = {}
         self._next_conn = 1
@@ -214,6 +216,7 @@ class Daemon:
         while True:
             await asyncio.sleep(TICK_S)
             self._apply(self.node.tick(time.time_ns()))
+            self.naming.tick()
             now = time.monotonic()
             for link in list(self.links.values()):
                 link.check_write_timeout(now)
@@ -386,6 +389,8 @@ class Daemon:
                     link.close(act.reason)
             elif isinstance(act, Log):
                 self.say(act.text)
+            elif isinstance(act, NodeEvent):
+                self.naming.on_event(act)
             elif isinstance(act, Connect):
                 run = next((r for r in self.running.values() if r.tport_id == act.tport_id), None)
                 if run is not None and not self.stopping:
@@ -473,7 +478,7 @@ class Daemon:
         from raims_node.console import ConsoleContext, execute, render_text
 
         ctx = ConsoleContext(node=self.node, ports=self.port_rows, now_ns=time.time_ns, config=self.tree,
-                             log_lines=lambda: list(self.log_lines))
+                             log_lines=lambda: list(self.log_lines), names=self.naming.service)
         return render_text(execute(ctx, line))
 
     def healthy(self) -> bool:

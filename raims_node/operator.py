@@ -20,6 +20,7 @@ from raims_node.config.params import Parameters
 from raims_node.config.records import TransportConfig
 from raims_node.config.tree import ConfigTree, save
 from raims_node.daemon import Daemon, DaemonError
+from raims_node.names.service import NameService
 from raims_node.router.node import Node
 
 CONSOLE_BRIDGE = "console"
@@ -44,6 +45,10 @@ class OperatorHost:
     @property
     def log_lines(self) -> list[str]:
         return self.daemon.log_lines
+
+    @property
+    def names(self) -> NameService:
+        return self.daemon.naming.service
 
     def port_rows(self) -> list[dict[str, object]]:
         return self.daemon.port_rows()

@@ -64,6 +64,7 @@ TABLES: Final = (
     "events",
     "validations",
     "forward",
+    "names",
     "audit_lsdb",
     "audit_routes",
     "audit_blooms",

@@ -24,6 +24,15 @@ class RunningTransport(Protocol):
     def role(self) -> str | None: ...
 
 
+class NameRequests(Protocol):
+    """The node's name service (raims_node/names/glue.py) as the bus hands it requests."""
+
+    def request(self, owner: object, prefix: str, subject: str, reply: str | None, headers: bytes | None,
+                payload: bytes) -> int: ...
+
+    def client_gone(self, owner: object) -> None: ...
+
+
 class NodeHost(Protocol):
     """The node's driver as the bridges use it: local pub/sub with the clock applied,
     the configuration, and starting the link transports a bridge's network needs."""
@@ -36,6 +45,9 @@ class NodeHost(Protocol):
 
     @property
     def running(self) -> Mapping[str, RunningTransport]: ...
+
+    @property
+    def naming(self) -> NameRequests: ...
 
     def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> None: ...
 

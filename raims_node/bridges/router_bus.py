@@ -43,6 +43,8 @@ Mapping into the Rai MS network (decisions):
   cached per subject until the link-state database changes version, which the node
   bumps whenever a peer's filter or subject list changes (`put_peer` with its new
   sub seqno) and whenever a peer comes or goes.
+- `_NAMES.*` (issue 21) goes to the node's name service (names/glue.py), not into the
+  network; a closing client's names are withdrawn.
 - Loss (issue 8 point 5): a delivery that reports a sequence gap gives NATS and Redis
   clients nothing extra; the node's loss counters (`show loss`) record it.
 """
@@ -58,6 +60,7 @@ from raims_node.bridges.host import NodeHost
 from raims_node.router.actions import Deliver
 from raims_node.subject import MAX_SUBJECT_LEN, SubjectError, compile_pattern
 
+NAMES_PREFIX = "_NAMES."  # requests to the node's name service, never routed
 # Room left in a frame's subject for the `_S.JOIN.` / `_P.PSUB.` / `_QUEUE.q.sub.` wrappers.
 SUBJECT_HEADROOM = 32
 ROUTE_CACHE_LIMIT = 65536
@@ -160,6 +163,7 @@ class RouterBus:
         owner = self._owners.pop(client, None)
         if owner is not None:
             self.host.drop_owner(owner)
+        self.host.naming.client_gone(client)  # its service names are withdrawn
 
     # ------------------------------------------------------------ publish
 
@@ -173,6 +177,9 @@ class RouterBus:
     def _publish(self, client: ClientHandle | None, subject: str, reply: str | None,
                  headers: bytes | None, payloads: Sequence[bytes]) -> int:
         """Publish each payload in order; the receivers reached, summed."""
+        if subject.startswith(NAMES_PREFIX):  # the node's name service (names/glue.py)
+            names = self.host.naming
+            return sum(names.request(client, self.prefix, subject, reply, headers, p) for p in payloads)
         internal, remote = self._route(subject)
         no_echo = self._owners.get(client) if client is not None and not client.echo else None
         if remote:
@@ -253,6 +260,8 @@ class RouterBus:
                    if isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes))
 
     def has_interest(self, subject: str) -> bool:
+        if subject.startswith(NAMES_PREFIX):
+            return True
         internal, remote = self._route(subject)
         return remote > 0 or bool(self.node.subs.match(internal))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from raims_node.console import show_config as cfg
 from raims_node.console import show_local as loc
+from raims_node.console import show_names as nms
 from raims_node.console import show_peers as prs
 from raims_node.console import show_routes as rts
 from raims_node.console import show_subs as sbs
@@ -70,6 +71,8 @@ COMMANDS: tuple[Command, ...] = (
     _c("show blooms", "[P]", "Show bloom centric routes for path P (0-3)", rts.show_blooms),
     _c("show match", "S", "Show users which have a bloom that match sub", rts.show_match),
     _c("show graph", "", "Show network description for node graph", rts.show_graph),
+    _c("show names", "[T]", "Show the service names seen here, of name type T or all", nms.show_names),
+    _c("show topology", "", "Show the service name subscriptions of local clients", nms.show_topology),
     _c("show cache", "", "Show routing cache geom, hits and misses"),
     _c("show poll", "", "Show poll dispatch latency"),
     _c("show hosts", "", "Show rv hosts and services"),

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from raims_node.console.result import CommandResult
+from raims_node.names.service import NameService
 from raims_node.router.node import Node
 
 
@@ -30,13 +31,14 @@ class ConsoleContext:
     tport ("<name>.<tport_id>", as the console prints transports), type, cost, fd, bs,
     br, ms, mr, lat (ns), idle (ns), fl and address; a missing key is an empty cell.
     `now_ns()` is the daemon's clock; `config` the loaded
-    `raims_node.config.tree.ConfigTree`, or None."""
+    `raims_node.config.tree.ConfigTree`, or None; `names` the daemon's name service."""
 
     node: Node
     ports: Callable[[], list[dict[str, object]]] = _no_rows
     now_ns: Callable[[], int] = time.time_ns
     config: object | None = None
     log_lines: Callable[[], list[str]] = _no_lines
+    names: NameService | None = None  # the service name table (show names, show topology)
 
 
 Handler = Callable[[ConsoleContext, list[str]], CommandResult]

@@ -39,6 +39,7 @@ from raims_node.console.errors import ConsoleError
 from raims_node.console.render import render_text
 from raims_node.console.result import CommandResult, Kind, Row
 from raims_node.console.table import Command, resolve
+from raims_node.names.service import NameService
 from raims_node.router.actions import Deliver
 from raims_node.router.node import Node
 
@@ -66,6 +67,9 @@ class ConsoleHost(Protocol):
 
     @property
     def log_lines(self) -> list[str]: ...
+
+    @property
+    def names(self) -> NameService | None: ...
 
     def port_rows(self) -> list[dict[str, object]]: ...
 
@@ -165,7 +169,7 @@ class ConsoleSession:
     def context(self) -> ConsoleContext:
         host = self.host
         return ConsoleContext(node=host.node, ports=host.port_rows, now_ns=time.time_ns, config=host.tree,
-                              log_lines=lambda: list(host.log_lines))
+                              log_lines=lambda: list(host.log_lines), names=host.names)
 
     async def run(self, line: str) -> None:
         """Run one command line, writing its result."""

@@ -60,4 +60,17 @@ class Log:
     text: str
 
 
-Action = Send | Deliver | Close | Connect | Log
+@dataclass(slots=True)
+class NodeEvent:
+    """What a layer above the router follows (issue 21, the name table): `kind` is
+    "peer_up" (a peer became known, its session key held), "peer_down" (it was
+    declared down or left) or "names" (a names frame from `peer` arrived, flooded or
+    to this node's inbox); `data` is the frame's payload."""
+
+    kind: str
+    peer: bytes
+    user: str
+    data: bytes = b""
+
+
+Action = Send | Deliver | Close | Connect | Log | NodeEvent

@@ -11,6 +11,7 @@ and suppressed as a duplicate by (origin, seqno). Our own floods are sent by
 from __future__ import annotations
 
 from raims_node.linkstate.db import NeedsSync
+from raims_node.router.actions import NodeEvent
 from raims_node.router.events import Ev
 from raims_node.router.interest import Interest
 from raims_node.router.links import Links
@@ -65,6 +66,21 @@ class Flood:
                 st.changed("recv_bloom")
         elif subj.startswith((S.S_JOIN, S.S_LEAV, S.P_PSUB, S.P_STOP)):
             self.interest.on_sub_change(peer, subj, d, via, now_ns)
+        elif subj == S.Z_NAMES:
+            self.in_names(peer, d, via, now_ns)
+
+    def send_names(self, dest: bytes | None, data: bytes, now_ns: int) -> None:
+        """A names frame (issue 21): flooded to every node when `dest` is None, else to
+        node `dest`'s inbox; receivers get a `NodeEvent("names", ...)`."""
+        if dest is None:
+            self.st.bcast(S.Z_NAMES, [(Fid.DATA, data)], now_ns)
+        else:
+            self.st.send_inbox(dest, S.NAMES_SUFFIX, [(Fid.DATA, data)], now_ns)
+
+    def in_names(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
+        data = d.get(Fid.DATA)
+        if isinstance(data, bytes):
+            self.st.out.append(NodeEvent("names", peer.bridge, peer.user, data))
 
     def _on_adj_change(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         st = self.st

@@ -18,6 +18,7 @@ from raims_node.crypto import mac
 from raims_node.crypto.handshake import Authenticated, Confirmed, Rejected
 from raims_node.crypto.handshake import Send as HsSend
 from raims_node.linkstate.records import LinkRecord, PeerRecord
+from raims_node.router.actions import NodeEvent
 from raims_node.router.events import Ev
 from raims_node.router.interest import Interest
 from raims_node.router.mesh import Mesh
@@ -187,6 +188,8 @@ class Links:
         st.send_inbox(b, "add_rte", st.peer_db_fields(b), now_ns)
         st.request("adj", b, b, now_ns)
         st.changed("add_user")
+        if is_new:
+            st.out.append(NodeEvent("peer_up", b, user))
 
     def add_peer(self, b: bytes, user: str, start_ns: int) -> Peer:
         """A new peer (or a new incarnation of one), back from the zombies if it was one."""
@@ -273,4 +276,5 @@ class Links:
         if reason == "bye":
             st.bcast(S.Z_DEL, [(Fid.SYNC_BRIDGE, b)], now_ns)
         st.changed("remove_user")
+        st.out.append(NodeEvent("peer_down", b, peer.user))
 

@@ -13,7 +13,9 @@ simulator) owns sockets and time; it calls
     node.subscribe / psubscribe / unsubscribe / publish         -> actions
     node.shutdown(now_ns)                           -> actions   (_X.BYE on every link)
 
-and carries out the returned `Send`, `Deliver`, `Close` and `Log` actions in order.
+and carries out the returned `Send`, `Deliver`, `Close` and `Log` actions in order
+(and `Connect`; `NodeEvent`s tell the layers above, such as the name table, of peers
+coming and going and of their names frames: `send_names` sends those).
 The work is done by the parts behind this facade, one module per concern (links,
 flood, interest, rpc, mesh, forward, remote; see docs/DESIGN-NOTES.md "router: the
 core's parts"); they share `state.NodeState`.
@@ -126,6 +128,7 @@ class Node:
             "ack": self.remote_ops.in_ack,
             "trace": self.remote_ops.in_trace,
             "any": self.forward.in_any,
+            S.NAMES_SUFFIX: self.flood.in_names,
         }
         self._consistency_version = -1
         self._consistency_ok = False
@@ -358,6 +361,13 @@ class Node:
     def cancel(self, token: int) -> None:
         """Stop delivering the replies of a ping, mping or rem."""
         self.remote_ops.cancel(token)
+
+    def send_names(self, dest: bytes | None, data: bytes, now_ns: int) -> list[Action]:
+        """A names frame (issue 21, raims_node/names): flooded to every node when `dest`
+        is None, else to node `dest`; receivers' drivers get a `NodeEvent("names", ...)`,
+        as they get "peer_up" / "peer_down" when a peer becomes known or goes."""
+        self.flood.send_names(dest, data, now_ns)
+        return self._flush(now_ns)
 
     def interest(self, subject: str) -> tuple[int, int]:
         """(local subscriptions, remote nodes) a message on `subject` would reach."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from raims_node.router.actions import NodeEvent
 from raims_node.router.events import Ev
 from raims_node.router.interest import Interest
 from raims_node.router.links import Links
@@ -122,6 +123,7 @@ class Rpc:
         existing = st.peers.get(about)
         if existing is not None and existing.start_ns > s.start_ns:
             return  # stale: we know a newer incarnation
+        fresh = existing is None or existing.start_ns != s.start_ns
         if existing is None or existing.start_ns != s.start_ns:
             if existing is not None:
                 self.links.remove_peer(about, now_ns, "restarted")
@@ -129,6 +131,8 @@ class Rpc:
         existing.session_key = unwrap_session_key(wrapped, st.session_key, about)
         st.events.add(now_ns, Ev.SYNC_RESULT, user=peer.user, peer=s.user)
         self._apply_state(existing, d, s, peer.bridge, now_ns)
+        if fresh:
+            st.out.append(NodeEvent("peer_up", about, existing.user))
         for conn_id, data in st.sync.parked.pop(about, ()):
             conn = st.conns.get(conn_id)
             if conn is not None and conn.active:

@@ -70,6 +70,10 @@ class SimNetwork:
         self.frames_dropped = 0
         self.trace: list[tuple[int, str, str, str]] = []  # (time, from, to, subject)
         self.record_trace = False
+        # layers above the router (names/sim.py): other actions (NodeEvent) go to
+        # `on_action`, and `tick_hooks` run with every tick
+        self.on_action: Callable[[str, Action], None] | None = None
+        self.tick_hooks: list[Callable[[int], None]] = []
 
     # ------------------------------------------------------------------ building
 
@@ -188,6 +192,8 @@ class SimNetwork:
                 owner = self._conn_owner.get(act.conn_id)
                 if owner is not None:
                     self.disconnect(owner[1].name)
+            elif self.on_action is not None:
+                self.on_action(who, act)
 
     def _send(self, who: str, act: Send) -> None:
         owner = self._conn_owner.get(act.conn_id)
@@ -226,6 +232,8 @@ class SimNetwork:
         for name, sim in self.nodes.items():
             if sim.alive:
                 self._apply(name, sim.node.tick(self.now))
+        for hook in self.tick_hooks:
+            hook(self.now)
         return False
 
     def run_for(self, duration_ns: int) -> None:

@@ -51,6 +51,7 @@ class WebAdmin:
         d = self.daemon
         return ConsoleContext(
             node=d.node, ports=d.port_rows, now_ns=_now_ns, config=d.tree, log_lines=lambda: list(d.log_lines),
+            names=d.naming.service,
         )
 
     async def start(self, host: str, port: int) -> list[str]:

@@ -16,6 +16,8 @@ Reconciling the console's rows with the schemas (decisions):
 - routes: a peer without a route (no tport) has no row.
 - subs: the console's `type` (`sub`, or the pattern syntax) becomes `pattern` and
   `syntax`; its `count` of local subscriptions has no column.
+- names: the console's `node` (the publishing node) becomes `publisher`, since `node` is
+  the observer in every table.
 - blooms: `prefix` and `detail` bit masks are stored as the console prints them
   (`format_mask`: "0x04000108", "0"); the filter bytes and parameters are taken when a
   row carries them (`filter` as base64, `size_bits`, `num_hashes`, `seed`) and are null
@@ -59,6 +61,7 @@ SOURCES: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
                            "ibx_loss", "ibx_time")),
     "events": ("show events", ("stamp", "tport", "user", "peer", "event", "data")),
     "forward": ("show forward", ("path", "source", "tport", "cost")),
+    "names": ("show names", ("type", "lower", "upper", "scope", "node", "port")),
 }
 DURATIONS: Final[Mapping[str, frozenset[str]]] = {
     "peers": frozenset({"lat", "max", "avg"}),
@@ -84,6 +87,8 @@ def _fixup(table: str, row: dict[str, Any], raw: Mapping[str, Any]) -> dict[str,
     elif table == "subs":
         kind = row.pop("type")
         row.update(pattern=kind != SUBJECT_TYPE, syntax=None if kind == SUBJECT_TYPE else kind)
+    elif table == "names":
+        row["publisher"] = row.pop("node")  # `node` is the observer in every table
     elif table == "blooms":
         from raims_node.console.render import format_mask
 

@@ -117,3 +117,9 @@ def test_teardown_leaves_no_raims_process(run: Run) -> None:
     assert "stopped 4 daemon(s)" in run.done.stdout
     assert raims_processes(run.run_dir) == []
     assert not list(run.run_dir.glob("e2e/*/ms_server.pid"))
+
+
+def test_each_observer_holds_every_nodes_type_0_name(lake: Lake, spark: SparkSession) -> None:
+    """The `names` table (issue 21): each node's table holds the four nodes' own names."""
+    rows = spark.sql("SELECT node, count(DISTINCT publisher) FROM names WHERE type = 0 GROUP BY node").collect()
+    assert len(rows) == 4 and {r[1] for r in rows} == {4}
