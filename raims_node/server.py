@@ -172,7 +172,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
             from raims_node.web.admin import WebAdmin
 
             cfg = tree.transport(name)
-            admin = WebAdmin(daemon)
+            admin = WebAdmin(daemon, cfg)
             host = (cfg.listen or ["127.0.0.1"])[0]
             try:
                 bound = await admin.start("127.0.0.1" if host in ("*", "") else host, cfg.port or 0)
