@@ -41,6 +41,7 @@ from raims_node.bridges.hub import BridgeHub
 from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.config.keyset import credentials, read_secrets
 from raims_node.config.tree import ConfigTree, TransportConfig
+from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
 from raims_node.router.node import NS, Node, NodeParams
@@ -107,8 +108,10 @@ def params_from(tree: ConfigTree) -> NodeParams:
 
 
 class Daemon:
-    def __init__(self, tree: ConfigTree, user: str, svc: str | None = None) -> None:
+    def __init__(self, tree: ConfigTree, user: str, svc: str | None = None, map_file: str | None = None) -> None:
         self.tree = tree
+        self.map_file = map_file or tree.parameters.text("map_file")  # -m wins over the parameter
+        self.kv: NodeKV | None = None
         self.creds = credentials(tree, user, svc)
         self.kdf = read_secrets(tree).kdf()
         self.node = Node(self.creds, now_ns=time.time_ns(), params=params_from(tree))
@@ -135,10 +138,16 @@ class Daemon:
         """Start transports by name: listeners first, then connectors."""
         self.say(f"session {self.creds.user}.{self.creds.svc}[{self._b64()}] started, "
                   f"start time {self.node.start_ns / NS:.9f}")
+        try:
+            self.kv = NodeKV(self.map_file, self.tree.parameters.text("db_num"))
+        except KVError as exc:
+            raise DaemonError(str(exc)) from None
+        self.bridges.kv = self.kv.engine
         for name in listen:
             await self.start_transport(name, listen=True)
         for name in connect:
             await self.start_transport(name, listen=False)
+        await self._start_ipc_name()
         self._ticker = asyncio.create_task(self._tick_loop())
 
     async def start_transport(self, name: str, listen: bool) -> Running:
@@ -190,6 +199,13 @@ class Daemon:
                 self.say(f"listening on {addr}")
         return run
 
+    async def _start_ipc_name(self) -> None:
+        """Parameter `ipc_name` without an ipc transport started: the named sbus bus
+        (bridges/ipc.py)."""
+        name = self.tree.parameters.text("ipc_name")
+        if name and not any(run.cfg.type == "ipc" for run in self.running.values()):
+            await self._start_bridge(TransportConfig(f"ipc_{name}", "ipc", {}), listen=True)
+
     async def stop(self) -> None:
         """Graceful: `_X.BYE` on every link, flush, close."""
         if self.stopping:
@@ -206,6 +222,8 @@ class Daemon:
                 run.bridge.close()
         if self._ticker is not None:
             self._ticker.cancel()
+        if self.kv is not None:
+            self.kv.close()
         for link in list(self.links.values()):
             if link.transport is not None:
                 link.flush()  # the BYE frames
@@ -216,6 +234,8 @@ class Daemon:
         while True:
             await asyncio.sleep(TICK_S)
             self._apply(self.node.tick(time.time_ns()))
+            if self.kv is not None:
+                self.kv.tick()
             self.naming.tick()
             now = time.monotonic()
             for link in list(self.links.values()):

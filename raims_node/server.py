@@ -48,6 +48,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("-c", dest="console", action="store_true", help="console on stdin/stdout")
     ap.add_argument("-l", dest="logfile", default=None, help="log file")
     ap.add_argument("-b", dest="background", action="store_true", help="detach and run in the background")
+    ap.add_argument("-m", dest="map_file", default=None, help="key-value map file (ms_kv init PATH creates one)")
     ap.add_argument("-v", dest="verbose", action="store_true", help="verbose logging")
     ap.add_argument("--version", action="version", version=f"ms_server (raims) {__version__}")
     return ap.parse_args(argv)
@@ -117,7 +118,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
 
     user, svc = _default_user(tree, args.user)
     listen, connect = _split_tports(tree, args.tports)
-    daemon = Daemon(tree, user, svc)
+    daemon = Daemon(tree, user, svc, map_file=args.map_file)
     webs: list[Any] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -163,6 +164,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     loop.add_signal_handler(signal.SIGUSR2, on_usr2)
     try:
         web_names = {t.tport for t in tree.transports if t.type == "web"}
+        web_bound: list[str] = []
         telnet_names = {t.tport for t in tree.transports if t.type == "telnet"}
         here = web_names | telnet_names  # served by this module, above the daemon
         await daemon.start([n for n in listen if n not in here], [n for n in connect if n not in here])
@@ -182,12 +184,17 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
                 log.info("web listening on %s", addr)
                 daemon.say(f"listening on {addr}")
             webs.append(admin)
+            web_bound += bound
+        _write_endpoints(daemon, web_bound)
     except DaemonError as exc:
         log.error("%s", exc)
         await daemon.stop()
         return EXIT_START
     console_task = asyncio.create_task(_console(daemon, stop, args.config)) if args.console else None
     await stop.wait()
+    from raims_node.client import endpoints
+
+    endpoints.remove(daemon.node.user, daemon.node.service)
     await asyncio.wait_for(daemon.stop(), STOP_GRACE_S)
     for admin in webs:
         with contextlib.suppress(Exception):
@@ -195,6 +202,21 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     if console_task is not None:
         console_task.cancel()
     return 0
+
+
+def _write_endpoints(daemon: Daemon, web: list[str]) -> None:
+    """This host's endpoints file for clients (raims_node.client.endpoints)."""
+    from raims_node.client import endpoints
+
+    bound: dict[str, list[str]] = {"ipc": [], "nats": [], "redis": []}
+    for run in daemon.running.values():
+        if run.cfg.type in bound:
+            bound[run.cfg.type] += run.bound
+    try:
+        endpoints.write(endpoints.Endpoints(daemon.node.user, daemon.node.service, os.getpid(), bound["ipc"],
+                                            bound["nats"], bound["redis"], web))
+    except OSError as exc:
+        log.warning("endpoints file not written: %s", exc)
 
 
 class _Closer:

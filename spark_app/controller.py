@@ -63,7 +63,7 @@ from spark_app.session import is_local_master
 
 LOCAL_NODES: Final = 4
 MIN_NODES: Final = 2
-BRIDGE_KINDS: Final = ("nats", "redis")
+BRIDGE_KINDS: Final = ("nats", "redis", "ipc")
 PROBE_MODULE: Final = "raims_node.server"
 NOT_IMPORTABLE_HELP: Final = (
     "run `make dist` and pass --archive dist/raims-env.tar.gz (or spark-submit --archives "
@@ -227,6 +227,7 @@ class Outcome:
     validations: int = 0
     validations_failed: int | None = None
     audit_findings: dict[str, int] = field(default_factory=dict)
+    pipeline: str | None = None  # the pipeline stage's result
     stages: dict[str, float] = field(default_factory=dict)
     stopped: list[Stopped] = field(default_factory=list)
     lake_backend: str = ""
@@ -363,6 +364,28 @@ class Rollout:
             o.audit_findings = result.findings()
             note.append(result.summary() or "audited")
 
+    def pipeline(self) -> None:
+        """Two Spark stages passing 100,000 rows through the network's sbus buses
+        (spark_app/jobs/pipeline.py), when the nodes run an ipc transport: stage two
+        reads on a node of the driver's host, stage one publishes on another node (on a
+        local master, where every node shares the host) or on its executor's node."""
+        from raims_node.client import endpoints
+        from spark_app.jobs.pipeline import run_pipeline
+
+        s, o = self.settings, self.outcome
+        if "ipc" not in runnable_bridges(s.bridges):
+            return
+        with self.stage("pipeline") as note:
+            mine = sorted(e.node for e in endpoints.nodes() if e.service == s.service and e.sbus)
+            if not mine:
+                note.append("skipped: no node with an sbus on the driver's host")
+                return
+            sub = f"{mine[-1]}.{s.service}"
+            others = [f"{n.node}.{s.service}" for n in o.nodes if f"{n.node}.{s.service}" != sub]
+            pub = others[0] if is_local_master(o.master) and others else None
+            o.pipeline = run_pipeline(self.spark, sub, pub).summary()
+            note.append(f"{pub or 'executor node'} -> {sub}: {o.pipeline}, exactly once")
+
     def teardown(self) -> None:
         o = self.outcome
         with self.stage("teardown") as note:
@@ -388,6 +411,7 @@ class Rollout:
             self.write(self.collect())
             self.validate()
             self.audit()
+            self.pipeline()
         except Exception as exc:  # recorded in the rollouts row, then raised as RolloutFailed
             o.error = str(exc) if isinstance(exc, SparkAppError) else _first_lines(exc)
             cause: Exception | None = exc

@@ -68,6 +68,7 @@ TABLES: Final = (
     "audit_lsdb",
     "audit_routes",
     "audit_blooms",
+    "msglog",
 )
 TIMESTAMP_UNIT: Final = "us"
 TIMESTAMP_TZ: Final = "UTC"

@@ -378,6 +378,11 @@ class BridgeServer:
     default_service: ClassVar[str] = ""
     protocol: ClassVar[type[SessionProtocol]] = SessionProtocol
 
+    @classmethod
+    def settings_of(cls, hub: HubView, cfg: TransportConfig) -> BridgeSettings:
+        """This transport's fields of record `cfg`."""
+        return BridgeSettings.of(cfg, cls.default_service)
+
     def __init__(self, hub: HubView, name: str, settings: BridgeSettings) -> None:
         self.hub = hub
         self.name = name

@@ -31,7 +31,6 @@ import socket
 from raims_node.bridges.glue import (
     BadNetwork,
     BridgeServer,
-    BridgeSettings,
     BridgeStartError,
     ClientNetwork,
     FlowGate,
@@ -41,6 +40,7 @@ from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.bridges.router_bus import InvalidService, RouterBus
 from raims_node.config.errors import ConfigError
 from raims_node.config.tree import TransportConfig
+from raims_node.kv.commands import Engine
 from raims_node.wire.subjects import bridge_b64
 
 log = logging.getLogger("raims.bridge")
@@ -59,6 +59,19 @@ class BridgeHub:
         self.buses: dict[str, RouterBus] = {}
         self.gate = FlowGate()
         self._ids = itertools.count(1)
+        self.kv: Engine | None = None  # the node's key-value map (the Redis data commands)
+        self._kv_buses: dict[str, RouterBus] = {}
+
+    def kv_notifications(self, bus: RouterBus) -> None:
+        """Publish the map's keyspace notifications into `bus`'s service as well."""
+        if self.kv is None:
+            return
+        self._kv_buses[bus.service] = bus
+        self.kv.publish = self._kv_publish
+
+    def _kv_publish(self, channel: str, payload: bytes) -> None:
+        for bus in self._kv_buses.values():
+            bus.publish(None, channel, None, None, payload)
 
     def next_client_id(self) -> int:
         return next(self._ids)
@@ -76,7 +89,7 @@ class BridgeHub:
         """Start transport `cfg` (of a type in CLIENT_PROTOCOLS) listening; raise BridgeStartError."""
         cls = CLIENT_PROTOCOLS[cfg.type]
         try:
-            server = cls(self, cfg.tport, BridgeSettings.of(cfg, cls.default_service))
+            server = cls(self, cfg.tport, cls.settings_of(self, cfg))
         except (InvalidService, ConfigError, BadNetwork) as exc:
             raise BridgeStartError(f"transport {cfg.tport!r}: {exc}") from None
         await server.listen()

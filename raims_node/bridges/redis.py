@@ -1,22 +1,35 @@
 """The Redis transport (`type: redis`): RedisSession on asyncio sockets (issue 8 point 2).
 
 Manual "Redis": a pub/sub listener whose clients share the `service` namespace (default
-`_redis`). Everything protocol is redis_session's; the glue is glue.py's. The key-value
-data commands of the manual (a shared-memory map) are not part of this bridge: they get
-redis-server's unknown-command error.
+`_redis`). Everything protocol is redis_session's; the glue is glue.py's. The data
+commands run on the node's key-value map (the hub's `kv`, raims_node/kv), whose keyspace
+notifications are published into this transport's service.
 """
 
 from __future__ import annotations
 
-from raims_node.bridges.glue import BridgeServer, BridgeSession, SessionProtocol
+from typing import Protocol, cast
+
+from raims_node.bridges.glue import BridgeServer, BridgeSession, HubView, SessionProtocol
 from raims_node.bridges.redis_session import RedisConfig, RedisSession
+from raims_node.bridges.router_bus import RouterBus
+from raims_node.kv.commands import Engine
+
+
+class KVHub(HubView, Protocol):
+    """The hub as the Redis bridge sees it: with the node's key-value map."""
+
+    kv: Engine | None
+
+    def kv_notifications(self, bus: RouterBus) -> None: ...
 
 
 class RedisProtocol(SessionProtocol):
     server: RedisServer
 
     def new_session(self, client_id: int, client_ip: str | None) -> BridgeSession:
-        return RedisSession(self.server.bus, client_id, self.server.config, wakeup=self.wakeup)
+        return RedisSession(self.server.bus, client_id, self.server.config, wakeup=self.wakeup,
+                            kv=cast(KVHub, self.server.hub).kv)
 
 
 class RedisServer(BridgeServer):
@@ -24,3 +37,7 @@ class RedisServer(BridgeServer):
     default_service = "_redis"
     protocol = RedisProtocol
     config = RedisConfig()
+
+    async def listen(self) -> list[str]:
+        cast(KVHub, self.hub).kv_notifications(self.bus)
+        return await super().listen()

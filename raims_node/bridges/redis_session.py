@@ -9,6 +9,9 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
   | SETINFO (redis-py sends SETINFO on connect), QUIT, RESET. Names are
   case-insensitive; arity is checked as redis-server does (`wrong number of arguments
   for 'client|setname' command`).
+- With the node's key-value engine (`kv`), the data commands, MULTI / EXEC / DISCARD /
+  WATCH and blocking pops go to redis_data.DataSide (one hook at the top of
+  `_execute`; EXEC replays queued commands through `_captured`).
 - Any other command gets `-ERR unknown command 'x', with args beginning with: 'a' 'b' `
   (at most 128 bytes of arguments, as redis-server) and the connection stays usable;
   an unknown subcommand gets `-ERR unknown subcommand 'x'. Try CLIENT HELP.`.
@@ -39,6 +42,7 @@ from types import MappingProxyType
 
 from raims_node.bridges.bus import Bus, shard_subject
 from raims_node.bridges.flow import FlowLimits, SessionOutput
+from raims_node.bridges.redis_data import DataSide
 from raims_node.bridges.resp import (
     MAX_ARGS,
     MAX_BULK,
@@ -55,6 +59,7 @@ from raims_node.bridges.resp import (
     encode_simple,
     parse_ll,
 )
+from raims_node.kv.commands import Engine, arity_error, is_data_command
 
 REDIS_VERSION = "7.4.0"
 DATABASES = 16
@@ -102,7 +107,7 @@ class RedisSession(SessionOutput):
     echo = True  # a Redis subscriber receives its own publishes
 
     def __init__(self, bus: Bus, client_id: int, config: RedisConfig | None = None, *,
-                 wakeup: Callable[[], None] | None = None) -> None:
+                 wakeup: Callable[[], None] | None = None, kv: Engine | None = None) -> None:
         config = config or RedisConfig()
         super().__init__(config.limits, wakeup, b"")
         self.bus = bus
@@ -121,6 +126,14 @@ class RedisSession(SessionOutput):
         self._patterns: dict[str, bytes] = {}
         self._shards: dict[str, bytes] = {}
         self._in_bus = True
+        self._capture: list[bytes] | None = None
+        self._data = DataSide(self, kv) if kv is not None else None
+        if self._data is not None:
+            self.db = kv.store.default_db if kv is not None else 0
+
+    @property
+    def databases(self) -> int:
+        return self.config.databases
 
     @property
     def subscribed(self) -> bool:
@@ -144,12 +157,29 @@ class RedisSession(SessionOutput):
             self._close(error.reply, error)
 
     def _execute(self, args: list[bytes]) -> None:
-        cmd = _COMMANDS.get(args[0].lower())
+        data = self._data
+        if data is not None and data.intercept(args):
+            return
+        cmd = self._resolve(args)
+        if isinstance(cmd, bytes):
+            self._write(cmd)
+        elif cmd is _DATA:
+            assert data is not None
+            data.run(args)
+        else:
+            assert cmd.handler is not None  # containers are only reached with a subcommand
+            cmd.handler(self, args)
+
+    def _resolve(self, args: list[bytes]) -> _Command | bytes:
+        """The command `args` names, or the encoded error that refuses it."""
+        name = args[0].lower()
+        cmd = _COMMANDS.get(name)
+        if cmd is None and self._data is not None and is_data_command(name):
+            cmd = _DATA
         if cmd is not None and cmd.subcommands is not None and len(args) > 1:
             sub = cmd.subcommands.get(args[1].lower())
             if sub is None:
-                self._error(b"unknown subcommand '%s'. Try %s HELP." % (args[1][:128], args[0].upper()))
-                return
+                return encode_error(b"unknown subcommand '%s'. Try %s HELP." % (args[1][:128], args[0].upper()))
             cmd = sub
         if cmd is None:
             quoted = b""
@@ -157,17 +187,39 @@ class RedisSession(SessionOutput):
                 if len(quoted) >= 128:
                     break
                 quoted += b"'%s' " % arg[:128 - len(quoted)]
-            self._error(b"unknown command '%s', with args beginning with: %s" % (args[0][:128], quoted))
-            return
-        if (cmd.arity > 0 and cmd.arity != len(args)) or len(args) < -cmd.arity:
-            self._arity_error(cmd.fullname)
-            return
+            return encode_error(b"unknown command '%s', with args beginning with: %s" % (args[0][:128], quoted))
+        if cmd is _DATA:
+            arity = arity_error(args)
+            if arity is not None:
+                return arity
+        elif (cmd.arity > 0 and cmd.arity != len(args)) or len(args) < -cmd.arity:
+            return encode_error(f"wrong number of arguments for '{cmd.fullname}' command")
         if self.resp == 2 and not cmd.pubsub_ok and self.subscribed:
-            self._error(f"Can't execute '{cmd.fullname}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE "
-                        "/ PING / QUIT / RESET are allowed in this context")
-            return
-        assert cmd.handler is not None  # containers are only reached with a subcommand
-        cmd.handler(self, args)
+            fullname = name.decode("utf-8", "replace") if cmd is _DATA else cmd.fullname
+            return encode_error(f"Can't execute '{fullname}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE "
+                                "/ PING / QUIT / RESET are allowed in this context")
+        return cmd
+
+    def _captured(self, args: list[bytes]) -> bytes:
+        """Run `args` and return its reply instead of sending it (EXEC)."""
+        capture: list[bytes] = []
+        self._capture = capture
+        try:
+            self._execute(args)
+        finally:
+            self._capture = None
+        return b"".join(capture)
+
+    def pending_output(self, max_bytes: int | None = None) -> bytes:
+        if self._data is not None:
+            self._data.engine.before_output()
+        return super().pending_output(max_bytes)
+
+    def _write(self, data: bytes) -> bool:
+        if self._capture is not None:
+            self._capture.append(data)
+            return True
+        return super()._write(data)
 
     def _error(self, message: str | bytes, code: str = "ERR") -> None:
         self._write(encode_error(message, code))
@@ -407,6 +459,8 @@ class RedisSession(SessionOutput):
                 self.bus.unsubscribe(self, sid)
 
     def _on_close(self) -> None:
+        if self._data is not None:
+            self._data.close()
         self._channels.clear()
         self._patterns.clear()
         self._shards.clear()
@@ -432,6 +486,7 @@ def _table(*commands: _Command) -> Mapping[bytes, _Command]:
 
 
 _S = RedisSession
+_DATA = _Command("data", -1, None)  # a data command: the DataSide runs it
 _COMMANDS = _table(
     _Command("ping", -1, _S._ping, pubsub_ok=True),
     _Command("echo", 2, _S._echo),

@@ -8,10 +8,12 @@ cost, manual "NATS", "Redis").
 from __future__ import annotations
 
 from raims_node.bridges.glue import BridgeServer
+from raims_node.bridges.ipc import IpcServer
 from raims_node.bridges.nats import NatsServer
 from raims_node.bridges.redis import RedisServer
 
 CLIENT_PROTOCOLS: dict[str, type[BridgeServer]] = {
     "nats": NatsServer,
     "redis": RedisServer,
+    "ipc": IpcServer,
 }

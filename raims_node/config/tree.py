@@ -76,7 +76,7 @@ PARAM_FILE = "param.yaml"
 STARTUP_FILE = "startup.yaml"
 MAX_INCLUDE_FILES = 10_000
 MAX_PORT = 0xFFFF
-TRANSPORT_TYPES = ("pgm", "mesh", "tcp", "rv", "nats", "redis", "telnet", "web", "name")
+TRANSPORT_TYPES = ("pgm", "mesh", "tcp", "rv", "nats", "redis", "ipc", "telnet", "web", "name")
 SECTIONS = ("services", "users", "transports", "groups", "parameters", "startup", "hosts", "include")
 
 _USER_FIELDS = ("user", "svc", "create", "expires", "revoke", "pri", "pub")

@@ -94,9 +94,10 @@ def _listen_ports(node: NodeProc, count: int, timeout: float = 20.0) -> list[int
 
 
 def start_network(tmp: Path, graph: str, extra: list[Transport] | None = None,
-                  heartbeat: str = "1 sec", params: dict[str, str] | None = None) -> BridgeNet:
+                  heartbeat: str = "1 sec", params: dict[str, str] | None = None,
+                  node_args: dict[str, list[str]] | None = None) -> BridgeNet:
     """Every node of `graph` with the nats, redis and `extra` bridge transports (and
-    `params` added to the parameters); converged."""
+    `params` added to the parameters, `node_args` to a node's command line); converged."""
     cfg, commands = graph_config(tmp, graph, heartbeat, web=False)
     data = yaml.safe_load(cfg.read_text())
     data.setdefault("parameters", {}).update(params or {})
@@ -108,8 +109,11 @@ def start_network(tmp: Path, graph: str, extra: list[Transport] | None = None,
         args = command.split()[1:]
         if "-t" not in args:
             args.append("-t")
+        user = args[args.index("-u") + 1]
+        t = args.index("-t")
+        args[t:t] = (node_args or {}).get(user, [])
         # -t is the last option: the bridges listen after the node's link listeners
-        net.args[args[args.index("-u") + 1]] = args + [f"{b}.listen" for b in net.bridges]
+        net.args[user] = args + [f"{b}.listen" for b in net.bridges]
     try:
         for name in net.args:  # all at once: connectors retry until their listener is up
             net.start(name)

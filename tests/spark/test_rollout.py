@@ -7,6 +7,7 @@ through the shared local[2] session of tests/spark/conftest.py.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -29,7 +30,8 @@ MASTER = "local-cluster[2,1,1024]"
 NODES = [f"node{i}" for i in range(4)]
 MESSAGES = 10
 ROLLOUT_TIMEOUT_S = 420
-STAGES = ("session", "keys", "start", "converge", "traffic", "collect", "write", "validate", "teardown")
+STAGES = ("session", "keys", "start", "converge", "traffic", "collect", "write", "validate", "pipeline",
+          "teardown")
 TABLES = (*SOURCES, "rollouts", "validations")
 
 
@@ -49,7 +51,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     config.write_text(yaml.safe_dump(conf))
     done = subprocess.run([sys.executable, "spark_app/raims_rollout.py", "--config", str(config),
                            "--master", MASTER, "--nodes-per-host", "2"],
-                          cwd=REPO, capture_output=True, text=True, timeout=ROLLOUT_TIMEOUT_S, check=False)
+                          cwd=REPO, capture_output=True, text=True, timeout=ROLLOUT_TIMEOUT_S, check=False,
+                          env={**os.environ, "TMPDIR": str(tmp)})  # its sbus sockets and endpoints files
     assert done.returncode == 0, f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
     return Run(done, tmp / "lake", tmp / "run")
 
@@ -68,6 +71,9 @@ def test_every_stage_reports_its_time_and_the_summary_follows(run: Run) -> None:
     assert "4 daemons on 2 host(s)" in out and "4 nodes agree on 12 links" in out
     assert f"sent {4 * MESSAGES}, received {4 * 2 * MESSAGES} of {4 * 2 * MESSAGES} via nats" in out
     assert re.search(r"^total\s+\d+\.\d$", out, re.MULTILINE)
+    # the pipeline stage: stage one on one node, stage two on another, every row exactly once
+    assert re.search(r"node\d\.e2e -> node\d\.e2e: 100000 of 100000 rows received \(100000 distinct, "
+                     r"checksum ok\).*exactly once", out)
     assert "SELECT node, count(*) AS peers_seen" in out
 
 

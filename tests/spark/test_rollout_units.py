@@ -120,7 +120,8 @@ def test_nodes_per_host_defaults() -> None:
 def test_the_shipped_config_loads_and_options_override_it(tmp_path: Path) -> None:
     s = load_settings(REPO / "conf" / "rollout.yaml", lake=str(tmp_path / "l"), nodes_per_host=3)
     assert s.lake == str(tmp_path / "l") and s.nodes_per_host == 3
-    assert s.bridges == ("nats", "redis") and s.ports == {"mesh": 0, "web": 0, "nats": 0, "redis": 0}
+    assert s.bridges == ("nats", "redis", "ipc")
+    assert s.ports == {"mesh": 0, "web": 0, "nats": 0, "redis": 0, "ipc": 0}
     assert Path(s.run_dir).is_absolute() and s.parameters["heartbeat"] == "1 sec"
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"service": "x", "transport": {}}))

@@ -1,0 +1,157 @@
+"""Local pub/sub through one ms_server node: the sbus bus (type: ipc) against the NATS
+bridge, measured in the same run on the same node.
+
+100-byte payloads, one publisher and one subscriber, msgs/s from the first publish to the
+last delivery, best of --repeat runs:
+- sbus: raw SOCK_SEQPACKET clients in two processes (forked), the publisher sending
+  packets back to back (a packet is a message: nothing to batch, nothing to parse);
+- NATS: bridge_bench's raw pipelined clients (batches of 1000 PUB lines, a thread
+  counting the delivered bytes).
+Target (issue 20): sbus >= 1.5x NATS.
+
+    .venv/bin/python bench/ipc_bench.py [--quick] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from bridge_bench import raw_rate  # noqa: E402
+
+from tests.integration.harness import NodeProc, graph_config  # noqa: E402
+
+PAYLOAD = bytes(range(100))
+KEY = b"bench/x"
+TARGET = 1.5
+TIMEOUT_S = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _connect(path: str) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(TIMEOUT_S)
+    s.connect(path)
+    return s
+
+
+def _ping(s: socket.socket, token: bytes) -> None:
+    s.send(b"CMSG raims/ping\x00" + token)
+    while s.recv(1 << 16) != b"CMSG raims/ping\x00" + token:
+        pass
+
+
+def _subscriber(path: str, n: int, ready: Connection, out: Connection) -> None:
+    s = _connect(path)
+    s.send(b"SUB " + KEY)
+    _ping(s, b"ready")
+    ready.send(True)
+    buf = bytearray(1 << 16)
+    recv_into = s.recv_into
+    recv_into(buf)  # the clock starts at the first delivery's publish: the publisher reports it
+    for _ in range(n - 1):
+        recv_into(buf)
+    out.send(time.perf_counter())
+    s.close()
+
+
+def _publisher(path: str, n: int, go: Connection, out: Connection) -> None:
+    s = _connect(path)
+    packet = b"MSG " + KEY + b"\x00" + PAYLOAD
+    send = s.send
+    go.recv()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        send(packet)
+    out.send(t0)
+    s.close()
+
+
+def sbus_rate(path: str, n: int) -> float:
+    ctx = mp.get_context("fork")
+    ready_r, ready_w = ctx.Pipe(False)
+    go_r, go_w = ctx.Pipe(False)
+    sub_r, sub_w = ctx.Pipe(False)
+    pub_r, pub_w = ctx.Pipe(False)
+    sub = ctx.Process(target=_subscriber, args=(path, n, ready_w, sub_w))
+    pub = ctx.Process(target=_publisher, args=(path, n, go_r, pub_w))
+    sub.start()
+    pub.start()
+    try:
+        if not ready_r.poll(TIMEOUT_S):
+            raise RuntimeError("sbus subscriber did not start")
+        ready_r.recv()
+        go_w.send(True)
+        if not sub_r.poll(TIMEOUT_S):
+            raise RuntimeError(f"sbus subscriber got less than {n} messages")
+        t1, t0 = sub_r.recv(), pub_r.recv()
+        return n / (t1 - t0)
+    finally:
+        for p in (pub, sub):
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+
+
+def start_node(tmp: Path) -> tuple[NodeProc, str, int]:
+    cfg, _ = graph_config(tmp, "node A\n", heartbeat="10 sec", web=False)
+    data = yaml.safe_load(cfg.read_text())
+    path, port = str(tmp / "bench.sock"), _free_port()
+    data["transports"] += [{"tport": "bus", "type": "ipc", "route": {"path": path}},
+                           {"tport": "nats", "type": "nats", "route": {"port": port}}]
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    node = NodeProc("A", ["-d", str(cfg), "-u", "A", "-t", "bus.listen", "nats.listen"], tmp)
+    node.wait_for(re.escape(f"listening on 127.0.0.1:{port}"))
+    return node, path, port
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a tenth of the messages, one run each")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure (best kept)")
+    args = ap.parse_args()
+    n, repeat = (20_000, 1) if args.quick else (200_000, args.repeat)
+    tmp = Path(tempfile.mkdtemp(prefix="raims-ipc-bench-"))
+    node, path, port = start_node(tmp)
+    try:
+        sbus = nats = 0.0
+        for _ in range(repeat):  # interleaved, so that load on the machine hits both alike
+            sbus = max(sbus, sbus_rate(path, n))
+            nats = max(nats, raw_rate("nats", port, port, n))
+    finally:
+        node.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    ratio = sbus / nats
+    rows = [("sbus (SOCK_SEQPACKET)", sbus), ("NATS bridge (pipelined)", nats)]
+    print(f"{n} 100-byte messages through one node, best of {repeat}; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+    print(f"{'client':<26}{'msgs/s':>12}")
+    for name, rate in rows:
+        print(f"{name:<26}{rate:>12,.0f}")
+    print(f"{'ratio sbus/NATS':<26}{ratio:>12.2f}   (target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'})")
+    print(json.dumps({"bench": "ipc", "messages": n, "sbus_msgs_per_s": round(sbus), "nats_msgs_per_s": round(nats),
+                      "ratio": round(ratio, 3), "target": TARGET, "meets": ratio >= TARGET}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,592 @@
+"""The sbus local bus (`type: ipc`): seed 001 on a Unix SOCK_SEQPACKET socket, bridged
+into the Rai MS network like the NATS and Redis transports.
+
+Transport record (decisions where the manual and the seed are silent):
+
+    - tport: bus
+      type: ipc
+      route: {path: /run/x.sock, service: _ipc, max_queue_bytes: 8mb,
+              max_queue_packets: 10000, max_packet: 192kb, mode: "0666"}
+
+- `path` absent: the socket is `socket_path(NAME)`, NAME the `ipc_name` parameter or
+  else the node's `user.service` (unique among the daemons of one host): `$XDG_RUNTIME_DIR/raims/NAME.sock`, else
+  `${TMPDIR:-/tmp}/raims-<uid>/NAME.sock`. The parameter `ipc_name: NAME` alone (no ipc
+  transport in the startup) makes the daemon start one such bus (`start_ipc_name`).
+- The directory is created 0755; a path left by a dead daemon (connect refused) is
+  replaced, a live one is "address in use". The socket is `mode` (default 0666): the
+  bus is multi-user, secrets are `!/cred/` keys.
+- `service` (default `_ipc`) is the namespace shared with NATS and Redis transports of
+  the same service (sbus_proto: routing key `a/b/c` is subject `a.b.c`).
+- `max_queue_*`: the per-client "too many queued" limit of flood control (sbus_proto
+  `Outbox`), default 8 MiB or 10,000 packets. `max_packet` (default 192 KiB, under the
+  kernel's default socket buffer): a larger packet is dropped and counted.
+
+Server behaviour where the seed lets the server choose:
+- A packet matching no grammar, a MSG with a misused '!' or a malformed `!/cred/` key,
+  an UNSUB of a pattern the client does not hold, a SUB that does not compile or that
+  `!/cred/` rules refuse: ignored and counted (`show ports` / `stats()`); the client
+  stays connected. A zero-length packet reads like end-of-file on SOCK_SEQPACKET and
+  closes the client.
+- Each matching client gets one copy of a packet, however many of its patterns match.
+- CMSG keys answered by the server: `!/cred/whoami` (the client's `!/cred/G/U/P`),
+  the flood-control keys (no answer), and raims' own, outside the reserved '!':
+  `raims/ping` (answered with the same payload after every packet sent before it:
+  the client's flush) and `raims/visible` (payload a routing key; answer
+  `KEY\\x00N`, N = 1 when a subscriber anywhere in the network would receive it, sbus
+  clients on this bus included; the client's wait_visible). Other keys are counted.
+
+The asyncio side is `loop.add_reader` / `add_writer` on non-blocking sockets (no
+Transport exists for SOCK_SEQPACKET): a readable client is read up to READ_BURST packets
+at a time; deliveries go straight to the receiver's socket and fall into its `Outbox`
+when the socket refuses them. Holding publishers uses the hub's FlowGate, so a blocked
+sbus reader holds NATS/Redis publishers too and the daemon's congestion deadline bounds
+the stall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import socket
+import stat
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from raims_node.bridges import sbus_proto as sp
+from raims_node.bridges.glue import BridgeServer, BridgeSettings, BridgeStartError, parse_network
+from raims_node.config.params import parse_bytes, parse_count
+from raims_node.subject import Pattern, SubjectError, compile_pattern, subject_text
+
+if TYPE_CHECKING:
+    from raims_node.bridges.glue import HubView, SessionProtocol
+    from raims_node.config.tree import TransportConfig
+
+log = logging.getLogger("raims.bridge.ipc")
+
+DEFAULT_SERVICE = "_ipc"
+DEFAULT_MAX_PACKET = 192 * 1024
+DEFAULT_MODE = 0o666
+READ_BURST = 512
+ROUTE_CACHE_LIMIT = 65536
+CTL_PING = b"raims/ping"
+CTL_VISIBLE = b"raims/visible"
+_PEERCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+def socket_dir() -> Path:
+    """Where named buses (and the endpoints files) live on this host for this user."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / "raims"
+    return Path(os.environ.get("TMPDIR") or "/tmp") / f"raims-{os.getuid()}"
+
+
+def socket_path(name: str) -> Path:
+    return socket_dir() / f"{name}.sock"
+
+
+@dataclass(frozen=True, slots=True)
+class IpcSettings(BridgeSettings):
+    path: str = ""
+    max_queue_bytes: int = sp.DEFAULT_MAX_BYTES
+    max_queue_packets: int = sp.DEFAULT_MAX_PACKETS
+    max_packet: int = DEFAULT_MAX_PACKET
+    mode: int = DEFAULT_MODE
+
+    @classmethod
+    def of_ipc(cls, cfg: TransportConfig, name: str) -> IpcSettings:
+        route = cfg.route
+
+        def get(key: str, default: Any) -> Any:
+            value = route.get(key)
+            return default if value is None else value
+
+        path = str(get("path", "")) or str(socket_path(name))
+        mode = get("mode", DEFAULT_MODE)
+        network = route.get("network")
+        return cls((), 0, str(get("service", DEFAULT_SERVICE)),
+                   parse_network(None if network is None else str(network)),
+                   path=path,
+                   max_queue_bytes=parse_bytes(get("max_queue_bytes", sp.DEFAULT_MAX_BYTES)),
+                   max_queue_packets=parse_count(get("max_queue_packets", sp.DEFAULT_MAX_PACKETS)),
+                   max_packet=parse_bytes(get("max_packet", DEFAULT_MAX_PACKET)),
+                   mode=int(str(mode), 8) if isinstance(mode, str) else int(mode))
+
+
+class IpcClient:
+    """One connected sbus client: its socket, credentials, patterns and outbox."""
+
+    def __init__(self, server: IpcServer, sock: socket.socket, client_id: int) -> None:
+        self.server = server
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.client_id = client_id
+        pid, uid, gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+        self.creds = sp.Creds(gid, uid, pid)
+        self.patterns: list[tuple[bytes, Pattern]] = []
+        s = server.settings
+        self.outbox = sp.Outbox(s.max_queue_bytes, s.max_queue_packets)
+        self.msgs_in = self.msgs_out = self.bytes_in = self.bytes_out = 0
+        self.closed = False
+        self._reading = False
+        self._writing = False
+        self._holding = False
+
+    # ------------------------------------------------------------ reading
+
+    def update_reading(self) -> None:
+        """Read unless a blocked receiver holds the publishers (FlowGate)."""
+        want = not self.closed and not self.server.hub.gate.closed
+        if want != self._reading:
+            self._reading = want
+            loop = self.server.loop
+            if want:
+                loop.add_reader(self.fd, self._readable)
+            else:
+                loop.remove_reader(self.fd)
+
+    def _readable(self) -> None:
+        server = self.server
+        buf, view, limit = server.rbuf, server.rview, server.settings.max_packet
+        recv_into = self.sock.recv_into
+        for _ in range(READ_BURST):
+            if not self._reading:
+                break
+            try:
+                n = recv_into(buf)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self.close()
+                break
+            if n == 0:
+                self.close()
+                break
+            self.msgs_in += 1
+            self.bytes_in += n
+            if n > limit:
+                server.counters["too_large"] += 1
+                continue
+            server.packet(self, bytes(view[:n]))
+        server.hub.gate.flush()
+
+    # ------------------------------------------------------------ writing
+
+    def send(self, packet: bytes, answer: bool = False) -> None:
+        """Deliver `packet`: straight to the socket, else into the outbox (`answer`: a
+        reply to the client's own control message, queued whatever the flood modes)."""
+        if self.closed:
+            return
+        if not self.outbox:
+            try:
+                self.sock.send(packet)
+                self.msgs_out += 1
+                self.bytes_out += len(packet)
+                return
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as exc:
+                self._send_failed(exc)
+                return
+        if answer:
+            self.outbox.force(packet)
+            verdict: sp.Verdict = "queued"
+        else:
+            verdict = self.outbox.offer(packet)
+        if verdict == "error":
+            self.server.slow_consumers += 1
+            log.info("%s client %d closed: cannot deliver (blocking/%s/%s)", self.server.name, self.client_id,
+                     self.outbox.soft, self.outbox.hard)
+            self.close()
+            return
+        if verdict == "queued" and not self._writing:
+            self._writing = True
+            self.server.loop.add_writer(self.fd, self._writable)
+        self._update_holding()
+
+    def _send_failed(self, exc: OSError) -> None:
+        if exc.errno == errno.EMSGSIZE:
+            self.server.counters["too_large"] += 1
+        else:
+            self.close()
+
+    def _writable(self) -> None:
+        outbox, send = self.outbox, self.sock.send
+        while True:
+            packet = outbox.pop()
+            if packet is None:
+                break
+            try:
+                send(packet)
+            except (BlockingIOError, InterruptedError):
+                outbox.unpop(packet)
+                break
+            except OSError as exc:
+                self._send_failed(exc)
+                if self.closed:
+                    return
+                continue
+            self.msgs_out += 1
+            self.bytes_out += len(packet)
+        if not outbox and self._writing:
+            self._writing = False
+            self.server.loop.remove_writer(self.fd)
+        self._update_holding()
+
+    def _update_holding(self) -> None:
+        holding = self.outbox.holding
+        if holding != self._holding:
+            self._holding = holding
+            self.server.hub.gate.congested(cast("SessionProtocol", self), holding)
+
+    def control(self, key: bytes) -> bool:
+        changed = self.outbox.control(key)
+        if changed:
+            self._update_holding()
+        return changed
+
+    # ------------------------------------------------------------ end
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        loop = self.server.loop
+        if self._reading:
+            loop.remove_reader(self.fd)
+            self._reading = False
+        if self._writing:
+            loop.remove_writer(self.fd)
+            self._writing = False
+        self.sock.close()
+        self.server.dropped(self)
+
+
+class IpcServer(BridgeServer):
+    """The sbus server of one `type: ipc` transport; the bus client of its service for
+    everything its sbus clients subscribe in the network."""
+
+    kind = "ipc"
+    default_service = DEFAULT_SERVICE
+    settings: IpcSettings
+    echo = False  # what sbus clients publish is delivered to them here, not by the bus
+
+    def __init__(self, hub: HubView, name: str, settings: BridgeSettings) -> None:
+        super().__init__(hub, name, settings)
+        assert isinstance(settings, IpcSettings)
+        self.client_id = hub.next_client_id()
+        self.loop = asyncio.get_running_loop()
+        self.clients: dict[int, IpcClient] = {}
+        self.rbuf = bytearray(settings.max_packet + 1)
+        self.rview = memoryview(self.rbuf)
+        self.counters = {name: 0 for name in (
+            "bad_packets", "bad_bang", "bad_patterns", "cred_refused", "unknown_unsubs", "unknown_cmsgs",
+            "too_large", "unmappable_in")}
+        self._sock: socket.socket | None = None
+        self._ids = 0
+        # local fan-out: routing key -> (receivers, bus subject or None)
+        self._routes: dict[bytes, tuple[tuple[IpcClient, ...], str | None]] = {}
+        # bus subscriptions: NetSub -> [sid, holders, compiled RV pattern or None]
+        self._net: dict[sp.NetSub, tuple[str, list[int], Pattern | None]] = {}
+        self._net_seq = 0
+        self._canon: dict[str, str] = {}  # bus subject -> the one sid that delivers it
+
+    @classmethod
+    def settings_of(cls, hub: HubView, cfg: TransportConfig) -> BridgeSettings:
+        return IpcSettings.of_ipc(cfg, hub.host.tree.parameters.text("ipc_name")
+                                  or f"{hub.host.node.user}.{hub.host.node.service}")
+
+    # ------------------------------------------------------------ listening
+
+    async def listen(self) -> list[str]:
+        path = Path(self.settings.path)
+        try:
+            self._sock = _bind(path, self.settings.mode)
+        except OSError as exc:
+            raise BridgeStartError(f"transport {self.name!r} listen {path} failed: "
+                                   f"{exc.strerror or exc}") from None
+        self.loop.add_reader(self._sock.fileno(), self._accept)
+        self.bound = [str(path)]
+        if self.settings.network is not None:
+            try:
+                await self.hub.join_network(self.name, self.settings.service, self.settings.network)
+            except BaseException:
+                self.close()
+                raise
+        return self.bound
+
+    def _accept(self) -> None:
+        assert self._sock is not None
+        for _ in range(64):
+            try:
+                sock, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.warning("%s accept: %s", self.name, exc)
+                return
+            sock.setblocking(False)
+            try:
+                client = IpcClient(self, sock, self.hub.next_client_id())
+            except OSError:
+                sock.close()
+                continue
+            self.clients[client.fd] = client
+            self.hub.gate.conns.add(cast("SessionProtocol", client))
+            client.update_reading()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self.loop.remove_reader(self._sock.fileno())
+            self._sock.close()
+            self._sock = None
+            with contextlib.suppress(OSError):
+                os.unlink(self.settings.path)
+        for client in list(self.clients.values()):
+            client.close()
+
+    def dropped(self, client: IpcClient) -> None:
+        self.clients.pop(client.fd, None)
+        self.hub.gate.remove(cast("SessionProtocol", client))
+        for text, _ in client.patterns:
+            self._net_release(text)
+        client.patterns.clear()
+        self._routes.clear()
+
+    # ------------------------------------------------------------ packets
+
+    def packet(self, client: IpcClient, packet: bytes) -> None:
+        """One packet from `client` (the hot path checks MSG first)."""
+        if packet[:4] == b"MSG ":
+            nul = packet.find(b"\x00", 4)
+            if nul >= 0:
+                self.publish(client, packet[4:nul], packet, nul + 1)
+                return
+        try:
+            event = sp.parse(packet)
+        except sp.SbusProtocolError:
+            self.counters["bad_packets"] += 1
+            return
+        if isinstance(event, sp.Sub):
+            self.subscribe(client, event.pattern)
+        elif isinstance(event, sp.Unsub):
+            self.unsubscribe(client, event.pattern)
+        elif isinstance(event, sp.Cmsg):
+            self.control(client, event.key, event.payload)
+
+    def publish(self, client: IpcClient | None, key: bytes, packet: bytes, body: int) -> None:
+        """Deliver MSG `packet` (routing key `key`, payload from `body`) to the local
+        receivers, and into the network when the key maps to a subject."""
+        route = self._routes.get(key)
+        if route is None:
+            route = self._route(key)
+            if route is None:
+                return
+        receivers, subject = route
+        for receiver in receivers:
+            receiver.send(packet)
+        if subject is not None and client is not None:
+            self.bus.publish(self, subject, None, None, packet[body:])
+
+    def _route(self, key: bytes) -> tuple[tuple[IpcClient, ...], str | None] | None:
+        if b"!" in key:
+            if key.startswith(sp.CRED_PREFIX):
+                return self._cred_route(key)
+            try:
+                compile_pattern(subject_text(key), "sbus")  # the reserved-token rule, as for patterns
+            except SubjectError:
+                self.counters["bad_bang"] += 1
+                return None
+        text = subject_text(key)
+        receivers = tuple(c for c in self.clients.values()
+                          if any(p.regex.fullmatch(text) is not None for _, p in c.patterns))
+        route = (receivers, sp.subject_of(key))
+        if len(self._routes) >= ROUTE_CACHE_LIMIT:
+            self._routes.clear()
+        self._routes[key] = route
+        return route
+
+    def _cred_route(self, key: bytes) -> tuple[tuple[IpcClient, ...], None] | None:
+        creds = sp.key_creds(key)
+        if creds is None:
+            if not sp.is_cred_key(key):
+                self.counters["bad_bang"] += 1
+                return None
+            return (), None  # an empty field names nobody
+        text = subject_text(key)
+        receivers = tuple(c for c in self.clients.values() if c.creds == creds
+                          and any(p.regex.fullmatch(text) is not None for _, p in c.patterns))
+        route = (receivers, None)
+        if len(self._routes) >= ROUTE_CACHE_LIMIT:
+            self._routes.clear()
+        self._routes[key] = route
+        return route
+
+    def subscribe(self, client: IpcClient, pattern: bytes) -> None:
+        if pattern.startswith(sp.CRED_PREFIX):
+            try:
+                pattern = sp.cred_pattern(pattern, client.creds)
+            except sp.CredRefused as exc:
+                self.counters["cred_refused"] += 1
+                log.debug("%s client %d: %s", self.name, client.client_id, exc)
+                return
+        try:
+            compiled = compile_pattern(subject_text(pattern), "sbus")
+        except SubjectError:
+            self.counters["bad_patterns"] += 1
+            return
+        client.patterns.append((pattern, compiled))
+        self._routes.clear()
+        self._net_hold(pattern)
+
+    def unsubscribe(self, client: IpcClient, pattern: bytes) -> None:
+        if pattern.startswith(sp.CRED_PREFIX):
+            try:
+                pattern = sp.cred_pattern(pattern, client.creds)
+            except sp.CredRefused:
+                self.counters["unknown_unsubs"] += 1
+                return
+        for i, (text, _) in enumerate(client.patterns):
+            if text == pattern:
+                del client.patterns[i]
+                self._routes.clear()
+                self._net_release(pattern)
+                return
+        self.counters["unknown_unsubs"] += 1
+
+    def control(self, client: IpcClient, key: bytes, payload: bytes | None) -> None:
+        if client.control(key):
+            return
+        if key == sp.WHOAMI:
+            client.send(sp.encode_cmsg(sp.WHOAMI, client.creds.key()), answer=True)
+        elif key == CTL_PING:
+            client.send(sp.encode_cmsg(CTL_PING, payload or b""), answer=True)
+        elif key == CTL_VISIBLE:
+            target = payload or b""
+            answer = target + b"\x00" + (b"1" if self.visible(target) else b"0")
+            client.send(sp.encode_cmsg(CTL_VISIBLE, answer), answer=True)
+        else:
+            self.counters["unknown_cmsgs"] += 1
+
+    def visible(self, key: bytes) -> bool:
+        """Whether a MSG on `key` would reach a subscriber: an sbus client here, or any
+        subscriber the network knows of (bloom filters: a false positive says True)."""
+        route = self._routes.get(key) or self._route(key)
+        if route is None:
+            return False
+        receivers, subject = route
+        return bool(receivers) or (subject is not None and self.bus.has_interest(subject))
+
+    # ------------------------------------------------------------ the bus side
+
+    def _net_hold(self, pattern: bytes) -> None:
+        net = sp.network_sub(pattern)
+        if net is None:
+            return
+        entry = self._net.get(net)
+        if entry is not None:
+            entry[1][0] += 1
+            return
+        self._net_seq += 1
+        sid = f"{self._net_seq:012d}"  # ordered: the smallest matching sid delivers
+        compiled = None
+        try:
+            if net.wild:
+                compiled = compile_pattern(net.text, "rv")
+                self.bus.psubscribe(self, sid, net.text, "rv")
+            else:
+                self.bus.subscribe(self, sid, net.text)
+        except SubjectError:
+            self.counters["bad_patterns"] += 1
+            return
+        self._net[net] = (sid, [1], compiled)
+        self._canon.clear()
+
+    def _net_release(self, pattern: bytes) -> None:
+        net = sp.network_sub(pattern)
+        entry = None if net is None else self._net.get(net)
+        if net is None or entry is None:
+            return
+        entry[1][0] -= 1
+        if entry[1][0] == 0:
+            del self._net[net]
+            self._canon.clear()
+            self.bus.unsubscribe(self, entry[0])
+
+    def _canonical(self, subject: str) -> str:
+        sids = [sid for net, (sid, _, compiled) in self._net.items()
+                if (compiled.matches(subject) if compiled is not None else net.text == subject)]
+        canon = min(sids) if sids else ""
+        if len(self._canon) >= ROUTE_CACHE_LIMIT:
+            self._canon.clear()
+        self._canon[subject] = canon
+        return canon
+
+    def deliver(self, sid: str, subject: str, reply: str | None,
+                headers: bytes | None, payload: bytes) -> None:
+        canon = self._canon.get(subject)
+        if canon is None:
+            canon = self._canonical(subject)
+        if canon and sid != canon:
+            return  # another of our subscriptions delivers this message
+        key = sp.key_of(subject)
+        if key is None:
+            self.counters["unmappable_in"] += 1
+            return
+        self.publish(None, key, sp.encode_msg(key, payload), 0)
+
+    def deliver_run(self, sid: str, subject: str, payloads: list[bytes]) -> None:
+        for payload in payloads:
+            self.deliver(sid, subject, None, None, payload)
+
+    # ------------------------------------------------------------ introspection
+
+    def stats(self) -> dict[str, int]:
+        live = self.clients.values()
+        return {**self.counters, "clients": len(self.clients),
+                "slow_consumers": self.slow_consumers,
+                "discarded": sum(c.outbox.discarded for c in live),
+                "queued": sum(len(c.outbox) for c in live)}
+
+    def port_row(self, label: str) -> dict[str, Any]:
+        live = list(self.clients.values())
+        return {
+            "tport": label, "type": self.kind, "cost": "", "fd": len(live),
+            "bs": sum(c.bytes_out for c in live), "br": sum(c.bytes_in for c in live),
+            "ms": sum(c.msgs_out for c in live), "mr": sum(c.msgs_in for c in live), "lat": "", "idle": "",
+            "fl": "L", "address": ", ".join(self.bound),
+        }
+
+
+def _bind(path: Path, mode: int) -> socket.socket:
+    """A listening SOCK_SEQPACKET socket at `path` (module docstring: stale paths)."""
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    if path.exists() or path.is_symlink():
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()  # left by a daemon that is gone
+        else:
+            raise OSError(errno.EADDRINUSE, f"{path}: another server is listening")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.bind(str(path))
+        os.chmod(path, mode)
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+

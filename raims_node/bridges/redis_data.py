@@ -1,0 +1,209 @@
+"""The data side of a Redis connection: data commands, MULTI / EXEC / DISCARD / WATCH,
+and a client parked by a blocking pop (issue 27).
+
+A RedisSession with a key-value engine owns one `DataSide`; its one hook is
+`intercept(args)`, called before the session's own dispatch, plus `run(args)` for a
+data command the session resolved. Semantics as redis-server 7.0:
+
+- MULTI queues every command but EXEC, DISCARD, MULTI, WATCH, QUIT and RESET, answering
+  +QUEUED; an unknown command or a wrong arity inside MULTI is answered at once and makes
+  EXEC fail with EXECABORT. EXEC runs the queue (pub/sub and connection commands
+  included) and answers an array of their replies, or a null array when a WATCHed key
+  changed since WATCH. Blocking pops inside a transaction do not block.
+- A blocked client (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH) sends nothing and its further
+  commands wait, unparsed beyond the RESP framing, until the engine wakes it with the
+  reply (a push served it or its deadline passed); the node's loop never waits.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
+from raims_node.kv.reply import NULL_ARRAY, encode
+from raims_node.kv.reply import OK as OK_REPLY
+
+
+class SessionView(Protocol):
+    """What the data side uses of its RedisSession (redis_session.py)."""
+
+    db: int
+    resp: int
+
+    @property
+    def subscribed(self) -> bool: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
+    def databases(self) -> int: ...
+
+    def _write(self, data: bytes) -> bool: ...
+
+    def _error(self, message: str | bytes, code: str = "ERR") -> None: ...
+
+    def _arity_error(self, fullname: str) -> None: ...
+
+    def _resolve(self, args: list[bytes]) -> object: ...
+
+    def _captured(self, args: list[bytes]) -> bytes: ...
+
+    def _execute(self, args: list[bytes]) -> None: ...
+
+_TX = (b"multi", b"exec", b"discard", b"watch", b"unwatch")
+_NOT_QUEUED = (b"exec", b"discard", b"multi", b"watch", b"quit", b"reset")
+_ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"unwatch": 1}
+OK = b"+OK\r\n"
+
+
+class DataSide:
+    def __init__(self, session: SessionView, engine: Engine) -> None:
+        self.session = session
+        self.engine = engine
+        self.client = KVClient(self._wake)
+        self.client.db = engine.store.default_db
+        self.multi: list[list[bytes]] | None = None
+        self.multi_error = False
+        self.held: list[list[bytes]] = []
+
+    def intercept(self, args: list[bytes]) -> bool:
+        """Handle `args` here (True) or leave it to the session's dispatch (False)."""
+        if self.client.blocked is not None or self.held:
+            self.held.append(args)
+            return True
+        name = args[0].lower()
+        cmd = COMMANDS.get(name)
+        if cmd is not None and self.multi is None and not (self.session.resp == 2 and self.session.subscribed):
+            self.run(args, cmd)  # the fast path: a data command outside a transaction
+            return True
+        if name in _TX:
+            self._transaction(name, args)
+            return True
+        if self.multi is not None and name not in _NOT_QUEUED:
+            error = self.session._resolve(args)
+            if isinstance(error, bytes):
+                self.multi_error = True
+                self.session._write(error)
+            else:
+                self.multi.append(args)
+                self.session._write(b"+QUEUED\r\n")
+            return True
+        if name == b"reset":
+            self.reset()
+        elif name == b"select" and len(args) == 2 and args[1].isdigit() \
+                and self.session.databases > int(args[1]) >= len(self.engine.store.dbs):
+            self.session._error("DB index is out of range")  # a map with fewer databases
+            return True
+        return False
+
+    def run(self, args: list[bytes], cmd: Cmd | None = None) -> None:
+        """A data command, with the session's database and protocol."""
+        s = self.session
+        client = self.client
+        client.db = s.db
+        client.resp = s.resp
+        reply = self.engine.execute(client, args, cmd)
+        t = type(reply)
+        if t is bytes:
+            s._write(b"$%d\r\n%s\r\n" % (len(reply), reply))
+        elif t is int:
+            s._write(b":%d\r\n" % reply)
+        elif reply is OK_REPLY:
+            s._write(OK)
+        elif reply is None:
+            s._write(b"_\r\n" if s.resp == 3 else b"$-1\r\n")
+        elif reply is not BLOCKED:
+            s._write(encode(reply, s.resp))
+
+    def reset(self) -> None:
+        self.engine.drop_client(self.client)
+        self.multi = None
+        self.multi_error = False
+        self.held.clear()
+
+    def close(self) -> None:
+        self.reset()
+
+    # ------------------------------------------------------------ transactions
+
+    def _transaction(self, name: bytes, args: list[bytes]) -> None:
+        s = self.session
+        want = _ARITY.get(name)
+        if (want is not None and len(args) != want) or (name == b"watch" and len(args) < 2):
+            if self.multi is not None:
+                self.multi_error = True
+            s._arity_error(name.decode())
+            return
+        if name == b"multi":
+            if self.multi is not None:
+                s._error("MULTI calls can not be nested")
+                return
+            self.multi = []
+            s._write(OK)
+        elif name == b"discard":
+            if self.multi is None:
+                s._error("DISCARD without MULTI")
+                return
+            self.multi = None
+            self.multi_error = False
+            self.engine.unwatch(self.client)
+            s._write(OK)
+        elif name == b"watch":
+            if self.multi is not None:
+                s._error("WATCH inside MULTI is not allowed")
+                return
+            self.client.db = s.db
+            self.engine.watch(self.client, args[1:])
+            s._write(OK)
+        elif name == b"unwatch":
+            if self.multi is not None:
+                self.multi.append(args)
+                s._write(b"+QUEUED\r\n")
+                return
+            self.engine.unwatch(self.client)
+            s._write(OK)
+        else:
+            self._exec()
+
+    def _exec(self) -> None:
+        s = self.session
+        queue = self.multi
+        if queue is None:
+            s._error("EXEC without MULTI")
+            return
+        self.multi = None
+        if self.multi_error:
+            self.multi_error = False
+            self.engine.unwatch(self.client)
+            s._error("Transaction discarded because of previous errors.", "EXECABORT")
+            return
+        dirty = self.client.watch_dirty
+        self.engine.unwatch(self.client)
+        if dirty:
+            s._write(encode(NULL_ARRAY, s.resp))
+            return
+        parts: list[bytes] = [b"*%d\r\n" % len(queue)]
+        self.client.in_multi = True
+        try:
+            for args in queue:
+                if args[0].lower() == b"unwatch":
+                    parts.append(OK)
+                    continue
+                parts.append(s._captured(args))
+        finally:
+            self.client.in_multi = False
+        s._write(b"".join(parts))
+
+    # ------------------------------------------------------------ blocking
+
+    def _wake(self, reply: Any) -> None:
+        s = self.session
+        if s.closing:
+            return
+        s._write(encode(reply, s.resp))
+        held, self.held = self.held, []
+        for args in held:
+            if s.closing:
+                return
+            s._execute(args)

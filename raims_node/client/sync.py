@@ -1,0 +1,338 @@
+"""The blocking Python client of a host's node, over its sbus socket (bridges/ipc.py).
+
+    from raims_node.client import connect
+    with connect() as c:                      # the host's node (client/endpoints.py)
+        with c.subscribe("rows/*") as sub:     # sbus patterns: '*', trailing '/'
+            c.wait_visible("rows/x")           # someone in the network listens
+            c.publish("rows/x", b"payload")
+            msg = sub.next(timeout=5)          # or: for msg in sub: ...
+        c.subscribe("jobs/", callback=handle)  # callbacks run on the reader thread
+        reply = c.request("svc/echo", b"hi", timeout=2)
+
+Subjects are sbus routing keys (`a/b/c`, which NATS and Redis clients of the bus's
+service see as `a.b.c`); str or bytes. Decisions:
+- One reader thread per client reads the socket and hands each message to every local
+  subscription whose pattern matches (the server sends one copy per client). Iterator
+  subscriptions queue without bound: the server's flood control (`flood=` modes, sent
+  on connect and after every reconnect) governs what reaches the client.
+- `request`: sbus has no reply keys (seed: "should be implemented at application
+  level"), so the client wraps a request's payload as `REQUEST_MAGIC + reply key + NUL +
+  payload`; a client's subscription unwraps it into `Message.reply`, and
+  `Message.respond()` publishes to it. Reply keys are `_INBOX/<random>/<n>`.
+- `flush()`: `CMSG raims/ping`, answered once the server has handled everything sent
+  before. `wait_visible(subject)`: `CMSG raims/visible` until the node answers 1 (an sbus
+  subscriber on the node, or one the network's bloom filters know of).
+- Reconnect: when the node goes away the reader re-reads the endpoints file and
+  reconnects (backoff up to `reconnect_s`), then restores the subscriptions and flood
+  modes. Calls made meanwhile wait for it; after `reconnect_s` they raise NoNode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from raims_node.bridges import sbus_proto as sp
+from raims_node.client.endpoints import Endpoints, NoNode, find
+from raims_node.subject import Pattern, compile_pattern, subject_text
+
+REQUEST_MAGIC = b"\x00raims-req\x00"
+CTL_PING = b"raims/ping"
+CTL_VISIBLE = b"raims/visible"
+RECV_MAX = 1 << 20
+DEFAULT_RECONNECT_S = 30.0
+
+
+class ClientError(RuntimeError):
+    """A call that could not be done (closed client, timeout)."""
+
+
+def _b(text: str | bytes) -> bytes:
+    return text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    subject: str
+    payload: bytes
+    reply: str | None = None
+    client: Client | None = None
+
+    def respond(self, payload: bytes) -> None:
+        if self.reply is None or self.client is None:
+            raise ClientError("message has no reply subject")
+        self.client.publish(self.reply, payload)
+
+
+class Subscription:
+    def __init__(self, client: Client, pattern: bytes, callback: Callable[[Message], Any] | None) -> None:
+        self.client = client
+        self.pattern = pattern
+        self.compiled: Pattern = compile_pattern(subject_text(pattern), "sbus")
+        self.callback = callback
+        self.queue: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
+        self.active = True
+
+    def next(self, timeout: float | None = None) -> Message:
+        """The next message; ClientError on timeout or once unsubscribed."""
+        try:
+            msg = self.queue.get(timeout=timeout)
+        except queue.Empty:
+            raise ClientError(f"no message on {self.pattern!r} within {timeout} s") from None
+        if msg is None:
+            raise ClientError("subscription closed")
+        return msg
+
+    def __iter__(self) -> Iterator[Message]:
+        while True:
+            msg = self.queue.get()
+            if msg is None:
+                return
+            yield msg
+
+    def unsubscribe(self) -> None:
+        self.client._unsubscribe(self)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.unsubscribe()
+
+
+class Client:
+    def __init__(self, node: str | None = None, path: str | None = None, flood: tuple[str, ...] = (),
+                 reconnect_s: float = DEFAULT_RECONNECT_S) -> None:
+        self._node, self._path = node, path
+        self.flood = tuple(flood)  # e.g. ("blocking/hard/block",): sent on every connect
+        self.reconnect_s = reconnect_s
+        self.endpoints: Endpoints | None = None
+        self._subs: list[Subscription] = []
+        self._lock = threading.Lock()
+        self._connected = threading.Event()
+        self._closed = False
+        self._waiters: dict[bytes, list[queue.SimpleQueue[bytes]]] = {}
+        self._inbox = b"_INBOX/%s" % os.urandom(8).hex().encode()
+        self._seq = 0
+        self._sock = self._open()
+        self._connected.set()
+        self._reader = threading.Thread(target=self._read_loop, name="raims-client", daemon=True)
+        self._reader.start()
+
+    # ------------------------------------------------------------ connection
+
+    def _open(self) -> socket.socket:
+        path = self._path
+        if path is None:
+            self.endpoints = find(self._node)
+            if not self.endpoints.sbus:
+                raise NoNode(f"node {self.endpoints.node!r} runs no sbus (type: ipc) transport")
+            path = self.endpoints.sbus[0]
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.connect(path)
+        except OSError as exc:
+            s.close()
+            raise NoNode(f"cannot connect to the node's sbus {path}: {exc.strerror or exc}") from None
+        for mode in self.flood:
+            s.send(sp.encode_cmsg(_b(mode)))
+        for sub in list(self._subs):
+            s.send(sp.encode_sub(sub.pattern))
+        return s
+
+    def _reconnect(self) -> bool:
+        deadline = time.monotonic() + self.reconnect_s
+        delay = 0.05
+        while not self._closed and time.monotonic() < deadline:
+            try:
+                self._sock = self._open()
+                self._connected.set()
+                return True
+            except (NoNode, OSError):
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        return False
+
+    def _read_loop(self) -> None:
+        while not self._closed:
+            try:
+                packet = self._sock.recv(RECV_MAX)
+            except OSError:
+                packet = b""
+            if packet:
+                self._dispatch(packet)
+                continue
+            self._connected.clear()
+            if self._closed or not self._reconnect():
+                break
+        self._connected.clear()
+        with self._lock:
+            subs = list(self._subs)
+        for sub in subs:
+            sub.queue.put(None)
+
+    def _dispatch(self, packet: bytes) -> None:
+        try:
+            event = sp.parse(packet)
+        except sp.SbusProtocolError:
+            return
+        if isinstance(event, sp.Cmsg):
+            key = event.key + b"\x00" + (event.payload or b"")
+            with self._lock:
+                waiters = self._waiters.pop(key, None)
+            for w in waiters or ():
+                w.put(event.payload or b"")
+            return
+        if not isinstance(event, sp.Msg):
+            return
+        payload, reply = event.payload, None
+        if payload.startswith(REQUEST_MAGIC):
+            rest = payload[len(REQUEST_MAGIC):]
+            key, _, payload = rest.partition(b"\x00")
+            reply = subject_text(key)
+        text = subject_text(event.key)
+        msg = Message(text, payload, reply, self)
+        with self._lock:
+            subs = [s for s in self._subs if s.compiled.regex.fullmatch(text) is not None]
+        for sub in subs:
+            if sub.callback is not None:
+                try:
+                    sub.callback(msg)
+                except Exception:  # a callback's bug must not stop the reader
+                    import logging
+
+                    logging.getLogger("raims.client").exception("callback on %r failed", sub.pattern)
+            else:
+                sub.queue.put(msg)
+
+    def _send(self, packet: bytes) -> None:
+        if self._closed:
+            raise ClientError("client is closed")
+        for _ in range(2):
+            if not self._connected.wait(self.reconnect_s):
+                raise NoNode(f"no node for {self.reconnect_s} s")
+            try:
+                self._sock.send(packet)
+                return
+            except OSError:
+                self._connected.clear()
+                time.sleep(0.01)
+        raise NoNode("connection to the node lost")
+
+    # ------------------------------------------------------------ API
+
+    def publish(self, subject: str | bytes, payload: bytes = b"") -> None:
+        self._send(sp.encode_msg(_b(subject), payload))
+
+    def subscribe(self, pattern: str | bytes, callback: Callable[[Message], Any] | None = None) -> Subscription:
+        sub = Subscription(self, _b(pattern), callback)
+        with self._lock:
+            self._subs.append(sub)
+        self._send(sp.encode_sub(sub.pattern))
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        if not sub.active:
+            return
+        sub.active = False
+        with self._lock:
+            self._subs.remove(sub)
+        sub.queue.put(None)
+        if not self._closed:
+            with contextlib.suppress(NoNode):
+                self._send(sp.encode_unsub(sub.pattern))
+
+    def _control(self, key: bytes, payload: bytes, answer: bytes, timeout: float) -> bytes:
+        w: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        with self._lock:
+            self._waiters.setdefault(key + b"\x00" + answer, []).append(w)
+        self._send(sp.encode_cmsg(key, payload))
+        try:
+            return w.get(timeout=timeout)
+        except queue.Empty:
+            raise ClientError(f"no answer to {key.decode()} within {timeout} s") from None
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Return once the node has handled everything this client sent before."""
+        with self._lock:
+            self._seq += 1
+            token = b"%d" % self._seq
+        self._control(CTL_PING, token, token, timeout)
+
+    def visible(self, subject: str | bytes, timeout: float = 10.0) -> bool:
+        """Whether a message on `subject` would reach a subscriber now."""
+        key = _b(subject)
+        try:
+            self._control(CTL_VISIBLE, key, key + b"\x001", min(timeout, 1.0))
+            return True
+        except ClientError:
+            return False
+
+    def wait_visible(self, subject: str | bytes, timeout: float = 30.0) -> None:
+        """Return once the network knows of a subscriber for `subject` (so a stage does
+        not publish into the void); ClientError after `timeout`."""
+        key = _b(subject)
+        deadline = time.monotonic() + timeout
+        delay = 0.02
+        while True:
+            w: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+            yes, no = CTL_VISIBLE + b"\x00" + key + b"\x001", CTL_VISIBLE + b"\x00" + key + b"\x000"
+            with self._lock:
+                self._waiters.setdefault(yes, []).append(w)
+                self._waiters.setdefault(no, []).append(w)
+            self._send(sp.encode_cmsg(CTL_VISIBLE, key))
+            try:
+                answer = w.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                answer = b""
+            with self._lock:
+                for k in (yes, no):
+                    lst = self._waiters.get(k)
+                    if lst is not None and w in lst:
+                        lst.remove(w)
+                        if not lst:
+                            del self._waiters[k]
+            if answer.endswith(b"\x001"):
+                return
+            if time.monotonic() >= deadline:
+                raise ClientError(f"no subscriber for {subject!r} within {timeout} s")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    def request(self, subject: str | bytes, payload: bytes = b"", timeout: float = 10.0) -> Message:
+        """Publish a request and wait for the first reply (module docstring)."""
+        with self._lock:
+            self._seq += 1
+            reply = self._inbox + b"/%d" % self._seq
+        with self.subscribe(reply) as sub:
+            self.flush(timeout)  # the reply subscription is in place before the request goes
+            self._send(sp.encode_msg(_b(subject), REQUEST_MAGIC + reply + b"\x00" + payload))
+            return sub.next(timeout)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        self._reader.join(2)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(node: str | None = None, path: str | None = None, flood: tuple[str, ...] = (),
+            reconnect_s: float = DEFAULT_RECONNECT_S) -> Client:
+    """A client of this host's node (`node` or `path` pick one; endpoints.find)."""
+    return Client(node, path, flood, reconnect_s)

@@ -1,0 +1,414 @@
+"""The data commands' engine: a table of commands, the per-client state, blocking pops,
+keyspace notifications and the hand-off to persistence (issue 27).
+
+Sans-IO: `Engine.execute(client, args)` returns a reply value (reply.py) or BLOCKED; a
+blocked client is answered later through its `wake` callback, when a push serves it
+(`serve_ready`, run after every command) or when its deadline passes (`tick`). Command
+families live in their own modules (strings, keys, hashes, lists, sets, zsets) and
+register here with `@command(name, arity, write=...)`; arity is redis-server's (n
+exactly, -n at least n, the name included).
+
+Decisions:
+- Without a map (`writable` False) a write command is refused with NO_MAP and reads run
+  against an empty store: GET answers nil, as the manual says ("data retrieved will be
+  zero").
+- Write commands are handed to `log(db, commands)` (persist.py's append-only log) only
+  when they changed something; commands whose effect depends on the clock or on chance
+  are logged as their effect (relative expiry as PEXPIREAT, SPOP as SREM, INCRBYFLOAT as
+  SET ... KEEPTTL, blocking pops as their plain form, expired keys as DEL), so a replay
+  rebuilds the same state at any time.
+- Keyspace notifications (`notify-keyspace-events`, Redis's flags) go to `publish(channel,
+  payload)`, which the bridge points at the node's Redis service buses.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from raims_node.kv.errors import NO_MAP, NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE, CommandError
+from raims_node.kv.reply import NULL_ARRAY, Err
+from raims_node.kv.store import KVStore, ZSet
+
+log = logging.getLogger("raims.kv")
+
+FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server")
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+# notify-keyspace-events flags (Redis's server.h)
+N_KEYSPACE, N_KEYEVENT, N_GENERIC, N_STRING, N_LIST, N_SET = 1, 2, 4, 8, 16, 32
+N_HASH, N_ZSET, N_EXPIRED, N_EVICTED, N_STREAM, N_KEY_MISS, N_MODULE, N_NEW = (
+    64, 128, 256, 512, 1024, 2048, 4096, 8192)
+N_ALL = N_GENERIC | N_STRING | N_LIST | N_SET | N_HASH | N_ZSET | N_EXPIRED | N_EVICTED | N_STREAM | N_MODULE
+_FLAG_CHARS = {"g": N_GENERIC, "$": N_STRING, "l": N_LIST, "s": N_SET, "h": N_HASH, "z": N_ZSET,
+               "x": N_EXPIRED, "e": N_EVICTED, "t": N_STREAM, "d": N_MODULE, "n": N_NEW,
+               "K": N_KEYSPACE, "E": N_KEYEVENT, "m": N_KEY_MISS, "A": N_ALL}
+
+
+def parse_notify_flags(text: str) -> int | None:
+    """Redis's keyspaceEventsStringToFlags; None for an unknown character."""
+    flags = 0
+    for ch in text:
+        bit = _FLAG_CHARS.get(ch)
+        if bit is None:
+            return None
+        flags |= bit
+    return flags
+
+
+def notify_flags_text(flags: int) -> str:
+    """Redis's keyspaceEventsFlagsToString."""
+    out = ""
+    if flags & N_ALL == N_ALL:
+        out = "A"
+    else:
+        for ch in "g$lshzxetdn":
+            if flags & _FLAG_CHARS[ch]:
+                out += ch
+    for ch in "KEm":
+        if flags & _FLAG_CHARS[ch]:
+            out += ch
+    return out
+
+
+class _Blocked:
+    __slots__ = ()
+
+
+BLOCKED = _Blocked()
+
+
+@dataclass(slots=True)
+class BlockState:
+    keys: list[bytes]
+    deadline_ms: int | None  # None: for ever
+    args: list[bytes]
+    db: int
+
+
+class KVClient:
+    """One connection's data-command state: its database, RESP version, WATCHed keys and
+    a blocking pop in progress. `wake(reply)` answers a blocked command."""
+
+    __slots__ = ("db", "resp", "watched", "watch_dirty", "blocked", "wake", "in_multi")
+
+    def __init__(self, wake: Callable[[Any], None] | None = None) -> None:
+        self.db = 0
+        self.resp = 2
+        self.watched: set[tuple[int, bytes]] = set()
+        self.watch_dirty = False
+        self.blocked: BlockState | None = None
+        self.wake = wake
+        self.in_multi = False
+
+
+Handler = Callable[["Engine", KVClient, list[bytes]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Cmd:
+    name: str
+    arity: int
+    handler: Handler
+    write: bool
+
+
+COMMANDS: dict[bytes, Cmd] = {}
+
+
+def command(name: str, arity: int, write: bool = False) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        COMMANDS[name.encode()] = Cmd(name, arity, fn, write)
+        return fn
+    return register
+
+
+def load_families() -> None:
+    for fam in FAMILIES:
+        importlib.import_module(f"raims_node.kv.{fam}")
+
+
+def is_data_command(name: bytes) -> bool:
+    """`name` (lower case) is served by the engine."""
+    if not COMMANDS:
+        load_families()
+    return name in COMMANDS
+
+
+def arity_error(args: list[bytes]) -> bytes | None:
+    """The encoded arity error of data command `args`, None when its count fits."""
+    cmd = COMMANDS[args[0].lower()]
+    n = len(args)
+    if (cmd.arity > 0 and cmd.arity != n) or n < -cmd.arity:
+        return b"-ERR wrong number of arguments for '%s' command\r\n" % cmd.name.encode()
+    return None
+
+
+# ------------------------------------------------------------------ argument parsing
+
+_LL = re.compile(rb"0|-?[1-9][0-9]{0,18}")
+
+
+def parse_int(b: bytes, err: bytes = NOT_INTEGER) -> int:
+    """A signed 64-bit decimal as redis-server's string2ll accepts it; `err` otherwise."""
+    if _LL.fullmatch(b) is None:
+        raise CommandError(err)
+    v = int(b)
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise CommandError(err)
+    return v
+
+
+def parse_float(b: bytes, err: bytes = NOT_FLOAT) -> float:
+    """A double as strtod reads it (no blanks, no NaN); `err` otherwise."""
+    if not b or b[0] in b" \t\r\n\x0b\x0c" or b[-1] in b" \t\r\n\x0b\x0c" or b"_" in b:
+        raise CommandError(err)
+    try:
+        v = float(b)
+    except ValueError:
+        raise CommandError(err) from None
+    if v != v:
+        raise CommandError(err)
+    return v
+
+
+def syntax_error() -> CommandError:
+    return CommandError(SYNTAX)
+
+
+# ------------------------------------------------------------------ the engine
+
+class Engine:
+    """Executes data commands against a KVStore for the Redis sessions of one node."""
+
+    def __init__(self, store: KVStore, log: Callable[[int, list[list[bytes]]], None] | None = None) -> None:
+        load_families()
+        self.store = store
+        self.log = log
+        self.publish: Callable[[str, bytes], None] | None = None
+        self.notify_flags = 0
+        self.prop: list[list[bytes]] | None = None  # a command's effect, when not itself
+        self.blocked_clients: set[KVClient] = set()
+        self.commands_processed = 0
+        self.loading = False
+        self.internal_errors = 0
+        self.flush_log: Callable[[], None] | None = None  # hand the log to the OS (persist.py)
+        store.on_expired = self._expired
+
+    # ------------------------------------------------------------ execution
+
+    def execute(self, client: KVClient, args: list[bytes], cmd: Cmd | None = None) -> Any:
+        if cmd is None:
+            cmd = COMMANDS[args[0].lower()]
+        n = len(args)
+        arity = cmd.arity
+        if (arity != n if arity > 0 else n < -arity):
+            return Err(b"ERR wrong number of arguments for '%s' command" % cmd.name.encode())
+        store = self.store
+        if cmd.write and not store.writable:
+            return Err(NO_MAP)
+        self.commands_processed += 1
+        before = store.dirty
+        self.prop = None
+        try:
+            reply = cmd.handler(self, client, args)
+        except CommandError as exc:
+            reply = Err(exc.text)
+        except Exception:  # a bug must cost this command only, never the connection or the node
+            self.internal_errors += 1
+            log.exception("data command %r failed", cmd.name)
+            reply = Err(b"ERR internal error in '%s', see the node's log" % cmd.name.encode())
+        if store.dirty != before and cmd.write and self.log is not None and not self.loading:
+            self.log(client.db, self.prop if self.prop is not None else [args])
+        if store.ready:
+            self.serve_ready()
+        return reply
+
+    def replay(self, client: KVClient, args: list[bytes]) -> None:
+        """Apply a logged command (persist.py's loader)."""
+        name = args[0].lower()
+        if name == b"select":
+            client.db = int(args[1])
+            return
+        cmd = COMMANDS.get(name)
+        if cmd is None:
+            raise CommandError(b"ERR unknown command in the map's log: " + name[:64])
+        try:
+            cmd.handler(self, client, args)
+        except CommandError:
+            pass  # a logged command that failed then fails alike now
+
+    def before_output(self) -> None:
+        """Replies are about to leave: the log reaches the OS first, so an acknowledged
+        write survives a crash of the process (redis-server's AOF-before-reply order)."""
+        if self.flush_log is not None:
+            self.flush_log()
+
+    # ------------------------------------------------------------ typed lookups
+
+    def get(self, db: int, key: bytes, typ: type) -> Any:
+        v = self.store.lookup(db, key)
+        if v is not None and type(v) is not typ:
+            raise CommandError(WRONGTYPE)
+        return v
+
+    def get_string(self, db: int, key: bytes) -> bytes | None:
+        v: bytes | None = self.get(db, key, bytes)
+        return v
+
+    def get_or_new(self, db: int, key: bytes, typ: type) -> tuple[Any, bool]:
+        v = self.get(db, key, typ)
+        if v is None:
+            v = typ()
+            self.store.dbs[db].data[key] = v
+            return v, True
+        return v, False
+
+    def get_zset(self, db: int, key: bytes) -> ZSet | None:
+        v: ZSet | None = self.get(db, key, ZSet)
+        return v
+
+    # ------------------------------------------------------------ notifications
+
+    def notify(self, flag: int, event: str, db: int, key: bytes) -> None:
+        flags = self.notify_flags
+        if not flags & flag or self.publish is None or self.loading:
+            return
+        if flags & N_KEYSPACE:
+            self.publish(f"__keyspace@{db}__:{key.decode('utf-8', 'surrogateescape')}", event.encode())
+        if flags & N_KEYEVENT:
+            self.publish(f"__keyevent@{db}__:{event}", key)
+
+    def _expired(self, db: int, key: bytes) -> None:
+        if self.loading:
+            return
+        if self.log is not None:
+            self.log(db, [[b"DEL", key]])
+        self.notify(N_EXPIRED, "expired", db, key)
+
+    # ------------------------------------------------------------ blocking pops
+
+    def block(self, client: KVClient, keys: Iterable[bytes], timeout_ms: int, args: list[bytes]) -> Any:
+        """Park `client` on `keys` (0: no deadline); in MULTI the command answers null."""
+        if client.in_multi:
+            return NULL_ARRAY
+        keys = list(dict.fromkeys(keys))
+        deadline = self.store.now_ms() + timeout_ms if timeout_ms else None
+        client.blocked = BlockState(keys, deadline, args, client.db)
+        for k in keys:
+            self.store.blocked.setdefault((client.db, k), deque()).append(client)
+        self.blocked_clients.add(client)
+        return BLOCKED
+
+    def unblock(self, client: KVClient) -> None:
+        state = client.blocked
+        if state is None:
+            return
+        client.blocked = None
+        self.blocked_clients.discard(client)
+        for k in state.keys:
+            q = self.store.blocked.get((state.db, k))
+            if q is not None:
+                try:
+                    q.remove(client)
+                except ValueError:
+                    pass
+                if not q:
+                    del self.store.blocked[(state.db, k)]
+
+    def serve_ready(self) -> None:
+        """Answer the clients blocked on keys that received elements, first come first served."""
+        store = self.store
+        while store.ready:
+            ready, store.ready = store.ready, []
+            for db, key in dict.fromkeys(ready):
+                q = store.blocked.get((db, key))
+                while q:
+                    value = store.dbs[db].data.get(key)
+                    if not value or type(value) is not deque:  # blocking pops are list commands
+                        break
+                    client = q[0]
+                    state = client.blocked
+                    assert state is not None
+                    self.unblock(client)
+                    saved = client.db
+                    client.db = state.db
+                    reply = self.execute(client, state.args)
+                    client.db = saved
+                    if client.wake is not None:
+                        client.wake(reply)
+                    q = store.blocked.get((db, key))
+
+    def tick(self) -> None:
+        """Time-driven work: active expiry and blocked clients' deadlines."""
+        self.store.sweep()
+        if self.blocked_clients:
+            now = self.store.now_ms()
+            for client in [c for c in self.blocked_clients
+                           if c.blocked is not None and c.blocked.deadline_ms is not None
+                           and c.blocked.deadline_ms <= now]:
+                self.unblock(client)
+                if client.wake is not None:
+                    client.wake(NULL_ARRAY)
+        if self.store.ready:
+            self.serve_ready()
+
+    # ------------------------------------------------------------ clients
+
+    def watch(self, client: KVClient, keys: Iterable[bytes]) -> None:
+        for k in keys:
+            wk = (client.db, k)
+            if wk not in client.watched:
+                client.watched.add(wk)
+                self.store.watchers.setdefault(wk, set()).add(client)
+
+    def unwatch(self, client: KVClient) -> None:
+        for wk in client.watched:
+            s = self.store.watchers.get(wk)
+            if s is not None:
+                s.discard(client)
+                if not s:
+                    del self.store.watchers[wk]
+        client.watched.clear()
+        client.watch_dirty = False
+
+    def drop_client(self, client: KVClient) -> None:
+        self.unblock(client)
+        self.unwatch(client)
+
+
+def apply_deadline(e: Engine, c: KVClient, key: bytes, when: int) -> None:
+    """Give live `key` the deadline `when` (ms), or delete it when that has passed; logged
+    as PEXPIREAT or DEL."""
+    store = e.store
+    if when <= store.now_ms():
+        store.delete(c.db, key)
+        e.prop = [[b"DEL", key]]
+        e.notify(N_GENERIC, "del", c.db, key)
+    else:
+        store.set_expire(c.db, key, when)
+        e.prop = [[b"PEXPIREAT", key, b"%d" % when]]
+        e.notify(N_GENERIC, "expire", c.db, key)
+
+
+def parse_count(raw: bytes) -> int:
+    """The optional count of LPOP / SPOP / ZPOPMIN and friends."""
+    err = b"ERR value is out of range, must be positive"
+    count = parse_int(raw, err)
+    if count < 0:
+        raise CommandError(err)
+    return count
+
+
+def check_writable(engine: Engine) -> None:
+    if not engine.store.writable:
+        raise CommandError(NO_MAP)
+
+
+__all__ = ["BLOCKED", "COMMANDS", "INT64_MAX", "INT64_MIN", "Engine", "KVClient", "command",
+           "parse_float", "parse_int", "syntax_error", "WRONGTYPE", "NOT_INTEGER"]

@@ -1,0 +1,86 @@
+"""Server commands of the data side: INFO (keyspace, server, stats, persistence) and
+CONFIG GET / SET for the parameters the map has (notify-keyspace-events, databases).
+
+Decision: CONFIG SET only changes notify-keyspace-events (node-wide, as in
+redis-server); other known parameters are read-only and an unknown one gets
+redis-server's error. INFO answers a RESP3 client with a verbatim string.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raims_node.kv.commands import Engine, KVClient, command, notify_flags_text, parse_notify_flags
+from raims_node.kv.errors import CommandError
+from raims_node.kv.glob import glob_match
+from raims_node.kv.reply import OK, Map, Verbatim
+
+REDIS_VERSION = b"7.4.0"
+
+
+def _params(e: Engine) -> dict[bytes, bytes]:
+    return {b"notify-keyspace-events": notify_flags_text(e.notify_flags).encode(),
+            b"databases": b"%d" % len(e.store.dbs)}
+
+
+@command("config", -2)
+def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    sub = a[1].lower()
+    if sub == b"get":
+        if len(a) < 3:
+            raise CommandError(b"ERR wrong number of arguments for 'config|get' command")
+        params = _params(e)
+        out = [(k, v) for k, v in params.items() if any(glob_match(p.lower(), k) for p in a[2:])]
+        return Map(out)
+    if sub == b"set":
+        if len(a) < 4 or len(a) % 2:
+            raise CommandError(b"ERR wrong number of arguments for 'config|set' command")
+        changes: dict[bytes, int] = {}
+        for i in range(2, len(a), 2):
+            name = a[i].lower()
+            if name != b"notify-keyspace-events":
+                if name in _params(e):
+                    raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
+                                       b"can't set immutable config" % a[i])
+                raise CommandError(b"ERR Unknown option or number of arguments for CONFIG SET - '%s'" % a[i])
+            flags = parse_notify_flags(a[i + 1].decode("latin-1"))
+            if flags is None:
+                raise CommandError(b"ERR CONFIG SET failed (possibly related to argument "
+                                   b"'notify-keyspace-events') - Invalid event class character. "
+                                   b"Use 'Ag$lshzxeKEtmdn'.")
+            changes[name] = flags
+        for flags in changes.values():
+            e.notify_flags = flags
+        return OK
+    if sub == b"resetstat":
+        return OK
+    raise CommandError(b"ERR unknown subcommand '%s'. Try CONFIG HELP." % a[1][:128])
+
+
+def keyspace_lines(e: Engine) -> list[bytes]:
+    now = e.store.now_ms()
+    out = []
+    for i, d in enumerate(e.store.dbs):
+        if d.data:
+            ttls = [t - now for t in d.expires.values() if t > now]
+            avg = sum(ttls) // len(ttls) if ttls else 0
+            out.append(b"db%d:keys=%d,expires=%d,avg_ttl=%d" % (i, len(d.data), len(d.expires), avg))
+    return out
+
+
+@command("info", -1)
+def info(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    wanted = {s.lower() for s in a[1:]} or {b"default"}
+    every = bool(wanted & {b"all", b"everything", b"default"})
+    sections: list[bytes] = []
+    if every or b"server" in wanted:
+        sections.append(b"# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nraims_map:%s\r\n" % (
+            REDIS_VERSION, b"yes" if e.store.writable else b"no"))
+    if every or b"persistence" in wanted:
+        sections.append(b"# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:%d\r\n" % e.store.dirty)
+    if every or b"stats" in wanted:
+        sections.append(b"# Stats\r\ntotal_commands_processed:%d\r\nexpired_keys:%d\r\n" % (
+            e.commands_processed, e.store.expired_keys))
+    if every or b"keyspace" in wanted:
+        sections.append(b"# Keyspace\r\n" + b"".join(line + b"\r\n" for line in keyspace_lines(e)))
+    return Verbatim(b"\r\n".join(sections))

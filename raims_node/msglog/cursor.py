@@ -1,0 +1,47 @@
+"""Cursor files: a consumer's position in a message log (seed 1.1 `name.cursor`, 1.2).
+
+A cursor file holds one line, `<file number> <offset>`, the position of the next record
+the consumer has not yet processed. It is replaced atomically (write a temporary file,
+rename), so a crash leaves the old or the new position, never half of one. A consumer
+that crashes after processing a record and before saving its cursor processes that
+record again on restart: consumers get at-least-once from a cursor; exactly-once
+needs the state (`State.offer`), which servers and clients use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from raims_node.msglog import paths
+from raims_node.msglog.errors import MsgLogError
+from raims_node.msglog.log import Position
+
+
+class Cursor:
+    def __init__(self, directory: Path, name: str, sync: bool = False) -> None:
+        self.path = paths.cursor_file(directory, name)
+        self.sync = sync
+
+    def load(self) -> Position | None:
+        """The saved position, or None when the consumer has none yet."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            file_no, offset = (int(x) for x in text.split())
+        except ValueError:
+            raise MsgLogError(
+                f"{self.path}: not a cursor ('<file> <offset>'): {text[:40]!r}"
+            ) from None
+        return Position(file_no, offset)
+
+    def save(self, pos: Position) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"{pos.file_no} {pos.offset}\n")
+            if self.sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, self.path)

@@ -1,0 +1,188 @@
+"""Reading a message log from a position on, across its numbered files (seed 1.1-1.3).
+
+Readers never write and take no lock, so any number of them (consumers, a server's
+feeds, `export`, the Spark archive) read a log while its producer appends. A read
+returns whole records only: a record still being written (short, or failing its CRC
+where the file ends) is left for the next read. A footer moves the reader to the next
+numbered file; a file pruned under the reader's feet moves it to the oldest file left
+(the messages in between are gone: `skipped_files` counts it).
+
+`start_for(state)` is where a server starts for a client's state: the latest file whose
+header state the client's state covers (everything before it the client has), else the
+oldest file.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from raims_node.msglog import paths, record
+from raims_node.msglog.errors import CorruptLog, LogNotFound
+from raims_node.msglog.log import Position, read_file_header
+from raims_node.msglog.record import HEAD, HEAD_SIZE, Kind, Record
+from raims_node.msglog.state import State
+
+READ_SIZE: Final = 1 << 20
+_MESSAGE: Final = int(Kind.MESSAGE)
+_FOOTER: Final = int(Kind.FOOTER)
+_HEADER: Final = int(Kind.HEADER)
+
+
+class Span(NamedTuple):
+    """One message record inside a raw chunk."""
+
+    origin: int
+    mid: int
+    start: int
+    stop: int
+
+
+class Chunk(NamedTuple):
+    """Raw bytes read at `pos` and the message records among them; `next` follows them."""
+
+    pos: Position
+    data: bytes
+    spans: list[Span]
+    next: Position
+
+
+class LogReader:
+    def __init__(self, directory: Path, pos: Position | None = None, verify: bool = True) -> None:
+        if not directory.is_dir():
+            raise LogNotFound(f"no message log {directory}")
+        self.directory = directory
+        self.verify = verify
+        self.skipped_files = 0
+        self._fd = -1
+        self._fd_no = 0
+        files = self.files()
+        self.pos = pos if pos is not None else Position(files[0] if files else 1, 0)
+
+    def files(self) -> list[int]:
+        return paths.numbered_files(self.directory)
+
+    def header(self, file_no: int) -> record.FileHeader:
+        return read_file_header(self.directory / paths.numbered(file_no))
+
+    def start_for(self, state: State) -> Position:
+        files = self.files()
+        for file_no in reversed(files):
+            try:
+                if state.covers(self.header(file_no).state):
+                    return Position(file_no, 0)
+            except FileNotFoundError:  # pruned meanwhile
+                break
+        return Position(files[0] if files else 1, 0)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _open(self, file_no: int) -> bool:
+        if self._fd >= 0 and self._fd_no == file_no:
+            return True
+        self.close()
+        try:
+            self._fd = os.open(self.directory / paths.numbered(file_no), os.O_RDONLY)
+        except FileNotFoundError:
+            later = [n for n in self.files() if n > file_no]
+            if later:
+                self.skipped_files += 1
+                self.pos = Position(later[0], 0)
+                return self._open(later[0])
+            return False
+        self._fd_no = file_no
+        return True
+
+    def read(self, max_bytes: int = READ_SIZE) -> Chunk | None:
+        """The next whole records (at most about `max_bytes`, at least one), or None when
+        there is nothing new yet. Stops after a footer (the next read starts the next file)."""
+        while True:
+            pos = self.pos
+            if not self._open(pos.file_no):
+                return None
+            pos = self.pos
+            data = os.pread(self._fd, max_bytes, pos.offset)
+            if not data:
+                return None
+            spans, used, footer, need = self._parse(data, pos)
+            if used == 0 and not footer:
+                if need > len(data) and len(data) == max_bytes:
+                    max_bytes = need  # one record bigger than the read size
+                    continue
+                return None
+            nxt = (
+                Position(pos.file_no + 1, 0) if footer else Position(pos.file_no, pos.offset + used)
+            )
+            self.pos = nxt
+            return Chunk(pos, data[:used], spans, nxt)
+
+    def _parse(self, data: bytes, pos: Position) -> tuple[list[Span], int, bool, int]:
+        spans: list[Span] = []
+        off = 0
+        end = len(data)
+        unpack = HEAD.unpack_from
+        crc32 = zlib.crc32
+        verify = self.verify
+        view = memoryview(data)
+        while end - off >= HEAD_SIZE:
+            crc, kind, origin, _f, length, mid, _t = unpack(data, off)
+            stop = off + HEAD_SIZE + length
+            if stop > end:
+                return spans, off, False, stop - off
+            if verify and crc32(view[off + 4 : stop]) != crc:
+                if stop == end:  # maybe a write still in progress: look again later
+                    return spans, off, False, stop - off
+                raise CorruptLog(
+                    str(self.directory / paths.numbered(pos.file_no)),
+                    pos.offset + off,
+                    "checksum mismatch",
+                )
+            if kind == _MESSAGE:
+                spans.append(Span(origin, mid, off, stop))
+            elif kind == _FOOTER:
+                return spans, stop, True, 0
+            elif kind != _HEADER:
+                raise CorruptLog(
+                    str(self.directory / paths.numbered(pos.file_no)),
+                    pos.offset + off,
+                    f"bad record kind {kind}",
+                )
+            off = stop
+        return spans, off, False, HEAD_SIZE
+
+    def records(self, max_bytes: int = READ_SIZE) -> list[tuple[Position, Record]]:
+        """The next message records, decoded ([] when there is nothing new yet)."""
+        out: list[tuple[Position, Record]] = []
+        while not out:
+            chunk = self.read(max_bytes)
+            if chunk is None:
+                return out
+            for s in chunk.spans:
+                head = HEAD.unpack_from(chunk.data, s.start)
+                out.append(
+                    (
+                        Position(chunk.pos.file_no, chunk.pos.offset + s.start),
+                        Record(
+                            head[1],
+                            s.origin,
+                            s.mid,
+                            head[6],
+                            chunk.data[s.start + HEAD_SIZE : s.stop],
+                        ),
+                    )
+                )
+        return out
+
+    def all_records(self) -> list[Record]:
+        """Every message from the position to the current end (tests, export, archive)."""
+        out: list[Record] = []
+        while True:
+            got = self.records()
+            if not got:
+                return out
+            out.extend(r for _, r in got)

@@ -1,0 +1,238 @@
+"""Pipeline stages that pub/sub through their host's raims node (issue 20 point 3).
+
+Partition helpers (one client per partition, raims_node.client):
+
+    df.foreachPartition(publish_partition("rows/out"))            # rows as JSON
+    df.rdd.mapPartitions(with_client(lambda c, rows: ...))         # any use of a client
+
+The `raims` Python data source (Spark 4 DataSource API, `register(spark)`):
+
+    df.writeStream.format("raims").option("subject", "rows/out").start()
+    spark.readStream.format("raims").option("subject", "rows/*").schema("id long, v double").load()
+
+Options: `subject` (an sbus routing key to publish on; a pattern to read), `node` (which
+node of the host: endpoints.find, else $RAIMS_NODE / the only node), `path` (the node's
+sbus socket, `endpoints.find(node).sbus[0]`, for executors whose environment differs
+from the driver's), `format` (`json`,
+the default: one row per message, a JSON object of the row's columns; `raw`: the reader
+gives `subject string, payload binary` rows and the writer publishes a `payload`
+binary column as it is).
+
+Delivery guarantee and offsets (decisions):
+- The stream reader subscribes when the query starts (on the driver, in the Python
+  worker that serves the source) and buffers what arrives; an offset is the count of
+  messages received, `{"offset": N}`. A micro-batch is the messages between two
+  offsets; `commit` frees them. Within one run of the query every message published
+  after the subscription is visible (`Client.wait_visible` on the publishing side) is
+  read exactly once, in the order of each publisher. The network keeps nothing, so a
+  restarted query does not replay: messages of batches not committed before a driver
+  failure are lost (at most once across restarts).
+- The reader's client asks the node for `blocking/hard/block` so that a slow driver
+  holds local publishers instead of losing messages.
+- The stream writer and `publish_partition` publish each row of a task once and flush
+  before the task ends; a task that Spark retries publishes its rows again (at least
+  once under task retries).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamWriter,
+    SimpleDataSourceStreamReader,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row, SparkSession
+
+    from raims_node.client import Client, Message
+
+SOURCE_NAME: Final = "raims"
+RAW_SCHEMA: Final = "subject string, payload binary"
+READER_FLOOD: Final = ("blocking/soft/queue", "blocking/hard/block")
+MAX_BATCH_ROWS: Final = 200_000
+
+
+def _client(node: str | None, path: str | None = None, flood: tuple[str, ...] = ()) -> Client:
+    from raims_node.client import connect
+
+    return connect(node=node or None, path=path or None, flood=flood)
+
+
+def encode_row(row: Row | dict[str, Any]) -> bytes:
+    data = row if isinstance(row, dict) else row.asDict()
+    return json.dumps(data, separators=(",", ":"), default=str).encode()
+
+
+def publish_partition(subject: str, node: str | None = None, encode: Callable[[Any], bytes] = encode_row,
+                      path: str | None = None) -> Callable[[Iterable[Any]], None]:
+    """A `foreachPartition` function: one client per partition, each row published once
+    on `subject`, flushed before the task ends."""
+
+    def run(rows: Iterable[Any]) -> None:
+        with _client(node, path) as c:
+            c.wait_visible(subject)
+            for row in rows:
+                c.publish(subject, encode(row))
+            c.flush(timeout=120)
+
+    return run
+
+
+def with_client(fn: Callable[[Client, Iterable[Any]], Iterable[Any]], node: str | None = None,
+                path: str | None = None) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """A `mapPartitions` function: `fn(client, rows)` with one client per partition."""
+
+    def run(rows: Iterable[Any]) -> Iterator[Any]:
+        with _client(node, path) as c:
+            yield from fn(c, rows)
+            c.flush(timeout=120)
+
+    return run
+
+
+# ---------------------------------------------------------------- the data source
+
+
+@dataclass
+class _Options:
+    subject: str
+    node: str | None
+    format: str
+    path: str | None
+
+    @classmethod
+    def of(cls, options: dict[str, str]) -> _Options:
+        subject = options.get("subject")
+        if not subject:
+            raise ValueError("the raims source needs .option('subject', ...)")
+        fmt = options.get("format", "json")
+        if fmt not in ("json", "raw"):
+            raise ValueError(f"raims format {fmt!r}: json or raw")
+        return cls(subject, options.get("node") or None, fmt, options.get("path") or None)
+
+
+class RaimsDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return RAW_SCHEMA
+
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+        return RaimsStreamReader(_Options.of(dict(self.options)), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return RaimsStreamWriter(_Options.of(dict(self.options)), schema)
+
+
+class RaimsStreamReader(SimpleDataSourceStreamReader):
+    """Subscribes on the driver; offsets count the messages received (module docstring)."""
+
+    def __init__(self, opts: _Options, schema: StructType) -> None:
+        self.opts = opts
+        self.fields = [f.name for f in schema.fields]
+        self._lock = threading.Lock()
+        self._rows: list[Message] = []
+        self._base = 0  # offset of self._rows[0]
+        self._client: Client | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark pickles the reader to plan the read; the connection and buffer stay here
+        return {"opts": self.opts, "fields": self.fields}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["opts"], StructType())  # type: ignore[misc]
+        self.fields = state["fields"]
+
+    def _start(self) -> None:
+        if self._client is None:
+            self._client = _client(self.opts.node, self.opts.path, READER_FLOOD)
+            self._client.subscribe(self.opts.subject, callback=self._on_msg)
+            self._client.flush()
+
+    def _on_msg(self, msg: Message) -> None:
+        # the reader thread only appends (decoding waits for the batch that reads it)
+        self._rows.append(msg)
+
+    def _decode(self, msgs: list[Message]) -> Iterator[tuple[Any, ...]]:
+        if self.opts.format == "raw":
+            for m in msgs:
+                yield (m.subject, m.payload)
+            return
+        fields = self.fields
+        for m in msgs:
+            data = json.loads(m.payload)
+            yield tuple(data.get(f) for f in fields)
+
+    def initialOffset(self) -> dict[str, int]:
+        self._start()
+        return {"offset": 0}
+
+    def read(self, start: dict[str, int]) -> tuple[Iterator[tuple[Any, ...]], dict[str, int]]:
+        self._start()
+        begin = int(start["offset"])
+        with self._lock:
+            end = min(self._base + len(self._rows), begin + MAX_BATCH_ROWS)
+            rows = self._rows[begin - self._base:end - self._base]
+        return iter(list(self._decode(rows))), {"offset": end}
+
+    def readBetweenOffsets(self, start: dict[str, int], end: dict[str, int]) -> Iterator[tuple[Any, ...]]:
+        begin, stop = int(start["offset"]), int(end["offset"])
+        with self._lock:
+            if begin < self._base:
+                raise RuntimeError(f"raims messages {begin}..{self._base} are gone (committed or lost "
+                                   "with a previous driver): the network does not replay")
+            rows = self._rows[begin - self._base:stop - self._base]
+        return iter(list(self._decode(rows)))
+
+    def commit(self, end: dict[str, int]) -> None:
+        stop = int(end["offset"])
+        with self._lock:
+            drop = max(0, min(stop - self._base, len(self._rows)))
+            del self._rows[:drop]
+            self._base += drop
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class RaimsStreamWriter(DataSourceStreamWriter):
+    def __init__(self, opts: _Options, schema: StructType) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        raw = self.opts.format == "raw"
+        with _client(self.opts.node, self.opts.path) as c:
+            for row in iterator:
+                c.publish(self.opts.subject, bytes(row["payload"]) if raw else encode_row(row))
+            c.flush(timeout=120)
+        return WriterCommitMessage()
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        return None
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        return None
+
+
+def register(spark: SparkSession) -> None:
+    """Make `format("raims")` known to `spark`; this module travels to the Python
+    workers by value (they need raims_node, not spark_app)."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark.dataSource.register(RaimsDataSource)

@@ -1,0 +1,666 @@
+"""The data commands of ms_server's Redis transport against Debian's redis-server: the
+same commands per family (hand-written, then hypothesis-generated sequences) to both,
+replies compared byte for byte in RESP2 and RESP3 (kv_diff.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from raims_node.kv.cli import main as ms_kv
+from tests.integration.kv_diff import Pair, RedisServer, cmds
+from tests.integration.test_bridges_net import BridgeNet, start_network
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    tmp = tmp_path_factory.mktemp("kvdiff")
+    ref = RedisServer(tmp)
+    net: BridgeNet | None = None
+    try:
+        assert ms_kv(["init", str(tmp / "map")]) == 0
+        net = start_network(tmp, "node A\n", params={"map_file": str(tmp / "map")})
+        yield ref.port, net.port("A", "redis")
+    finally:
+        if net is not None:
+            net.stop()
+        ref.stop()
+
+
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def pair(request: pytest.FixtureRequest, servers: tuple[int, int]) -> Iterator[Pair]:
+    p = Pair(servers[0], servers[1], request.param)
+    p.reset()
+    yield p
+    p.close()
+
+
+STRINGS = """
+GET s
+SET s hello
+GET s
+SET s world NX
+SET s world XX GET
+SET n 10 EX 100
+TTL n
+SET n 11 KEEPTTL
+TTL n
+SET n 12 EX 0
+SET n 12 EX abc
+SET n 12 EX 10 PX 100
+SET n 12 NX XX
+SET n 12 KEEPTTL EX 5
+SET n 13 NX GET
+SET
+SETNX s x
+SETNX t x
+SETEX e 100 v
+SETEX e 0 v
+PSETEX e 100000 v
+TTL e
+MSET a 1 b 2 c 3
+MSET a 1 b
+MGET a b c nosuch s
+MSETNX a 1 z 2
+MSETNX y 1 z 2
+INCR a
+INCRBY a 10
+DECR a
+DECRBY a 5
+INCR s
+INCRBY a 9223372036854775807
+DECRBY a -9223372036854775808
+INCRBY a 1.5
+INCRBYFLOAT f 0.1
+INCRBYFLOAT f 0.2
+INCRBYFLOAT f 1e3
+INCRBYFLOAT f abc
+INCRBYFLOAT s 1
+INCRBYFLOAT g 5
+INCRBYFLOAT g -5
+APPEND s !!
+APPEND new abc
+STRLEN s
+STRLEN nosuch
+GETRANGE s 0 3
+GETRANGE s -3 -1
+GETRANGE s 5 2
+GETRANGE s -1 -5
+GETRANGE s 0 100
+GETRANGE nosuch 0 1
+SETRANGE s 2 XY
+SETRANGE s 20 Z
+GET s
+SETRANGE sr 0 ""
+SETRANGE s -1 x
+GETDEL s
+GETDEL s
+SET x v
+GETEX x EX 100
+TTL x
+GETEX x PERSIST
+TTL x
+GETEX x PX 0
+GETEX x EX 1 PERSIST
+GETEX nosuch EX 10
+GETSET x new
+GETSET x2 new
+LPUSH l a
+GET l
+GETSET l x
+"""
+
+KEYS = """
+SET a 1
+SET b 2
+RPUSH l x
+SADD s m
+HSET h f v
+ZADD z 1 m
+EXISTS a b nosuch a
+DEL a nosuch
+UNLINK b
+TYPE l
+TYPE s
+TYPE h
+TYPE z
+TYPE nosuch
+SET k v
+EXPIRE k 100
+TTL k
+EXPIRE k 50 GT
+EXPIRE k 200 GT
+TTL k
+EXPIRE k 300 LT
+EXPIRE k 100 LT
+TTL k
+EXPIRE k 100 NX
+EXPIRE k 100 XX
+EXPIRE k 100 NX XX
+EXPIRE k 100 GT LT
+EXPIRE k 100 FOO
+EXPIRE k abc
+EXPIRE nosuch 100
+PERSIST k
+PERSIST k
+TTL k
+PTTL nosuch
+PTTL k
+EXPIRE k 100 GT
+EXPIRE k 100 LT
+PEXPIRE k 100000
+TTL k
+EXPIREAT k 4102444800
+EXPIRETIME k
+PEXPIRETIME k
+PEXPIREAT k 4102444800000
+TTL nosuch
+EXPIRE k -1
+EXISTS k
+RENAME l l2
+TYPE l2
+RENAME nosuch x
+RENAME l2 l2
+RENAMENX l2 s
+RENAMENX l2 l3
+RENAMENX l3 l3
+SET t v EX 100
+RENAME t t2
+TTL t2
+KEYS *
+KEYS l*
+KEYS ?
+KEYS [hs]
+KEYS *[^x]
+DBSIZE
+MOVE s 1
+MOVE s 1
+MOVE z 0
+MOVE z 16
+MOVE z x
+SELECT 1
+KEYS *
+MOVE s 0
+SET s other
+MOVE s 0
+DBSIZE
+FLUSHDB
+DBSIZE
+SELECT 0
+DBSIZE
+FLUSHDB ASYNC
+FLUSHDB FOO
+DBSIZE
+RANDOMKEY
+SET only 1
+RANDOMKEY
+SCAN 0
+SCAN 0 MATCH o*
+SCAN 0 COUNT 0
+SCAN abc
+SCAN 0 TYPE string
+SCAN 0 TYPE list
+SCAN 0 FOO bar
+"""
+
+HASHES = """
+HSET h f1 v1 f2 v2
+HSET h f1 x
+HSET h f3
+HSETNX h f1 y
+HSETNX h f4 y
+HGET h f1
+HGET h nosuch
+HGET nosuch f
+HMGET h f1 nosuch f2
+HMSET h f5 v5
+HLEN h
+HSTRLEN h f1
+HEXISTS h f1
+HEXISTS h nosuch
+HKEYS h
+HVALS h
+HGETALL h
+HGETALL nosuch
+HINCRBY h n 5
+HINCRBY h n -10
+HINCRBY h f1 1
+HINCRBY h n abc
+HINCRBY h n 9223372036854775807
+HINCRBYFLOAT h fl 1.5
+HINCRBYFLOAT h fl 0.1
+HINCRBYFLOAT h f1 1
+HINCRBYFLOAT h fl abc
+HDEL h f1 f2 nosuch
+HGETALL h
+HDEL h f3 f4 f5 n fl
+EXISTS h
+SET s v
+HGET s f
+HSET s f v
+HSCAN h 0
+HSET h a 1 b 2
+HSCAN h 0
+HSCAN h 0 MATCH a
+"""
+
+LISTS = """
+LPUSH l a b c
+RPUSH l d e
+LRANGE l 0 -1
+LRANGE l 1 2
+LRANGE l -2 -1
+LRANGE l 5 1
+LRANGE l -100 100
+LRANGE nosuch 0 -1
+LLEN l
+LINDEX l 0
+LINDEX l -1
+LINDEX l 99
+LPUSHX l z
+LPUSHX nosuch z
+RPUSHX l y
+LPOP l
+RPOP l
+LPOP l 2
+RPOP l 0
+LPOP nosuch
+LPOP nosuch 2
+LPOP l -1
+LSET l 0 X
+LSET l 99 X
+LSET nosuch 0 X
+LRANGE l 0 -1
+RPUSH r a b a c a
+LREM r 2 a
+LRANGE r 0 -1
+LREM r -1 a
+LREM r 0 zz
+LINSERT r BEFORE c q
+LINSERT r AFTER nosuch q
+LINSERT r MIDDLE c q
+LINSERT nosuch BEFORE c q
+LRANGE r 0 -1
+LTRIM r 1 -1
+LRANGE r 0 -1
+LTRIM r 5 10
+EXISTS r
+RPUSH p a b c a b c
+LPOS p b
+LPOS p b RANK 2
+LPOS p b RANK -1
+LPOS p b COUNT 0
+LPOS p b COUNT 1
+LPOS p x
+LPOS p x COUNT 2
+LPOS p b RANK 0
+LPOS p a MAXLEN 1
+LMOVE p q LEFT RIGHT
+LMOVE p q RIGHT LEFT
+LMOVE p q UP LEFT
+LRANGE q 0 -1
+RPOPLPUSH p q
+RPOPLPUSH nosuch q
+LMOVE nosuch q LEFT LEFT
+SET s v
+LPUSH s x
+LRANGE s 0 -1
+LMOVE p s LEFT LEFT
+BLPOP p q 0.1
+BRPOP nosuch p 1
+BLPOP nosuch 0.01
+BLPOP p -1
+BLPOP p abc
+BLMOVE q p LEFT LEFT 0
+BLMOVE nosuch p LEFT LEFT 0.01
+BRPOPLPUSH q p 0
+BRPOPLPUSH nosuch p 0.01
+"""
+
+SETS = """
+SADD s a b c
+SADD s a d
+SREM s a nosuch
+SCARD s
+SISMEMBER s b
+SISMEMBER s a
+SMISMEMBER s a b nosuch
+SMEMBERS s
+SMEMBERS nosuch
+SADD n 3 1 2 10
+SMEMBERS n
+SADD t c d e
+SINTER s t
+SUNION s t
+SDIFF s t
+SDIFF t s nosuch
+SINTER s nosuch
+SINTERSTORE d s t
+SMEMBERS d
+SUNIONSTORE d s t
+SCARD d
+SDIFFSTORE d s t
+SMEMBERS d
+SINTERSTORE d s nosuch
+EXISTS d
+SINTERCARD 2 s t
+SINTERCARD 2 s t LIMIT 1
+SINTERCARD 0 s
+SINTERCARD 3 s t
+SINTERCARD 2 s t LIMIT -1
+SMOVE s t b
+SMOVE s t nosuch
+SMOVE nosuch t b
+SMEMBERS t
+SPOP nosuch
+SPOP nosuch 2
+SADD one x
+SPOP one
+SPOP one 3
+SRANDMEMBER nosuch
+SRANDMEMBER nosuch 3
+SET str v
+SADD str x
+SMEMBERS str
+SSCAN n 0
+SSCAN n 0 MATCH 1*
+"""
+
+ZSETS = """
+ZADD z 1 a 2 b 3 c
+ZADD z 1.5 a
+ZADD z NX 5 a 4 d
+ZADD z XX 6 a 7 e
+ZADD z XX CH 6.5 a
+ZADD z GT 1 b
+ZADD z LT 1 b
+ZADD z INCR 10 b
+ZADD z INCR 1 b 2 c
+ZADD z NX XX 1 a
+ZADD z GT LT 1 a
+ZADD z 1
+ZADD z abc a
+ZADD z NX INCR 1 a
+ZADD z inf i -inf j
+ZSCORE z a
+ZSCORE z nosuch
+ZSCORE z i
+ZMSCORE z a nosuch b
+ZCARD z
+ZRANK z a
+ZREVRANK z a
+ZRANK z nosuch
+ZRANGE z 0 -1
+ZRANGE z 0 -1 WITHSCORES
+ZRANGE z 1 2 REV WITHSCORES
+ZRANGE z -inf +inf BYSCORE
+ZRANGE z (1 3 BYSCORE WITHSCORES
+ZRANGE z 10 1 BYSCORE REV LIMIT 1 2
+ZRANGE z 0 -1 LIMIT 0 1
+ZRANGE z a b BYLEX WITHSCORES
+ZRANGEBYSCORE z 1 3
+ZRANGEBYSCORE z (1 (3 WITHSCORES
+ZRANGEBYSCORE z -inf +inf LIMIT 1 2
+ZRANGEBYSCORE z x 3
+ZREVRANGEBYSCORE z +inf -inf WITHSCORES
+ZREVRANGE z 0 1 WITHSCORES
+ZREVRANGE z 0 1 FOO
+ZCOUNT z 1 3
+ZCOUNT z (1 +inf
+ZCOUNT z x 1
+ZADD lex 0 a 0 b 0 c 0 d
+ZRANGEBYLEX lex - +
+ZRANGEBYLEX lex [b (d
+ZRANGEBYLEX lex (a + LIMIT 1 1
+ZRANGEBYLEX lex a b
+ZREVRANGEBYLEX lex + [b
+ZLEXCOUNT lex - +
+ZLEXCOUNT lex [b [c
+ZRANGE lex [a [c BYLEX
+ZRANGE lex [c [a BYLEX REV
+ZINCRBY z 2.5 a
+ZINCRBY z 1 new
+ZINCRBY z abc a
+ZREM z a nosuch
+ZREMRANGEBYRANK z 0 0
+ZREMRANGEBYSCORE z 5 8
+ZREMRANGEBYLEX lex [a [b
+ZRANGE z 0 -1 WITHSCORES
+ZRANGE lex 0 -1
+ZPOPMIN z
+ZPOPMAX z
+ZPOPMIN z 2
+ZPOPMAX z 0
+ZPOPMIN nosuch
+ZPOPMIN nosuch 1
+ZADD f 0.1 x 1e20 y -0.5 w
+ZRANGE f 0 -1 WITHSCORES
+ZSCORE f x
+ZSCAN f 0
+SET s v
+ZADD s 1 a
+ZSCORE s a
+ZADD u1 1 a 2 b 3 c
+ZADD u2 10 b 20 c 30 d
+SADD plain c d e
+ZUNION 2 u1 u2
+ZUNION 3 u1 u2 plain WITHSCORES
+ZUNION 2 u1 u2 WEIGHTS 2 0.5 AGGREGATE MAX WITHSCORES
+ZINTER 2 u1 u2 AGGREGATE MIN WITHSCORES
+ZINTER 3 u1 u2 plain WITHSCORES
+ZDIFF 2 u1 u2 WITHSCORES
+ZDIFF 2 u1 u2 WEIGHTS 1 1
+ZUNIONSTORE out 2 u1 u2 WEIGHTS 1 -1
+ZRANGE out 0 -1 WITHSCORES
+ZINTERSTORE out 2 u1 nosuch
+EXISTS out
+ZDIFFSTORE out 2 u2 u1
+ZRANGE out 0 -1 WITHSCORES
+ZUNION 0 u1
+ZUNION 3 u1 u2
+ZUNION 2 u1 s
+ZUNION 2 u1 u2 WEIGHTS 1 x
+ZUNION 2 u1 u2 AGGREGATE AVG
+ZUNIONSTORE out 2 u1 u2 WITHSCORES
+ZADD infs inf a -inf b
+ZUNION 2 infs infs WITHSCORES
+ZUNION 2 infs infs WEIGHTS 0 1 WITHSCORES
+ZRANGESTORE rs u2 0 1
+ZRANGE rs 0 -1 WITHSCORES
+ZRANGESTORE rs u2 (10 +inf BYSCORE LIMIT 0 1
+ZRANGE rs 0 -1 WITHSCORES
+ZRANGESTORE rs lex [a [c BYLEX
+ZRANGE rs 0 -1 WITHSCORES
+ZRANGESTORE rs u2 0 1 WITHSCORES
+ZRANGESTORE rs nosuch 0 -1
+EXISTS rs
+"""
+
+TRANSACTIONS = """
+MULTI
+SET a 1
+INCR a
+GET a
+LPUSH l x
+EXEC
+MULTI
+MULTI
+SET a 2
+FOO bar
+EXEC
+GET a
+EXEC
+DISCARD
+MULTI
+SET a 3
+DISCARD
+GET a
+MULTI
+INCR a
+GET
+EXEC
+WATCH a
+MULTI
+WATCH b
+UNWATCH
+EXEC
+MULTI
+SET a 1
+INCR a
+SET s v
+LPUSH s x
+EXEC
+"""
+
+
+@pytest.mark.parametrize("family", [STRINGS, KEYS, HASHES, LISTS, SETS, ZSETS, TRANSACTIONS],
+                         ids=["strings", "keys", "hashes", "lists", "sets", "zsets", "transactions"])
+def test_family(pair: Pair, family: str) -> None:
+    pair.check([[b"" if a == b'""' else a for a in cmd] for cmd in cmds(family)])
+
+
+def test_info_keyspace_and_config(pair: Pair) -> None:
+    pair.check(cmds("""
+SET a 1
+SET b 2 EX 1000
+INFO keyspace
+CONFIG GET notify-keyspace-events
+CONFIG SET notify-keyspace-events KEA
+CONFIG GET notify-keyspace-events
+CONFIG SET notify-keyspace-events Elg$x
+CONFIG GET notify-keyspace-events
+CONFIG SET notify-keyspace-events Q
+CONFIG SET notify-keyspace-events ""
+"""))
+
+
+def test_watch_sees_another_client(pair: Pair, servers: tuple[int, int]) -> None:
+    """EXEC fails (null array) when another connection changed a WATCHed key."""
+    other = Pair(servers[0], servers[1], pair.ref.resp)
+    try:
+        pair.check(cmds("SET w 1\nWATCH w\nMULTI\nINCR w"))
+        other.check(cmds("SET w 5"))
+        pair.check(cmds("EXEC\nGET w\nWATCH w\nMULTI\nINCR w\nEXEC"))
+    finally:
+        other.close()
+
+
+def test_blocked_client_is_served_by_a_push(pair: Pair, servers: tuple[int, int]) -> None:
+    """A client blocked in BLPOP (replies pending) gets the pushed element, then its
+    pipelined next command runs; a timeout answers the null array."""
+    other = Pair(servers[0], servers[1], pair.ref.resp)
+    try:
+        for c in (pair.ref, pair.us):
+            c.send([b"BLPOP", b"q1", b"q2", b"5"])
+            c.send([b"PING"])
+        other.check(cmds("RPUSH q2 a b\nLLEN q2"))
+        assert pair.us.read() == pair.ref.read() == b"*2\r\n$2\r\nq2\r\n$1\r\na\r\n"
+        assert pair.us.read() == pair.ref.read()
+        pair.check(cmds("BLMOVE q2 dst RIGHT LEFT 0\nBRPOP none 0.05\nLRANGE dst 0 -1"))
+    finally:
+        other.close()
+
+
+_KEYS = st.sampled_from([b"k1", b"k2", b"k3"])
+_VALS = st.sampled_from([b"0", b"1", b"-3", b"10", b"a", b"xyz", b"2.5", b""])
+_INTS = st.sampled_from([b"0", b"1", b"-1", b"2", b"-2", b"5", b"100"])
+_SCORES = st.sampled_from([b"0", b"1", b"1.5", b"-2", b"inf", b"-inf", b"3"])
+
+
+def _command() -> st.SearchStrategy[list[bytes]]:
+    k, v, i, s = _KEYS, _VALS, _INTS, _SCORES
+    forms: list[st.SearchStrategy[list[bytes]]] = [
+        st.tuples(st.just(b"SET"), k, v).map(list),
+        st.tuples(st.just(b"GET"), k).map(list),
+        st.tuples(st.just(b"APPEND"), k, v).map(list),
+        st.tuples(st.just(b"INCRBY"), k, i).map(list),
+        st.tuples(st.just(b"GETRANGE"), k, i, i).map(list),
+        st.tuples(st.just(b"SETRANGE"), k, st.sampled_from([b"0", b"2"]), v).map(list),
+        st.tuples(st.just(b"DEL"), k).map(list),
+        st.tuples(st.just(b"EXISTS"), k, k).map(list),
+        st.tuples(st.just(b"TYPE"), k).map(list),
+        st.tuples(st.just(b"RENAME"), k, k).map(list),
+        st.tuples(st.just(b"EXPIRE"), k, st.sampled_from([b"100", b"1000"])).map(list),
+        st.tuples(st.just(b"TTL"), k).map(list),
+        st.tuples(st.just(b"PERSIST"), k).map(list),
+        st.tuples(st.just(b"LPUSH"), k, v).map(list),
+        st.tuples(st.just(b"RPUSH"), k, v, v).map(list),
+        st.tuples(st.just(b"LPOP"), k).map(list),
+        st.tuples(st.just(b"RPOP"), k, st.sampled_from([b"1", b"2"])).map(list),
+        st.tuples(st.just(b"LRANGE"), k, i, i).map(list),
+        st.tuples(st.just(b"LINDEX"), k, i).map(list),
+        st.tuples(st.just(b"LREM"), k, i, v).map(list),
+        st.tuples(st.just(b"LTRIM"), k, i, i).map(list),
+        st.tuples(st.just(b"LMOVE"), k, k, st.sampled_from([b"LEFT", b"RIGHT"]),
+                  st.sampled_from([b"LEFT", b"RIGHT"])).map(list),
+        st.tuples(st.just(b"HSET"), k, v, v).map(list),
+        st.tuples(st.just(b"HGET"), k, v).map(list),
+        st.tuples(st.just(b"HDEL"), k, v).map(list),
+        st.tuples(st.just(b"HINCRBY"), k, v, i).map(list),
+        st.tuples(st.just(b"HGETALL"), k).map(list),
+        st.tuples(st.just(b"HLEN"), k).map(list),
+        st.tuples(st.just(b"SADD"), k, v, v).map(list),
+        st.tuples(st.just(b"SREM"), k, v).map(list),
+        st.tuples(st.just(b"SMEMBERS"), k).map(list),
+        st.tuples(st.just(b"SISMEMBER"), k, v).map(list),
+        st.tuples(st.just(b"SINTER"), k, k).map(list),
+        st.tuples(st.just(b"SUNIONSTORE"), k, k, k).map(list),
+        st.tuples(st.just(b"SCARD"), k).map(list),
+        st.tuples(st.just(b"ZADD"), k, s, v).map(list),
+        st.tuples(st.just(b"ZINCRBY"), k, s, v).map(list),
+        st.tuples(st.just(b"ZSCORE"), k, v).map(list),
+        st.tuples(st.just(b"ZRANGE"), k, i, i, st.sampled_from([b"WITHSCORES", b"REV"])).map(list),
+        st.tuples(st.just(b"ZRANGEBYSCORE"), k, s, s, st.just(b"WITHSCORES")).map(list),
+        st.tuples(st.just(b"ZRANK"), k, v).map(list),
+        st.tuples(st.just(b"ZREM"), k, v).map(list),
+        st.tuples(st.just(b"ZPOPMIN"), k).map(list),
+        st.tuples(st.just(b"ZCOUNT"), k, s, s).map(list),
+        st.tuples(st.just(b"ZRANGE"), k, s, s, st.just(b"BYSCORE"), st.just(b"LIMIT"), i, i).map(list),
+        st.tuples(st.just(b"ZRANGEBYLEX"), k, st.sampled_from([b"-", b"[a", b"(a", b"[xyz"]),
+                  st.sampled_from([b"+", b"[b", b"(xyz", b"[0"])).map(list),
+        st.tuples(st.just(b"ZREMRANGEBYRANK"), k, i, i).map(list),
+        st.tuples(st.just(b"ZADD"), k, st.sampled_from([b"NX", b"XX", b"GT", b"LT", b"CH", b"INCR"]), s, v).map(list),
+        st.tuples(st.just(b"LPOS"), k, v, st.just(b"RANK"), i).map(list),
+        st.tuples(st.just(b"LINSERT"), k, st.sampled_from([b"BEFORE", b"AFTER"]), v, v).map(list),
+        st.tuples(st.just(b"LSET"), k, i, v).map(list),
+        st.tuples(st.just(b"INCRBYFLOAT"), k, st.sampled_from([b"0.1", b"-2.5", b"1e3", b"3"])).map(list),
+        st.tuples(st.just(b"HINCRBYFLOAT"), k, v, st.sampled_from([b"0.1", b"-2.5", b"1e3"])).map(list),
+        st.tuples(st.just(b"SINTERCARD"), st.just(b"2"), k, k).map(list),
+        st.tuples(st.just(b"SDIFFSTORE"), k, k, k).map(list),
+        st.tuples(st.just(b"SMOVE"), k, k, v).map(list),
+        st.tuples(st.just(b"EXPIRE"), k, st.sampled_from([b"100", b"200"]),
+                  st.sampled_from([b"NX", b"XX", b"GT", b"LT"])).map(list),
+        st.tuples(st.just(b"GETEX"), k, st.sampled_from([b"PERSIST", b"EX"])).map(list),
+        st.tuples(st.just(b"RENAMENX"), k, k).map(list),
+        st.tuples(st.just(b"MOVE"), k, st.just(b"1")).map(list),
+        st.tuples(st.sampled_from([b"ZUNIONSTORE", b"ZINTERSTORE", b"ZDIFFSTORE"]), k, st.just(b"2"), k, k).map(list),
+        st.tuples(st.sampled_from([b"ZUNION", b"ZINTER"]), st.just(b"2"), k, k, st.just(b"AGGREGATE"),
+                  st.sampled_from([b"SUM", b"MIN", b"MAX"]), st.just(b"WITHSCORES")).map(list),
+        st.tuples(st.just(b"SCAN"), st.just(b"0"), st.just(b"TYPE"), st.sampled_from([b"list", b"zset"])).map(list),
+    ]
+    return st.one_of(forms)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sequence=st.lists(_command(), min_size=1, max_size=25))
+def test_generated_sequences(pair: Pair, sequence: list[list[bytes]]) -> None:
+    pair.reset()
+    pair.check(sequence)
+
+
+def test_no_args_left_behind(tmp_path: Path) -> None:
+    """The map-less read path answers as an empty redis-server would (in-process)."""
+    from raims_node.kv import open_kv
+    from raims_node.kv.commands import KVClient
+    from raims_node.kv.reply import encode
+
+    engine, mf = open_kv(None)
+    assert mf is None
+    c = KVClient()
+    assert encode(engine.execute(c, [b"GET", b"x"]), 2) == b"$-1\r\n"
+    assert encode(engine.execute(c, [b"LRANGE", b"x", b"0", b"-1"]), 3) == b"*0\r\n"
+    assert encode(engine.execute(c, [b"SET", b"x", b"1"]), 2).startswith(b"-ERR no key-value map")

@@ -1,0 +1,142 @@
+"""`ms_msglog` create / export / prune / append in the seed's argument order (seed 004
+section 3.5), exit codes and error lines; the console's command table; consumers by
+polling and by the producer's live stream with fall-back to the log (section 1.2)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from raims_node.msglog import commands, paths
+from raims_node.msglog.cli import main
+from raims_node.msglog.errors import BadArgument
+from raims_node.msglog.log import MessageLog, create_log
+from raims_node.msglog.producer import Consumer, Producer
+
+
+def run(cwd: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "raims_node.msglog", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        timeout=30,
+        env={**os.environ},
+    )
+
+
+def test_commands_as_a_script_uses_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = run(tmp_path, "create", "c1", "alpha", "3")
+    assert r.returncode == 0 and (tmp_path / "message/c1/alpha/alpha.msg").is_symlink()
+    r = run(tmp_path, "append", "c1", "alpha", "3", stdin=b"one\ntwo\n\xff\n")
+    assert r.returncode == 0 and b"ids 1..3" in r.stdout
+    r = run(tmp_path, "export", "c1", "alpha", "3", "alpha.msg")
+    lines = r.stdout.decode().splitlines()
+    assert r.returncode == 0 and lines[1].startswith("header offset=0 node=3 file=1 kind=content")
+    assert [ln.split()[-1] for ln in lines[2:]] == ['data="one"', 'data="two"', "hex=ff"]
+    assert "origin=3 id=2" in lines[3]
+    for bad, why in (
+        (["export", "c1", "alpha", "4", "alpha.msg"], b"not 4"),
+        (["create", "c1", "alpha", "3"], b"already exists"),
+        (["create", "c1", "beta", "300"], b"0..255"),
+        (["prune", "c1", "alpha", "3", "3w"], b"retention"),
+        (["append", "c1", "nobody", "1"], b"no message log"),
+        (["create", "c1", "gamma", "2", "state"], b"node number 0"),
+        (["export", "c1", "alpha"], b"usage"),
+    ):
+        monkeypatch.chdir(tmp_path)
+        capsys.readouterr()
+        assert main(bad) == 1, bad
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and why in err[0].encode(), err
+
+
+def test_prune_retires_old_closed_files_only(tmp_path: Path) -> None:
+    root = str(tmp_path / "m")
+    assert main(["create", root, "c", "n", "1"]) == 0
+    with MessageLog.open(root, "c", "n", max_file_size=200) as log:
+        for i in range(30):
+            log.originate(b"message %d" % i)
+        active = log.active_no
+    d = paths.log_dir(root, "c", "n")
+    assert commands.prune([root, "c", "n", "1", "20d"]) == [f"pruned 0 file(s) from {d}"]
+    out = commands.prune([root, "c", "n", "1", "10s"], now=time.time() + 3600)
+    assert out[0].startswith(f"pruned {active - 1} file(s)")
+    assert paths.numbered_files(d) == [active]
+    with pytest.raises(BadArgument):
+        commands.prune([root, "c", "n", "2", "1s"])
+    assert commands.parse_retention("12h") == 43200 and commands.parse_retention("30m") == 1800
+    assert main(["create", root, "c", "s", "0", "state"]) == 0
+    assert "state-only" in commands.prune([root, "c", "s", "0", "1s"])[0]
+
+
+def test_console_table_and_trace() -> None:
+    assert set(commands.COMMANDS) == {"create", "export", "prune"}
+    assert [c.words for c in commands.CONSOLE] == [
+        "message.create",
+        "message.export",
+        "message.prune",
+    ]
+    assert all(c.run is commands.COMMANDS[c.words.split(".")[1]] for c in commands.CONSOLE)
+
+    class Node:
+        trace_on = False
+
+    n = Node()
+    assert commands.trace(n, ["on"]) == ["trace on"] and n.trace_on
+    assert commands.trace(n, []) == ["trace off"] and not n.trace_on
+    with pytest.raises(BadArgument):
+        commands.trace(n, ["maybe"])
+
+
+def test_consumer_polls_with_a_cursor(tmp_path: Path) -> None:
+    d = create_log(tmp_path, "c", "n", 1)
+    with MessageLog.open(tmp_path, "c", "n", max_file_size=300) as log:
+        for i in range(10):
+            log.originate(b"%d" % i)
+        con = Consumer(d, "reader1")
+        assert [r.data for r in con.poll()] == [b"%d" % i for i in range(10)]
+        assert con.poll() == []
+        for i in range(10, 15):
+            log.originate(b"%d" % i)
+        con.close()
+        con2 = Consumer(d, "reader1")  # the cursor file carries the position over
+        assert [r.data for r in con2.poll()] == [b"%d" % i for i in range(10, 15)]
+        con2.close()
+
+
+async def test_consumer_takes_the_live_stream_and_reads_the_log_on_a_gap(tmp_path: Path) -> None:
+    d = create_log(tmp_path, "c", "n", 1)
+    log = MessageLog.open(tmp_path, "c", "n")
+    producer = Producer(log)
+    await producer.start()
+    log.originate(b"before")  # logged before the consumer asked: read from the log
+    con = Consumer(d, "live")
+    got: list[bytes] = []
+    task = asyncio.create_task(con.stream(lambda r: got.append(r.data), count=40))
+    for _ in range(200):
+        if producer.consumers:
+            break
+        await asyncio.sleep(0.01)
+    assert "live" in producer.consumers
+    for i in range(20):
+        log.originate(b"live %d" % i)
+        await asyncio.sleep(0)
+    producer.consumers["live"][0] += 3  # packets lost: the consumer must notice
+    for i in range(20, 39):
+        log.originate(b"live %d" % i)
+        await asyncio.sleep(0)
+    assert await asyncio.wait_for(task, 10) >= 40
+    assert got == [b"before"] + [b"live %d" % i for i in range(39)]
+    assert con.from_packets > 0 and con.gaps >= 1
+    producer.close()
+    log.close()
+    con.close()

@@ -1,0 +1,112 @@
+"""A Redis session with a key-value engine, on an in-memory bus: data commands beside
+pub/sub, EXEC capturing session commands' replies, RESP2 subscribed mode, a blocked
+client holding its pipelined commands, and the map-less refusal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from raims_node.bridges import RedisSession
+from raims_node.kv import open_kv
+from raims_node.kv.commands import Engine
+from raims_node.kv.persist import init_map, log_path
+from raims_node.kv.store import KVStore
+from tests.unit.test_nats_redis_bus import MemoryBus
+
+
+class Clock:
+    ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def session(engine: Engine, bus: MemoryBus | None = None, client_id: int = 1) -> RedisSession:
+    return RedisSession(bus or MemoryBus(), client_id, kv=engine)
+
+
+def talk(s: RedisSession, data: bytes) -> bytes:
+    s.data_received(data)
+    return s.pending_output()
+
+
+def test_exec_runs_session_and_data_commands_in_order() -> None:
+    s = session(Engine(KVStore()))
+    out = talk(s, b"MULTI\r\nSET a 1\r\nPING\r\nECHO hi\r\nINCR a\r\nSELECT 1\r\nGET a\r\nEXEC\r\nGET a\r\n")
+    assert out == (b"+OK\r\n" + b"+QUEUED\r\n" * 6 +
+                   b"*6\r\n+OK\r\n+PONG\r\n$2\r\nhi\r\n:2\r\n+OK\r\n$-1\r\n" + b"$-1\r\n")
+
+
+def test_resp2_subscribed_mode_refuses_data_commands() -> None:
+    s = session(Engine(KVStore()))
+    talk(s, b"SUBSCRIBE ch\r\n")
+    assert talk(s, b"GET a\r\n") == (b"-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING "
+                                     b"/ QUIT / RESET are allowed in this context\r\n")
+    r3 = session(Engine(KVStore()))
+    talk(r3, b"HELLO 3\r\nSUBSCRIBE ch\r\n")
+    assert talk(r3, b"GET a\r\n") == b"_\r\n"  # RESP3 has no subscribed mode
+
+
+def test_a_blocked_client_holds_its_next_commands_until_served_or_timed_out() -> None:
+    clock = Clock()
+    e = Engine(KVStore(16, clock))
+    waiter, pusher = session(e, client_id=1), session(e, client_id=2)
+    assert talk(waiter, b"BLPOP q 1\r\nPING\r\nLLEN q\r\n") == b""
+    assert talk(pusher, b"RPUSH q a b\r\n") == b":2\r\n"
+    assert waiter.pending_output() == b"*2\r\n$1\r\nq\r\n$1\r\na\r\n+PONG\r\n:1\r\n"
+    assert talk(waiter, b"BRPOP none 0.5\r\nECHO after\r\n") == b""
+    clock.ms += 500
+    e.tick()
+    assert waiter.pending_output() == b"*-1\r\n$5\r\nafter\r\n"
+
+
+def test_closing_a_blocked_client_unblocks_it() -> None:
+    e = Engine(KVStore())
+    s = session(e)
+    talk(s, b"BLPOP q 0\r\n")
+    assert e.blocked_clients
+    s.connection_lost()
+    assert not e.blocked_clients and not e.store.blocked
+
+
+def test_keyspace_notifications_reach_bus_subscribers() -> None:
+    bus = MemoryBus()
+    e = Engine(KVStore())
+    e.publish = lambda channel, payload: bus.publish(None, channel, None, None, payload)
+    sub, writer = session(e, bus, 1), session(e, bus, 2)
+    talk(sub, b"SUBSCRIBE __keyevent@0__:set\r\n")
+    talk(writer, b"CONFIG SET notify-keyspace-events E$\r\nSET k v\r\n")
+    assert sub.pending_output() == b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$1\r\nk\r\n"
+
+
+def test_without_a_map_the_session_refuses_writes_and_reads_nil() -> None:
+    store = KVStore()
+    store.writable = False
+    s = session(Engine(store))
+    out = talk(s, b"SET a 1\r\nGET a\r\nPING\r\n")
+    assert out.startswith(b"-ERR no key-value map is configured") and out.endswith(b"\r\n$-1\r\n+PONG\r\n")
+
+
+def test_without_an_engine_data_commands_stay_unknown() -> None:
+    s = RedisSession(MemoryBus(), 1)
+    assert talk(s, b"GET a\r\n").startswith(b"-ERR unknown command 'GET'")
+
+
+def test_the_log_reaches_the_file_before_the_reply_leaves(tmp_path: Path) -> None:
+    init_map(tmp_path / "map")
+    engine, mf = open_kv(str(tmp_path / "map"), schedule=lambda fn: None)  # no loop turn ends here
+    assert mf is not None
+    s = session(engine)
+    s.data_received(b"SET k v\r\n")
+    assert log_path(tmp_path / "map").read_bytes() == b""
+    assert s.pending_output() == b"+OK\r\n"
+    assert log_path(tmp_path / "map").read_bytes().endswith(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n")
+    mf.close()
+
+
+def test_a_renamed_string_does_not_serve_list_waiters() -> None:
+    e = Engine(KVStore())
+    waiter, other = session(e, client_id=1), session(e, client_id=2)
+    assert talk(waiter, b"BLPOP q 0\r\n") == b""
+    assert talk(other, b"SET s v\r\nRENAME s q\r\n") == b"+OK\r\n+OK\r\n"
+    assert waiter.pending_output() == b"" and e.blocked_clients
