@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import socket
 import time
@@ -145,6 +146,8 @@ class Daemon:
         self.bridges.kv = self.kv.engine
         for name in listen:
             await self.start_transport(name, listen=True)
+        # the route computation's imports, loaded while the first links come up
+        asyncio.get_running_loop().run_in_executor(None, importlib.import_module, "scipy.sparse.csgraph")
         for name in connect:
             await self.start_transport(name, listen=False)
         await self._start_ipc_name()

@@ -10,9 +10,12 @@ INFO fields only known once bound (host, port, server id), and nats-server's pin
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from raims_node.bridges.glue import BridgeServer, BridgeSession, BridgeStartError, SessionProtocol
-from raims_node.bridges.nats_monitor import NatsMonitor
+
+if TYPE_CHECKING:
+    from raims_node.bridges.nats_monitor import NatsMonitor
 from raims_node.bridges.nats_session import NatsConfig, NatsSession
 
 PING_INTERVAL_S = 120.0
@@ -33,7 +36,7 @@ class NatsServer(BridgeServer):
 
     config: NatsConfig
     _pinger: asyncio.TimerHandle | None = None
-    monitor: NatsMonitor | None = None
+    monitor: NatsMonitor | None = None  # nats_monitor.py
     lame_duck_mode = False
 
     async def listen(self) -> list[str]:
@@ -45,6 +48,8 @@ class NatsServer(BridgeServer):
             host=host.strip("[]"), port=int(port), user=s.user, password=s.password, token=s.token)
         self._pinger = asyncio.get_running_loop().call_later(PING_INTERVAL_S, self._ping)
         if s.http_port is not None:
+            from raims_node.bridges.nats_monitor import NatsMonitor  # aiohttp only when asked for
+
             self.monitor = NatsMonitor(self)
             try:
                 for addr in await self.monitor.start(host.strip("[]") or "127.0.0.1", s.http_port):
