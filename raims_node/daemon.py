@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import socket
 import time
@@ -147,6 +148,8 @@ class Daemon:
         self.bridges.kv = self.kv.engine
         for name in listen:
             await self.start_transport(name, listen=True)
+        # the route computation's imports, loaded while the first links come up
+        asyncio.get_running_loop().run_in_executor(None, importlib.import_module, "scipy.sparse.csgraph")
         for name in connect:
             await self.start_transport(name, listen=False)
         await self._start_ipc_name()
@@ -423,6 +426,8 @@ class Daemon:
                     run.tasks.append(asyncio.create_task(
                         self.connector(run, (host.strip("[]"), int(port)), once=True)))
 
+    apply = _apply  # public for the operator's console (operator.py)
+
     def say(self, text: str, level: int = logging.INFO) -> None:
         line = f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  {text}"
         self.log_lines.append(line)
@@ -486,15 +491,6 @@ class Daemon:
         for extra in self.extra_ports:
             rows.extend(extra())
         return rows
-
-    def remote(self, user: str, command: str, owner: object) -> bool:
-        """`rem USER COMMAND`: the text comes back to `owner.on_deliver`; False when no
-        peer has that user name."""
-        dest = next((b for b, p in self.node.peers.items() if p.user == user), None)
-        if dest is None:
-            return False
-        self._apply(self.node.remote(dest, command, owner, time.time_ns()))
-        return True
 
     def run_command(self, line: str) -> str:
         """One console command, rendered as text (`rem` requests from other nodes)."""

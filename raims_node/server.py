@@ -24,13 +24,13 @@ import logging
 import os
 import signal
 import sys
-import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raims_node import __version__
 from raims_node.config.errors import ConfigError
+from raims_node.config.records import TransportConfig
 from raims_node.config.tree import ConfigTree, load
 from raims_node.crypto import CryptoError
 
@@ -144,18 +144,41 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
         except ConfigError as exc:
             log.error("reload failed: %s", exc)
 
+    async def lame_duck() -> None:
+        """SIGUSR2, as nats-server: stop accepting clients, tell NATS clients (`ldm`),
+        close them spread over lame_duck_duration after lame_duck_grace_period, then
+        shut down cleanly (BYE on every link) and exit 0."""
+        p = daemon.tree.parameters
+        grace, duration = p.time("lame_duck_grace_period"), p.time("lame_duck_duration")
+        daemon.say(f"lame duck mode: clients closed over {duration:g} s after {grace:g} s")
+        bridges = [run.bridge for run in daemon.running.values() if run.bridge is not None]
+        await asyncio.gather(*(b.lame_duck(grace, duration) for b in bridges if hasattr(b, "lame_duck")))
+        for b in bridges:
+            b.close()
+        stop.set()
+
+    def on_usr2() -> None:
+        if not signals.get("lame"):
+            signals["lame"] = 1
+            loop.create_task(lame_duck())
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_stop)
     loop.add_signal_handler(signal.SIGHUP, on_hup)
+    loop.add_signal_handler(signal.SIGUSR2, on_usr2)
     try:
         web_names = {t.tport for t in tree.transports if t.type == "web"}
         web_bound: list[str] = []
-        await daemon.start([n for n in listen if n not in web_names], [n for n in connect if n not in web_names])
+        telnet_names = {t.tport for t in tree.transports if t.type == "telnet"}
+        here = web_names | telnet_names  # served by this module, above the daemon
+        await daemon.start([n for n in listen if n not in here], [n for n in connect if n not in here])
+        for name in [n for n in listen if n in telnet_names]:
+            webs.append(await _start_telnet(daemon, tree.transport(name), args.config))
         for name in [n for n in listen + connect if n in web_names]:
             from raims_node.web.admin import WebAdmin
 
             cfg = tree.transport(name)
-            admin = WebAdmin(daemon)
+            admin = WebAdmin(daemon, cfg)
             host = (cfg.listen or ["127.0.0.1"])[0]
             try:
                 bound = await admin.start("127.0.0.1" if host in ("*", "") else host, cfg.port or 0)
@@ -171,7 +194,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
         _fail(args, f"{exc} (config {args.config})")
         await daemon.stop()
         return EXIT_START
-    console_task = asyncio.create_task(_console(daemon, stop)) if args.console else None
+    console_task = asyncio.create_task(_console(daemon, stop, args.config)) if args.console else None
     await stop.wait()
     from raims_node.client import endpoints
 
@@ -200,63 +223,56 @@ def _write_endpoints(daemon: Daemon, web: list[str]) -> None:
         log.warning("endpoints file not written: %s", exc)
 
 
-class _ConsoleSubscriber:
-    """The console's own subscriptions: messages are printed as they arrive."""
+class _Closer:
+    """A started telnet listener, stopped like a web admin."""
 
-    def on_deliver(self, d: object) -> None:
-        from raims_node.router.actions import Deliver
+    def __init__(self, server: asyncio.Server) -> None:
+        self.server = server
 
-        if isinstance(d, Deliver) and d.subject.startswith("rem."):
-            print(f"from {d.subject[4:]}:\n{d.payload.decode(errors='replace')}", flush=True)
-        elif isinstance(d, Deliver):
-            loss = f" (lost {d.loss})" if d.loss else ""
-            print(f"{d.subject}: {d.payload.decode(errors='replace')}{loss}", flush=True)
+    async def stop(self) -> None:
+        self.server.close()
 
 
-def console_line(daemon: Daemon, who: _ConsoleSubscriber, line: str) -> str | None:
-    """Run one console line; None means quit. sub/psub/gsub/pub/unsub act on the node,
-    everything else is a console command rendered as a table."""
-    from raims_node.console import ConsoleContext, execute, render_text
+async def _start_telnet(daemon: Daemon, cfg: TransportConfig, config: str) -> _Closer:
+    from raims_node.console.telnet import start_telnet
+    from raims_node.daemon import DaemonError
+    from raims_node.operator import OperatorHost
 
-    words = line.split(maxsplit=2)
-    if not words:
-        return ""
-    verb = words[0]
-    if verb in ("quit", "exit"):
-        return None
-    if verb in ("sub", "psub", "gsub", "unsub") and len(words) >= 2:
-        subject = words[1]
-        if verb == "sub":
-            daemon.subscribe(who, subject, subject)
-        elif verb == "unsub":
-            daemon.unsubscribe(who, subject)
-        else:
-            daemon.psubscribe(who, subject, subject, "rv" if verb == "psub" else "glob")
-        return f"{verb} {subject}"
-    if verb in ("rem", "remote") and len(words) == 3:
-        return "" if daemon.remote(words[1], words[2], who) else f"no peer named {words[1]!r}"
-    if verb == "pub" and len(words) >= 2:
-        daemon.publish(words[1], (words[2] if len(words) > 2 else "").encode())
-        return ""
-    ctx = ConsoleContext(node=daemon.node, ports=daemon.port_rows, now_ns=time.time_ns, config=daemon.tree,
-                         log_lines=lambda: list(daemon.log_lines), names=daemon.naming.service)
-    return render_text(execute(ctx, line))
+    host = (cfg.listen or ["127.0.0.1"])[0]
+    operator = OperatorHost(daemon, config if config != "-" and Path(config).is_dir() else None)
+    try:
+        server = await start_telnet(operator, daemon.on_log, None if host in ("*", "") else host, cfg.port or 0)
+    except OSError as exc:
+        raise DaemonError(f"transport {cfg.tport!r} listen {host}:{cfg.port} failed: {exc.strerror}") from None
+    for sock in server.sockets:
+        name = sock.getsockname()
+        daemon.say(f"telnet listening on {name[0]}:{name[1]}")
+    return _Closer(server)
 
 
-async def _console(daemon: Daemon, stop: asyncio.Event) -> None:
-    who = _ConsoleSubscriber()
+async def _console(daemon: Daemon, stop: asyncio.Event, config: str) -> None:
+    """`-c`: the console on stdin/stdout; on a terminal with prompt_toolkit's line
+    editing, completion and history (console/terminal.py)."""
+    from raims_node.console.session import ConsoleSession
+    from raims_node.operator import OperatorHost
+
+    host = OperatorHost(daemon, config if config != "-" and Path(config).is_dir() else None)
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        from raims_node.console.terminal import run_terminal
+
+        await run_terminal(host, daemon, stop)
+        return
+    session = ConsoleSession(host, lambda text: print(text, flush=True))
     loop = asyncio.get_running_loop()
-    while not stop.is_set():
-        line = await loop.run_in_executor(None, sys.stdin.readline)
-        if not line:
-            stop.set()
-            return
-        out = console_line(daemon, who, line.strip())
-        if out is None:
-            stop.set()
-            return
-        if out:
-            print(out, flush=True)
+    try:
+        while not stop.is_set() and not session.quit:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line:
+                break
+            await session.run(line.strip())
+    finally:
+        session.close()
+        stop.set()
 
 
 def _fail(args: argparse.Namespace, text: str) -> None:

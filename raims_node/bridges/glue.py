@@ -175,6 +175,7 @@ class BridgeSettings:
     user: str | None = None
     password: str | None = None
     token: str | None = None
+    http_port: int | None = None  # NATS monitoring (nats-server's option), off when unset
 
     @classmethod
     def of(cls, cfg: TransportConfig, default_service: str) -> BridgeSettings:
@@ -186,7 +187,8 @@ class BridgeSettings:
 
         return cls(tuple(cfg.listen) or (DEFAULT_HOST,), cfg.port or 0,
                    text("service") or default_service, parse_network(text("network")),
-                   text("user"), text("password"), text("token"))
+                   text("user"), text("password"), text("token"),
+                   int(str(route["http_port"])) if route.get("http_port") is not None else None)
 
 
 class FlowGate:

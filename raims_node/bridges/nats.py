@@ -10,8 +10,12 @@ INFO fields only known once bound (host, port, server id), and nats-server's pin
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
-from raims_node.bridges.glue import BridgeServer, BridgeSession, SessionProtocol
+from raims_node.bridges.glue import BridgeServer, BridgeSession, BridgeStartError, SessionProtocol
+
+if TYPE_CHECKING:
+    from raims_node.bridges.nats_monitor import NatsMonitor
 from raims_node.bridges.nats_session import NatsConfig, NatsSession
 
 PING_INTERVAL_S = 120.0
@@ -32,6 +36,8 @@ class NatsServer(BridgeServer):
 
     config: NatsConfig
     _pinger: asyncio.TimerHandle | None = None
+    monitor: NatsMonitor | None = None  # nats_monitor.py
+    lame_duck_mode = False
 
     async def listen(self) -> list[str]:
         bound = await super().listen()
@@ -41,7 +47,39 @@ class NatsServer(BridgeServer):
             server_id=self.hub.server_id(), server_name=f"{node.user}.{node.service}",
             host=host.strip("[]"), port=int(port), user=s.user, password=s.password, token=s.token)
         self._pinger = asyncio.get_running_loop().call_later(PING_INTERVAL_S, self._ping)
+        if s.http_port is not None:
+            from raims_node.bridges.nats_monitor import NatsMonitor  # aiohttp only when asked for
+
+            self.monitor = NatsMonitor(self)
+            try:
+                for addr in await self.monitor.start(host.strip("[]") or "127.0.0.1", s.http_port):
+                    self.log.info("%s monitoring on http://%s", self.name, addr)
+            except OSError as exc:
+                self.close()
+                raise BridgeStartError(f"transport {self.name!r} http_port {s.http_port}: {exc.strerror}") from None
         return bound
+
+    def opened(self, proto: SessionProtocol) -> None:
+        super().opened(proto)
+        if self.monitor is not None:
+            self.monitor.total_connections += 1
+
+    async def lame_duck(self, grace_s: float, duration_s: float) -> None:
+        """nats-server's lame duck mode: stop accepting, tell every client (`ldm`), and
+        after `grace_s` close the clients spread over `duration_s`."""
+        self.lame_duck_mode = True
+        for server in self.servers:
+            server.close()
+        for proto in list(self.conns):
+            if isinstance(proto.session, NatsSession):
+                proto.session.lame_duck()
+                proto.flush()
+        await asyncio.sleep(grace_s)
+        conns = sorted(self.conns, key=lambda p: p.session.client_id if p.session else 0)
+        step = duration_s / max(1, len(conns))
+        for proto in conns:
+            proto.close()
+            await asyncio.sleep(step)
 
     def _ping(self) -> None:
         for proto in list(self.conns):
@@ -53,4 +91,7 @@ class NatsServer(BridgeServer):
         if self._pinger is not None:
             self._pinger.cancel()
             self._pinger = None
+        if self.monitor is not None:
+            asyncio.get_running_loop().create_task(self.monitor.stop())
+            self.monitor = None
         super().close()

@@ -38,6 +38,7 @@ Checked byte for byte against nats-server 2.9.10 (tests/unit/test_nats_session.p
 from __future__ import annotations
 
 import hmac
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,6 +171,8 @@ class NatsSession(SessionOutput):
         if client_ip:
             info["client_ip"] = client_ip
         super().__init__(config.limits, wakeup, encode_err(ERR_SLOW_CONSUMER), encode_info(info))
+        self._info = info
+        self.started_ns = time.time_ns()
 
     @property
     def subscriptions(self) -> int:
@@ -359,6 +362,16 @@ class NatsSession(SessionOutput):
         for payload in payloads:
             parts += (sub.msg_line(len(payload)), payload, b"\r\n")
         self._write(b"".join(parts))
+
+    def lame_duck(self) -> None:
+        """The server enters lame duck mode: tell the client (nats-server's `ldm`), so
+        that it moves to another server before this one closes it."""
+        if not self._closing:
+            self._write(encode_info({**self._info, "ldm": True}))
+
+    def subjects(self) -> list[str]:
+        """The client's subscription subjects (`/connz?subs=1`)."""
+        return [s.subject for s in self._subs.values()]
 
     def ping(self) -> None:
         """The glue's ping timer fired."""

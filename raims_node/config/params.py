@@ -74,6 +74,8 @@ MANUAL_PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("tcp_write_timeout", Kind.TIME, "10 secs", "Timeout for TCP write"),
     ParamSpec("tcp_write_highwater", Kind.BYTES, "1 MB", "TCP write buffer size"),
     ParamSpec("idle_busy", Kind.COUNT, "16", "Busy wait loop count"),
+    ParamSpec("lame_duck_duration", Kind.TIME, "120 secs", "SIGUSR2: close clients spread over this time"),
+    ParamSpec("lame_duck_grace_period", Kind.TIME, "10 secs", "SIGUSR2: wait before closing clients"),
     ParamSpec("working_directory", Kind.DIRNAME, None, "Switch to directory when in daemon mode"),
 )
 # Not in the manual's table, named in its style (issue 18: unauthenticated link sockets).

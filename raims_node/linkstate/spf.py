@@ -24,13 +24,18 @@ The rules, identical on every node given the same database:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from scipy.sparse import csr_array
-from scipy.sparse.csgraph import dijkstra
 
 from raims_node.linkstate.db import LinkStateDB
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_array
+
+# scipy is imported when the first route is computed (about half a second of imports a
+# node does not need to start accepting clients; the daemon warms it up after start).
 from raims_node.linkstate.records import NUM_PATHS, LinkRecord
 
 IntArray = npt.NDArray[np.int64]
@@ -93,11 +98,15 @@ class LinkGraph:
             first = np.ones(order.size, dtype=bool)
             first[1:] = key[order][1:] != key[order][:-1]
             sel = order[first]
+            from scipy.sparse import csr_array
+
             m = csr_array((c[sel], (self.eu[sel], self.ev[sel])), shape=(n, n))
             self._matrices[p] = (m, csr_array(m.T))
         return self._matrices[p][1 if reverse else 0]
 
     def tree(self, source: int, p: int) -> Tree:
+        from scipy.sparse.csgraph import dijkstra
+
         dist = np.asarray(dijkstra(self._matrix(p), directed=True, indices=source))
         dist_head = dist[self.ev]
         tight = (dist[self.eu] + self.cost[:, p] == dist_head) & np.isfinite(dist_head)
@@ -139,6 +148,8 @@ class LinkGraph:
         if needed.size == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
+        from scipy.sparse.csgraph import dijkstra
+
         to = np.atleast_2d(dijkstra(self._matrix(p, reverse=True), directed=True, indices=needed))
         row = {int(x): i for i, x in enumerate(needed)}
         srcs: list[IntArray] = []

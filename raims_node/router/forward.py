@@ -14,7 +14,7 @@ pass. A publisher keeps each subject's bytes, hashes and path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import mmh3
 
@@ -25,13 +25,14 @@ from raims_node.router.localsubs import LocalSub
 from raims_node.router.messages import MalformedMessage, get_int
 from raims_node.router.peer import Peer
 from raims_node.router.seqwin import Verdict
-from raims_node.router.state import Conn, NodeState
+from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, Conn, NodeState
 from raims_node.wire import (
     Fid,
     Header,
     Message,
     MsgType,
     decode_frame,
+    encode_frame,
     encode_message_fields,
     frame_with_body,
     message_of,
@@ -41,17 +42,19 @@ from raims_node.wire import (
 )
 from raims_node.wire import subjects as S
 
+MPing = Callable[[bytes, int, int, str, int], None]  # (source, stamp, token, tport, now_ns)
+
 FORWARD_CACHE_LIMIT = 65536
 PUBLISH_CACHE_LIMIT = 65536  # subjects whose bytes, hashes and path are kept for publishing
 ANYCAST_HOPS = 4  # nodes an anycast frame may try before it is dropped
-OPT_ACK = 1
-OPT_TRACE = 2
-OPT_ANY = 4
+M_PREFIX = S.MCAST.encode()  # `_M.` subjects reach every node of the tree, unpruned
+M_PING = S.M_PING.encode()
 
 
 class Forward:
-    def __init__(self, st: NodeState) -> None:
+    def __init__(self, st: NodeState, on_mping: MPing | None = None) -> None:
         self.st = st
+        self.on_mping = on_mping
         self._fwd_cache: dict[tuple[bytes, int, bytes], tuple[int, ...]] = {}
         self._fwd_version: tuple[int, int, int] = (-1, -1, -1)
         self._published: dict[str, tuple[bytes, SubjectHashes, int, int]] = {}
@@ -86,6 +89,15 @@ class Forward:
                 self.anycast(bytes(frame), hashes, set(), now_ns, hops=0)
         else:
             self._forward_mcast(bytes(frame), st.bridge, hashes, path, None)
+
+    def mping(self, path: int, token: int, now_ns: int) -> None:
+        """`_M.ping` on `path` to every node (each answers with a pong, remote.py)."""
+        st = self.st
+        hashes = SubjectHashes(M_PING)
+        frame = encode_frame(MsgType.MCAST, M_PING, st.bridge, [(Fid.STAMP, now_ns), (Fid.TOKEN, token)],
+                             path_opt(path) | OPT_ACK)
+        st.mac.sign(frame)
+        self._forward_mcast(bytes(frame), st.bridge, hashes, path, None)
 
     def anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int) -> bool:
         """Send a frame point to point to one node whose filter matches its subject (the
@@ -167,6 +179,10 @@ class Forward:
         subject = sub.decode("utf-8", "surrogateescape")
         path = (opt >> 3) & 3
         forwarded = self._forward_mcast(data, source, SubjectHashes(sub, head.subject_hash), path, conn)
+        if sub == M_PING and self.on_mping is not None:
+            d = decode_frame(data).as_dict()
+            self.on_mping(source, get_int(d, Fid.STAMP), get_int(d, Fid.TOKEN), conn.tport.name, now_ns)
+            return
         delivered = self._deliver_local(source, subject, data, now_ns, own=False, transit=forwarded > 0)
         if opt & (OPT_ACK | OPT_TRACE):
             self._ack_reply(source, subject, data, conn, "trace" if opt & OPT_TRACE else "ack",
@@ -206,6 +222,8 @@ class Forward:
             hashes = SubjectHashes(subject, h)
 
             def matches(b: bytes) -> bool:
+                if subject.startswith(M_PREFIX):
+                    return True
                 peer = st.peers.get(b)
                 return peer is not None and isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes)
 

@@ -56,7 +56,7 @@ from raims_node.linkstate.routes import RouteTable
 from raims_node.router.actions import Action, Log
 from raims_node.router.events import Ev, EventRecorder
 from raims_node.router.flood import Flood
-from raims_node.router.forward import OPT_ACK, OPT_ANY, OPT_TRACE, Forward, is_inbox_reply
+from raims_node.router.forward import Forward, is_inbox_reply
 from raims_node.router.interest import Interest
 from raims_node.router.links import HB_TIMEOUT_FACTOR, Links
 from raims_node.router.localsubs import LocalSubs
@@ -66,7 +66,19 @@ from raims_node.router.peer import Peer
 from raims_node.router.remote import Remote
 from raims_node.router.rpc import Rpc
 from raims_node.router.seqwin import PubWindow, SubWindow
-from raims_node.router.state import NS, VERSION, Conn, Counters, NodeParams, NodeState, Tport, count
+from raims_node.router.state import (
+    NS,
+    OPT_ACK,
+    OPT_ANY,
+    OPT_TRACE,
+    VERSION,
+    Conn,
+    Counters,
+    NodeParams,
+    NodeState,
+    Tport,
+    count,
+)
 from raims_node.wire import Fid, Header, MsgType, decode_frame, peek
 from raims_node.wire import subjects as S
 
@@ -101,8 +113,8 @@ class Node:
         self.links = Links(st, self.interest_part, self.mesh)
         self.rpc = Rpc(st, self.links, self.interest_part, self._receive)
         self.flood = Flood(st, self.links, self.interest_part, self.rpc)
-        self.forward = Forward(st)
         self.remote_ops = Remote(st)
+        self.forward = Forward(st, on_mping=self.remote_ops.pong)
         self._inbox: dict[str, InboxHandler] = {
             "add_rte": self.rpc.in_add_rte,
             "sync_req": self.rpc.in_sync_req,
@@ -346,6 +358,22 @@ class Node:
         self.remote_ops.remote(dest, command, owner, now_ns)
         return self._flush(now_ns)
 
+    def ping(self, dest: bytes, owner: object, now_ns: int, trace: bool = False) -> tuple[int, list[Action]]:
+        """A console ping (tping: `trace`) of `dest`; the pong reaches `owner` as a
+        Deliver whose sid is the returned token (remote.py)."""
+        token = self.remote_ops.ping(dest, owner, now_ns, trace)
+        return token, self._flush(now_ns)
+
+    def mping(self, path: int, owner: object, now_ns: int) -> tuple[int, list[Action]]:
+        """`_M.ping` on multicast path `path`: every node's pong reaches `owner`."""
+        token = self.remote_ops.expect(owner)
+        self.forward.mping(path, token, now_ns)
+        return token, self._flush(now_ns)
+
+    def cancel(self, token: int) -> None:
+        """Stop delivering the replies of a ping, mping or rem."""
+        self.remote_ops.cancel(token)
+
     def send_names(self, dest: bytes | None, data: bytes, now_ns: int) -> list[Action]:
         """A names frame (issue 21, raims_node/names): flooded to every node when `dest`
         is None, else to node `dest`; receivers' drivers get a `NodeEvent("names", ...)`,
@@ -415,6 +443,9 @@ class Node:
         if dest != st.bridge:
             st.counters.forwarded += 1
             st.route_inbox(dest, data)
+            if head.opt & OPT_TRACE:  # tping: every router on the way answers
+                st.send_inbox(head.bridge, "trace", [(Fid.SUBJECT, head.subject.decode(errors="replace")),
+                                                     (Fid.TPORT, conn.tport.name)], now_ns)
             return
         d = decode_frame(data).as_dict()
         if not st.inbox_accept(peer, get_int(d, Fid.SEQNO), now_ns):

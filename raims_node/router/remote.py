@@ -1,11 +1,18 @@
 """Operator services between nodes on inboxes: ping/pong, remote console commands, and
 the ack and trace replies of publishes that ask for them.
 
-Manual "Inbox Subjects" and the console's `ping`, `rem`, `ack`, `trace`: a ping to one
-random peer every 1.5 heartbeats measures latency and clock skew and compares the
-peer's link and subscription seqnos with ours ("ping_adj"); `rem` runs a console
-command on the target node and its text returns on the numeric inbox
+Manual "Inbox Subjects" and the console's `ping`, `tping`, `mping`, `rem`, `ack`,
+`trace`: a ping to one random peer every 1.5 heartbeats measures latency and clock skew
+and compares the peer's link and subscription seqnos with ours ("ping_adj"); `rem` runs
+a console command on the target node and its text returns on the numeric inbox
 `_I.<source>.<token>`.
+
+The console's pings carry a token: the pong echoes it, and the reply reaches the
+console as a `Deliver` to the owner that asked (sid = the token, subject
+`ping.<user>`, payload the round trip in ns and the arrival transport). `tping` sets the
+trace option on the ping: every router that passes it on answers `_I.<source>.trace`.
+`mping` publishes `_M.ping` on a chosen path; every node answers it with a pong (module
+forward.py: `_M.` subjects go to every node on the tree, no filter pruning).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from collections.abc import Callable
 from raims_node.router.actions import Deliver
 from raims_node.router.messages import MalformedMessage, get_int, get_str
 from raims_node.router.peer import Peer
-from raims_node.router.state import NodeState
+from raims_node.router.state import OPT_TRACE, NodeState
 from raims_node.wire import Fid
 
 ACK_HISTORY = 1024
@@ -48,10 +55,31 @@ class Remote:
         st.send_inbox(b, "ping", [(Fid.STAMP, now_ns), (Fid.LINK_STATE, st.link_seqno),
                                   (Fid.SUB_SEQNO, st.sub_seqno)], now_ns)
 
+    def ping(self, dest: bytes, owner: object, now_ns: int, trace: bool = False) -> int:
+        """A console ping of `dest` (tping: `trace`); the pong comes back to `owner`."""
+        token = self._waiter(owner)
+        self.st.send_inbox(dest, "ping", [(Fid.STAMP, now_ns), (Fid.TOKEN, token)], now_ns,
+                           opt=OPT_TRACE if trace else 0)
+        return token
+
+    def expect(self, owner: object) -> int:
+        """A token whose replies go to `owner` (an mping's pongs)."""
+        return self._waiter(owner)
+
+    def cancel(self, token: int) -> None:
+        self._rem_waiters.pop(token, None)
+
+    def _waiter(self, owner: object) -> int:
+        self._rem_token += 1
+        self._rem_waiters[self._rem_token] = owner
+        return self._rem_token
+
     def in_ping(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         st = self.st
         peer.ping_recv += 1
-        st.send_inbox(peer.bridge, "pong", [(Fid.STAMP, get_int(d, Fid.STAMP)), (Fid.TIME, now_ns)], now_ns)
+        token = d.get(Fid.TOKEN)
+        st.send_inbox(peer.bridge, "pong", [(Fid.STAMP, get_int(d, Fid.STAMP)), (Fid.TIME, now_ns),
+                                            *([(Fid.TOKEN, token)] if isinstance(token, int) else [])], now_ns)
         rec = st.db.peer(peer.bridge)
         if rec is not None and (get_int(d, Fid.LINK_STATE) > rec.link_seqno
                                 or get_int(d, Fid.SUB_SEQNO) > peer.sub_seqno):
@@ -69,6 +97,16 @@ class Remote:
         peer.lat_sum_ns += lat
         # their clock at the midpoint of the round trip, against ours
         peer.pong_skew_ns = get_int(d, Fid.TIME) - (sent + lat // 2)
+        token = d.get(Fid.TOKEN)
+        owner = self._rem_waiters.get(token) if isinstance(token, int) else None
+        if owner is not None:
+            text = f"{lat} {get_str(d, Fid.TPORT)}".rstrip()
+            self.st.out.append(Deliver(owner, str(token), f"ping.{peer.user}", None, text.encode(), peer.bridge))
+
+    def pong(self, dest: bytes, stamp: int, token: int, tport: str, now_ns: int) -> None:
+        """Answer an `_M.ping` from `dest` (forward.py), naming the transport it came on."""
+        self.st.send_inbox(dest, "pong", [(Fid.STAMP, stamp), (Fid.TIME, now_ns), (Fid.TOKEN, token),
+                                          (Fid.TPORT, tport)], now_ns)
 
     def in_ack(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int, kind: str = "ack") -> None:
         self.acks.append((kind, peer.user, get_str(d, Fid.SUBJECT), get_int(d, Fid.REF_SEQNO),
@@ -78,9 +116,8 @@ class Remote:
         self.in_ack(peer, d, via, now_ns, "trace")
 
     def remote(self, dest: bytes, command: str, owner: object, now_ns: int) -> None:
-        self._rem_token += 1
-        self._rem_waiters[self._rem_token] = owner
-        self.st.send_inbox(dest, "rem", [(Fid.TOKEN, self._rem_token), (Fid.DATA, command.encode())], now_ns)
+        token = self._waiter(owner)
+        self.st.send_inbox(dest, "rem", [(Fid.TOKEN, token), (Fid.DATA, command.encode())], now_ns)
 
     def in_rem(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         """A console command from another node: run it (when a handler is set) and send

@@ -36,6 +36,9 @@ BCAST_SEEN_LIMIT = 16384
 INBOX_WINDOW = 64
 INBOX_MASK = (1 << INBOX_WINDOW) - 1
 VERSION = "raims-0.1.0"
+OPT_ACK = 1  # frame header options (wire/frame.py Opt): receivers acknowledge
+OPT_TRACE = 2  # every router on the way answers
+OPT_ANY = 4  # point to point to one subscriber
 
 
 @dataclass
@@ -210,14 +213,14 @@ class NodeState:
             self._bcast_seen.popitem(last=False)
         return False
 
-    def send_inbox(self, dest: bytes, suffix: str, fields: Fields, now_ns: int) -> None:
+    def send_inbox(self, dest: bytes, suffix: str, fields: Fields, now_ns: int, opt: int = 0) -> None:
         peer = self.peers.get(dest)
         if peer is None:
             return
         peer.inbox_sent = self.hs.next_inbox_seqno(dest)
         subject = S.inbox_subject(dest, suffix)
         frame = encode_frame(MsgType.INBOX, subject, self.bridge,
-                             [(Fid.SEQNO, peer.inbox_sent), (Fid.TIME, now_ns), *fields])
+                             [(Fid.SEQNO, peer.inbox_sent), (Fid.TIME, now_ns), *fields], opt)
         self.mac.sign(frame)
         count(self.counters.pub_send, S.publish_type(subject).name.lower())
         self.route_inbox(dest, bytes(frame))

@@ -11,6 +11,11 @@ Additions the Spark collector and tests rely on:
   / {"unsub": S} / {"pub": S, "data": text, "reply": R}; messages arrive as
   {"subject", "data", "reply", "loss", "source"}.
 
+- HTML: `/index.html`, `/show/<command words>`, `/graph` (web/pages.py), files of
+  `http_dir` overriding them with `@(show ...)` templates.
+- `http_username` / `http_password` / `http_realm` / `htdigest`: HTTP digest
+  authentication on everything but `/healthz` (web/digest.py).
+
 Listens on 127.0.0.1 unless the transport says otherwise.
 """
 
@@ -19,13 +24,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
 
 from aiohttp import WSMsgType, web
 
+from raims_node.config.records import TransportConfig
 from raims_node.console import ConsoleContext, execute
 from raims_node.router.actions import Deliver
+from raims_node.web.digest import DigestAuth
+from raims_node.web.pages import from_dir, graph_html, index_html, page, table_html
 from raims_node.wire.subjects import bridge_b64
 
 if TYPE_CHECKING:
@@ -37,13 +46,20 @@ WS_BACKLOG_LIMIT = 10_000
 
 
 class WebAdmin:
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: Daemon, cfg: TransportConfig | None = None) -> None:
         self.daemon = daemon
-        self.app = web.Application()
+        route = cfg.route if cfg is not None else {}
+        base = getattr(daemon.tree, "base_dir", None)
+        self.auth = DigestAuth.from_route(route, base)
+        self.http_dir = Path(str(route["http_dir"])) if route.get("http_dir") else None
+        self.app = web.Application(middlewares=[self.auth.middleware] if self.auth else [])
         self.app.router.add_get("/", self.command)
         self.app.router.add_get("/healthz", self.healthz)
         self.app.router.add_get("/metrics", self.metrics)
         self.app.router.add_get("/ws", self.websocket)
+        self.app.router.add_get("/graph", self.graph)
+        self.app.router.add_get("/show/{words:.*}", self.show_page)
+        self.app.router.add_get("/{name:[^/]+}", self.file_page)
         self.runner: web.AppRunner | None = None
         self.bound: list[str] = []
 
@@ -70,9 +86,34 @@ class WebAdmin:
         if self.runner is not None:
             await self.runner.cleanup()
 
+    def _html(self, name: str, builtin: str) -> web.Response:
+        text = None
+        if self.http_dir is not None:
+            text = from_dir(self.http_dir, name, lambda line: table_html(execute(self.context(), line)))
+        return web.Response(text=text if text is not None else builtin, content_type="text/html")
+
+    async def show_page(self, request: web.Request) -> web.Response:
+        words = "show " + request.match_info["words"].replace("/", " ")
+        return self._html(f"show_{request.match_info['words'].replace('/', '_')}.html",
+                          page(words, table_html(execute(self.context(), words))))
+
+    async def graph(self, request: web.Request) -> web.Response:
+        return self._html("graph.html", graph_html(self.daemon.node))
+
+    async def file_page(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name == "index.html":
+            return self._html(name, index_html(self.daemon.node))
+        text = from_dir(self.http_dir, name, None) if self.http_dir is not None else None
+        if text is None:
+            raise web.HTTPNotFound()
+        return web.Response(text=text, content_type="text/html" if name.endswith(".html") else "text/plain")
+
     async def command(self, request: web.Request) -> web.Response:
         line = unquote_plus(request.query_string).strip()
         if not line:
+            if "text/html" in request.headers.get("Accept", ""):
+                return self._html("index.html", index_html(self.daemon.node))
             return web.json_response({"node": self.daemon.node.user, "usage": "GET /?show peers"})
         result = execute(self.context(), line)
         if result.error:

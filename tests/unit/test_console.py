@@ -365,3 +365,30 @@ def test_json_is_the_rows_and_text_has_a_line_per_row(net: SimNetwork, line: str
     text = render_text(res).splitlines()
     rules = sum(1 for t in text[2:] if set(t) <= set("-+"))
     assert len(text) == len(res.rows) + (0 if res.plain else 2 + rules)
+
+
+def test_cost_lists_each_transport_with_its_four_costs(net: SimNetwork) -> None:
+    got = {r["tport"]: (r["cost"], r["cost4"]) for r in rows(net, "A", "show cost")}
+    want = {tport(net, "A", link): (cost, cost) for link, a, b, cost in GRAPH if "A" in (a, b)}
+    assert got == want
+
+
+def test_reachable_names_the_users_behind_each_transport(net: SimNetwork) -> None:
+    got = {r["tport"]: set(r["reachable"]) for r in rows(net, "A", "show reachable")}  # type: ignore[arg-type]
+    assert set().union(*got.values()) == {label(net, "A", u) for u in "BCD"}
+    assert all(t.startswith("link_") for t in got)
+
+
+def test_windows_count_the_subjects_in_each(net: SimNetwork) -> None:
+    by = {r["window"]: r for r in rows(net, "D", "show windows")}
+    assert by["sub"]["subjects"] == len(net.nodes["D"].node.sub_window) and by["sub"]["subjects"] >= 1
+    assert by["pub"]["size"] == net.nodes["D"].node.params.pub_window_size
+
+
+def test_urls_and_rpcs_and_the_rv_tables(net: SimNetwork) -> None:
+    urls = rows(net, "B", "show urls")
+    assert {r["user"] for r in urls} == {label(net, "B", u) for u in "ACD"}
+    assert rows(net, "A", "show rpcs") == []  # converged: nothing outstanding
+    assert rows(net, "A", "show hosts") == [] and rows(net, "A", "show rvsub") == []
+    for cmd in ("show status", "show fds", "show buffers", "show cache", "show poll", "show startup"):
+        assert execute(ctx(net, "A"), cmd).error is None

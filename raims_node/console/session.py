@@ -1,0 +1,339 @@
+"""One operator's console session: the commands that act on the network, and the
+messages and replies that arrive for it (manual, "Console": ping, tping, mping, remote,
+connect, listen, shutdown, network, configure, save, sub/psub/gsub and their unsubs,
+snap, pub, trace, ack, rpc, any, cancel, mute, unmute, reseed, debug, wevents, die, quit).
+
+The same session serves `ms_server -c` (stdin or a terminal), a telnet connection and
+tests: it is given a `ConsoleHost` (the daemon) and a `write` function for its output,
+and runs one line at a time with `run(line)`. Show commands are the command table's
+(commands.py); everything is rendered from rows, text here, JSON elsewhere.
+
+Decisions where the manual is vague:
+- `ping`, `tping` and `mping` wait for the replies they expect (one per peer asked; for
+  `mping` one per peer known) for at most REPLY_WAIT_S, then show a row per reply, and
+  the peers that did not answer with an empty latency; `cancel` ends the wait at once.
+- `sub S F` appends each message to file F as a line `subject: payload` instead of
+  printing it; `unsub S F` stops it.
+- `rpc`, `snap`: the reply subject is a fresh `_INBOX.console.<n>` subscribed by the
+  session; the first reply (within REPLY_WAIT_S) is shown and the inbox dropped.
+- `configure transport T K V ...` sets route fields of transport T (a new one needs
+  `type`); `configure parameter P V` sets a parameter; both act on the running
+  configuration, which `save` writes to the config directory (`show running` shows it).
+- `die [I]` exits the process at once with status I (default 1), no BYE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+from raims_node.console.commands import COMMANDS, execute
+from raims_node.console.context import ConsoleContext
+from raims_node.console.errors import ConsoleError
+from raims_node.console.render import render_text
+from raims_node.console.result import CommandResult, Kind, Row
+from raims_node.console.table import Command, resolve
+from raims_node.names.service import NameService
+from raims_node.router.actions import Deliver
+from raims_node.router.node import Node
+
+REPLY_WAIT_S = 2.0
+_LAT = {"lat": Kind.DURATION}
+OPT_ACK = 1
+OPT_TRACE = 2
+OPT_ANY = 4
+
+_SESSION_VERBS = (
+    "ping", "tping", "mping", "remote", "connect", "listen", "shutdown", "network", "configure transport",
+    "configure parameter", "save", "sub", "unsub", "psub", "punsub", "gsub", "gunsub", "snap", "pub", "trace",
+    "ack", "rpc", "any", "cancel", "mute", "unmute", "reseed", "debug", "wevents", "die", "quit", "exit",
+)
+
+
+class ConsoleHost(Protocol):
+    """What a console session uses of the daemon that runs it."""
+
+    @property
+    def node(self) -> Node: ...
+
+    @property
+    def tree(self) -> object: ...
+
+    @property
+    def log_lines(self) -> list[str]: ...
+
+    @property
+    def names(self) -> NameService | None: ...
+
+    def port_rows(self) -> list[dict[str, object]]: ...
+
+    def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> None: ...
+
+    def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str = "rv",
+                   queue: str | None = None) -> None: ...
+
+    def unsubscribe(self, owner: object, sid: str) -> None: ...
+
+    def drop_owner(self, owner: object) -> None: ...
+
+    def publish(self, subject: str, payload: bytes, reply: str | None = None, headers: bytes | None = None,
+                no_echo: object | None = None, opt: int = 0) -> int: ...
+
+    def remote(self, user: str, command: str, owner: object) -> bool: ...
+
+    def ping(self, user: str, owner: object, trace: bool) -> int | None: ...
+
+    def mping(self, path: int, owner: object) -> int: ...
+
+    def cancel(self, token: int) -> None: ...
+
+    async def start_transport(self, name: str, listen: bool) -> object: ...
+
+    async def stop_transport(self, name: str) -> bool: ...
+
+    async def join_network(self, service: str, network: str) -> str: ...
+
+    def configure_transport(self, name: str, fields: Mapping[str, str]) -> None: ...
+
+    def configure_parameter(self, name: str, value: str) -> None: ...
+
+    def save(self) -> list[str]: ...
+
+
+class _Wait:
+    """Replies awaited by one ping/mping/rpc: done when `expected` arrived or cancelled."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.rows: list[Row] = []
+        self.done = asyncio.Event()
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= self.expected:
+            self.done.set()
+
+
+class ConsoleSession:
+    def __init__(self, host: ConsoleHost, write: Callable[[str], None]) -> None:
+        self.host = host
+        self.write = write
+        self.muted = False
+        self.debug = 0
+        self.quit = False
+        self._files: dict[str, Path] = {}  # subscription sid -> output file
+        self._waits: dict[str, _Wait] = {}  # token or inbox -> the wait for its replies
+        self._inbox = 0
+
+    # ------------------------------------------------------------------ output in
+
+    def on_deliver(self, d: Deliver) -> None:
+        """A message for one of the session's subscriptions, or a reply it waits for."""
+        wait = self._waits.get(d.sid)
+        if wait is not None:
+            if d.subject.startswith("ping."):
+                lat, _, tport = d.payload.decode(errors="replace").partition(" ")
+                wait.add({"user": d.subject[5:], "lat": int(lat) if lat.isdigit() else None, "tport": tport})
+            else:
+                wait.add({"subject": d.subject, "reply": d.payload.decode(errors="replace")})
+            return
+        if d.subject.startswith("rem."):
+            self.write(f"from {d.subject[4:]}:\n{d.payload.decode(errors='replace')}")
+            return
+        loss = f" (lost {d.loss})" if d.loss else ""
+        line = f"{d.subject}: {d.payload.decode(errors='replace')}{loss}"
+        path = self._files.get(d.sid)
+        if path is not None:
+            with path.open("a") as f:
+                f.write(line + "\n")
+        else:
+            self.write(line)
+
+    def on_log(self, line: str) -> None:
+        if not self.muted:
+            self.write(line)
+
+    def close(self) -> None:
+        self.host.drop_owner(self)
+        for wait in self._waits.values():
+            wait.done.set()
+
+    # ------------------------------------------------------------------ input
+
+    def context(self) -> ConsoleContext:
+        host = self.host
+        return ConsoleContext(node=host.node, ports=host.port_rows, now_ns=time.time_ns, config=host.tree,
+                              log_lines=lambda: list(host.log_lines), names=host.names)
+
+    async def run(self, line: str) -> None:
+        """Run one command line, writing its result."""
+        words = line.split()
+        if not words:
+            return
+        try:
+            cmd, args = resolve(COMMANDS, words)
+        except ConsoleError:
+            cmd, args = None, []  # execute() reports it
+        if cmd is not None and cmd.name in _SESSION_VERBS:
+            try:
+                result = await self._session_command(cmd, cmd.bind(args))
+            except (ConsoleError, ValueError, OSError, RuntimeError) as exc:
+                result = CommandResult.failed(str(exc))
+            except Exception as exc:  # a console command must never take the node down
+                result = CommandResult.failed(f"{cmd.name} failed: {exc}")
+        else:
+            result = execute(self.context(), line)
+        if result is not None:
+            text = render_text(result)
+            if text:
+                self.write(text)
+
+    async def _session_command(self, cmd: Command, args: list[str]) -> CommandResult | None:
+        name = cmd.name
+        host = self.host
+        if name in ("quit", "exit"):
+            self.quit = True
+            return None
+        if name in ("sub", "psub", "gsub"):
+            subject = args[0]
+            if name == "sub":
+                host.subscribe(self, subject, subject)
+            else:
+                host.psubscribe(self, subject, subject, "rv" if name == "psub" else "glob")
+            if len(args) > 1:
+                self._files[subject] = Path(args[1])
+            return _done(name, subject)
+        if name in ("unsub", "punsub", "gunsub"):
+            host.unsubscribe(self, args[0])
+            self._files.pop(args[0], None)
+            return _done(name, args[0])
+        if name in ("pub", "trace", "ack", "any"):
+            opt = {"pub": 0, "trace": OPT_TRACE, "ack": OPT_ACK, "any": OPT_ANY}[name]
+            before = len(host.node.acks)
+            n = host.publish(args[0], (args[1] if len(args) > 1 else "").encode(), opt=opt)
+            if opt & (OPT_ACK | OPT_TRACE):
+                await asyncio.sleep(min(REPLY_WAIT_S, 0.5))
+                acks = list(host.node.acks)[before:]
+                return CommandResult(["kind", "user", "subject", "seqno", "tport"], [
+                    {"kind": k, "user": u, "subject": s, "seqno": q, "tport": t} for k, u, s, q, t, _ in acks])
+            return _done(name, args[0], local=n)
+        if name in ("rpc", "snap"):
+            return await self._request(args[0], (args[1] if name == "rpc" and len(args) > 1 else "").encode())
+        if name in ("ping", "tping"):
+            return await self._ping(args[0] if args else None, trace=name == "tping")
+        if name == "mping":
+            return await self._mping(int(args[0]) if args else 0)
+        if name == "cancel":
+            return self._cancel()
+        if name == "remote":
+            ok = host.remote(args[0], args[1], self)
+            return None if ok else CommandResult.failed(f"no peer named {args[0]!r}")
+        if name in ("connect", "listen"):
+            await host.start_transport(args[0], listen=name == "listen")
+            return _done(name, args[0])
+        if name == "shutdown":
+            ok = await host.stop_transport(args[0])
+            return _done(name, args[0]) if ok else CommandResult.failed(f"transport {args[0]!r} is not running")
+        if name == "network":
+            return _done(name, await host.join_network(args[0], args[1]))
+        if name == "configure transport":
+            fields = dict(zip(args[1::2], args[2::2], strict=False))
+            host.configure_transport(args[0], fields)
+            return _done(name, args[0])
+        if name == "configure parameter":
+            host.configure_parameter(args[0], args[1])
+            return _done(name, f"{args[0]} = {args[1]}")
+        if name == "save":
+            return CommandResult.lines("saved", "\n".join(host.save()) or "nothing changed")
+        if name in ("mute", "unmute"):
+            self.muted = name == "mute"
+            return None
+        if name == "reseed":
+            seed = host.node.bloom.reseed()
+            return _done(name, f"seed {seed}")
+        if name == "debug":
+            self.debug = int(args[0], 0)
+            logging.getLogger("raims").setLevel(logging.DEBUG if self.debug else logging.INFO)
+            return _done(name, hex(self.debug))
+        if name == "wevents":
+            rows = host.node.events.rows()
+            with open(args[0], "w") as f:
+                for row in rows:
+                    f.write(json.dumps(row, default=str) + "\n")
+            return _done(name, f"{len(rows)} events to {args[0]}")
+        if name == "die":
+            os._exit(int(args[0]) if args else 1)
+        return CommandResult.failed(f"{name} is not available in this console")
+
+    # ------------------------------------------------------------------ replies
+
+    async def _collect(self, key: str, wait: _Wait) -> list[Row]:
+        self._waits[key] = wait
+        try:
+            await asyncio.wait_for(wait.done.wait(), REPLY_WAIT_S)
+        except TimeoutError:
+            pass
+        finally:
+            self._waits.pop(key, None)
+        return wait.rows
+
+    async def _ping(self, user: str | None, trace: bool) -> CommandResult:
+        host = self.host
+        users = [user] if user else sorted(p.user for p in host.node.peers.values() if p.session_key)
+        before = len(host.node.acks)
+        rows: list[Row] = []
+        for u in users:
+            token = host.ping(u, self, trace)
+            if token is None:
+                rows.append({"user": u, "lat": None, "tport": "no such peer"})
+                continue
+            got = await self._collect(str(token), _Wait(1))
+            host.cancel(token)
+            rows += got or [{"user": u, "lat": None, "tport": "no reply"}]
+        if trace:
+            for kind, u, subject, _, tport, _ in list(host.node.acks)[before:]:
+                if kind == "trace":
+                    rows.append({"user": u, "lat": None, "tport": f"trace {tport} {subject}"})
+        return CommandResult(["user", "lat", "tport"], rows, kinds=_LAT)
+
+    async def _mping(self, path: int) -> CommandResult:
+        host = self.host
+        if not 0 <= path <= 3:
+            return CommandResult.failed(f"mping path {path} is not 0-3")
+        expected = sum(1 for p in host.node.peers.values() if p.session_key)
+        token = host.mping(path, self)
+        rows = await self._collect(str(token), _Wait(expected))
+        host.cancel(token)
+        answered = {r["user"] for r in rows}
+        rows += [{"user": p.user, "lat": None, "tport": "no reply"} for p in host.node.peers.values()
+                 if p.session_key and p.user not in answered]
+        return CommandResult(["user", "lat", "tport"], rows, kinds=_LAT)
+
+    async def _request(self, subject: str, payload: bytes) -> CommandResult:
+        self._inbox += 1
+        inbox = f"_INBOX.console.{id(self):x}.{self._inbox}"
+        self.host.subscribe(self, inbox, inbox)
+        try:
+            self.host.publish(subject, payload, reply=inbox)
+            rows = await self._collect(inbox, _Wait(1))
+        finally:
+            self.host.unsubscribe(self, inbox)
+        return CommandResult(["subject", "reply"], rows or [{"subject": subject, "reply": None}])
+
+    def _cancel(self) -> CommandResult:
+        rows: list[Row] = [{"waiting": key, "replies": len(w.rows), "expected": w.expected}
+                           for key, w in self._waits.items()]
+        for w in self._waits.values():
+            w.done.set()
+        return CommandResult(["waiting", "replies", "expected"], rows)
+
+
+def _done(command: str, what: str, **extra: int) -> CommandResult:
+    row: Row = {"command": command, "target": what, **extra}
+    return CommandResult(list(row), [row])

@@ -1,0 +1,139 @@
+"""The show commands over transports, buffers and caches (manual, "The Show Commands":
+show cost, status, urls, reachable, fds, buffers, windows, cache, poll, startup, and the
+RV tables hosts, rvsub; rpcs).
+
+Decisions where the manual is vague, or raims has no such state:
+- `show cost [T]`: one row per transport of this node with its four path costs.
+- `show status [T]`: the transports with their state (the port rows: connections, flags,
+  address) and, for configured transports not running, "not running".
+- `show urls`: one row per neighbour: the user, the transport and the address of the link.
+- `show reachable`: per transport, the users reached through it on path 0 (next hop).
+- `show fds` / `show buffers`: the port rows' connection counts and byte counters (a
+  Python process has no per-fd buffer pools; `bs`/`br` are what was sent and received).
+- `show windows`: the publish and subscribe sequence windows: entries and rotation.
+- `show cache`: the route table's cached trees (per source and path).
+- `show poll`: the event loop's lag is not sampled: one row saying so, not invented data.
+- `show hosts` / `show rvsub`: RV daemons and subscriptions; raims has no RV transport
+  yet (issue 25), so these are empty tables with the manual's columns.
+- `show rpcs`: the sync and adjacency requests outstanding (the manual's "rpcs and subs
+  running"), with their target, neighbour asked and tries.
+- `show startup [section [N]]`: the startup section of the configuration (the transports
+  started at launch), and `show startup transport|service|user|group|parameter` as the
+  running ones (raims keeps the loaded configuration as the startup one).
+"""
+
+from __future__ import annotations
+
+from raims_node.config.tree import ConfigTree, dump_yaml
+from raims_node.console.context import ConsoleContext
+from raims_node.console.names import Names
+from raims_node.console.result import CommandResult, Row, as_cell
+from raims_node.wire.subjects import bridge_b64
+
+
+def _match(t: object, args: list[str]) -> bool:
+    return not args or str(t) == args[0] or str(t).startswith(args[0] + ".")
+
+
+def show_cost(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    rows: list[Row] = [{"tport": f"{t.name}.{t.tport_id}", "type": t.type, "cost": t.cost[0], "cost2": t.cost[1],
+                        "cost3": t.cost[2], "cost4": t.cost[3]}
+                       for t in ctx.node.tports if _match(f"{t.name}.{t.tport_id}", args)]
+    return CommandResult(["tport", "type", "cost", "cost2", "cost3", "cost4"], rows)
+
+
+def show_status(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    cols = ["tport", "type", "fd", "fl", "state", "address"]
+    rows: list[Row] = [{"tport": as_cell(r.get("tport")), "type": as_cell(r.get("type")), "fd": as_cell(r.get("fd")),
+                        "fl": as_cell(r.get("fl")), "state": "running", "address": as_cell(r.get("address"))}
+                       for r in ctx.ports()]
+    running = {str(r["tport"]).rpartition(".")[0] or str(r["tport"]) for r in rows}
+    if isinstance(ctx.config, ConfigTree):
+        rows += [{"tport": t.tport, "type": t.type, "fd": None, "fl": None, "state": "not running",
+                  "address": None} for t in ctx.config.transports if t.tport not in running]
+    return CommandResult(cols, [r for r in rows if _match(r["tport"], args)])
+
+
+def show_urls(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    node = ctx.node
+    names = Names(node)
+    by_tport: dict[str, str] = {}
+    for r in ctx.ports():
+        by_tport[str(r.get("tport", "")).rpartition(".")[0]] = str(r.get("address") or "")
+    rows: list[Row] = []
+    for c in node.conns.values():
+        if c.active and c.peer is not None:
+            rows.append({"user": names.user(c.peer), "bridge": bridge_b64(c.peer), "tport": f"{c.tport.name}.{c.tport.tport_id}",
+                         "type": c.tport.type, "url": f"{c.tport.type}://{by_tport.get(c.tport.name, '')}"})
+    return CommandResult(["user", "bridge", "tport", "type", "url"], rows)
+
+
+def show_reachable(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    node = ctx.node
+    names = Names(node)
+    reach: dict[str, list[str]] = {}
+    for b in node.peers:
+        for link in node.routes.next_hops(b, 0):
+            t = next((t for t in node.tports if t.tport_id == link.tport_id), None)
+            if t is not None:
+                reach.setdefault(f"{t.name}.{t.tport_id}", []).append(names.user(b))
+    rows: list[Row] = [{"tport": t, "reachable": sorted(users)} for t, users in sorted(reach.items())]
+    return CommandResult(["tport", "reachable"], rows)
+
+
+def show_fds(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    rows: list[Row] = [{"tport": as_cell(r.get("tport")), "type": as_cell(r.get("type")), "fd": as_cell(r.get("fd")),
+                        "address": as_cell(r.get("address"))} for r in ctx.ports()]
+    return CommandResult(["tport", "type", "fd", "address"], rows)
+
+
+def show_buffers(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    rows: list[Row] = [{"tport": as_cell(r.get("tport")), "fd": as_cell(r.get("fd")), "bs": as_cell(r.get("bs")),
+                        "br": as_cell(r.get("br"))} for r in ctx.ports()]
+    return CommandResult(["tport", "fd", "bs", "br"], rows)
+
+
+def show_windows(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    node = ctx.node
+    rows: list[Row] = [
+        {"window": "pub", "subjects": len(node.pub_window), "size": node.params.pub_window_size,
+         "time": node.params.pub_window_time_ns},
+        {"window": "sub", "subjects": len(node.sub_window), "size": node.params.sub_window_size,
+         "time": node.params.sub_window_time_ns},
+    ]
+    return CommandResult(["window", "subjects", "size", "time"], rows)
+
+
+def show_cache(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    node = ctx.node
+    cached = getattr(node.routes, "cache_size", None)
+    rows: list[Row] = [{"cache": "routes", "entries": cached() if callable(cached) else None,
+                        "peers": len(node.peers), "db_version": node.db.version}]
+    return CommandResult(["cache", "entries", "peers", "db_version"], rows)
+
+
+def show_poll(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    return CommandResult(["poll", "note"], [{"poll": "asyncio", "note": "dispatch latency is not sampled"}])
+
+
+def show_hosts(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    return CommandResult(["svc", "host", "address", "state"], [])
+
+
+def show_rvsub(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    return CommandResult(["svc", "subject", "count"], [])
+
+
+def show_rpcs(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    node = ctx.node
+    names = Names(node)
+    rows: list[Row] = [{"kind": p.kind, "about": names.user(p.about), "via": names.user(p.via),
+                        "tries": p.tries, "deadline": p.deadline_ns}
+                       for p in node.state.sync.pending.values()]
+    return CommandResult(["kind", "about", "via", "tries", "deadline"], rows)
+
+
+def show_startup(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    if not isinstance(ctx.config, ConfigTree):
+        return CommandResult.lines("startup", "")
+    return CommandResult.lines("startup", dump_yaml({"startup": ctx.config.startup.to_dict()}))

@@ -1,0 +1,260 @@
+"""The telnet transport: the console over TCP (manual, "Telnet": `type: telnet`, `route:
+{listen, port}`; "A telnet client signals the service that it has terminal capabilities
+which enables command line editing").
+
+`TelnetParser` is sans-IO: bytes in, data and option events out (RFC 854 commands,
+RFC 855 option negotiation, subnegotiation skipped). `LineEditor` turns the data into
+command lines: in line mode (a client that did not agree to anything) it splits on
+newlines; once the client agrees to let the server echo (`DO ECHO`) and to suppress
+go-ahead, it edits the line itself: printable characters, backspace, ^U, ^C, ^D,
+up/down for history, tab to complete (console/terminal.py's completer words).
+
+Negotiation at connect: the server offers `WILL ECHO`, `WILL SUPPRESS-GO-AHEAD` and asks
+`DO TERMINAL-TYPE`; refusals leave the connection in line mode. Input is capped
+(MAX_LINE per line, longer lines are cut with an error) so a client cannot grow the
+server's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import cast
+
+from raims_node.console.complete import completions, prompt_text
+from raims_node.console.session import ConsoleHost, ConsoleSession
+
+log = logging.getLogger("raims.console")
+
+IAC, DONT, DO, WONT, WILL, SB, SE = 255, 254, 253, 252, 251, 250, 240
+NOP, GA, IP, EOR = 241, 249, 244, 239
+ECHO, SGA, TTYPE, NAWS = 1, 3, 24, 31
+MAX_LINE = 4096
+HISTORY = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    verb: int  # WILL / WONT / DO / DONT
+    option: int
+
+
+class TelnetParser:
+    """RFC 854 bytes -> data (bytes) and Option events."""
+
+    def __init__(self) -> None:
+        self._state = 0  # 0 data, 1 after IAC, 2 after WILL/WONT/DO/DONT, 3 in SB, 4 IAC in SB
+        self._verb = 0
+
+    def feed(self, data: bytes) -> list[bytes | Option]:
+        out: list[bytes | Option] = []
+        text = bytearray()
+        for b in data:
+            st = self._state
+            if st == 0:
+                if b == IAC:
+                    self._state = 1
+                else:
+                    text.append(b)
+            elif st == 1:
+                if b == IAC:
+                    text.append(IAC)
+                    self._state = 0
+                elif b in (WILL, WONT, DO, DONT):
+                    self._verb, self._state = b, 2
+                elif b == SB:
+                    self._state = 3
+                else:
+                    if b == IP:
+                        text.append(3)  # interrupt process as ^C
+                    self._state = 0
+            elif st == 2:
+                if text:
+                    out.append(bytes(text))
+                    text.clear()
+                out.append(Option(self._verb, b))
+                self._state = 0
+            elif st == 3:
+                if b == IAC:
+                    self._state = 4
+            else:
+                self._state = 0 if b == SE else 3
+        if text:
+            out.append(bytes(text))
+        return out
+
+
+class LineEditor:
+    """Characters -> command lines; `echo` is what to write back to the client."""
+
+    def __init__(self, complete: Callable[[list[str]], Iterable[str]]) -> None:
+        self.complete = complete
+        self.char_mode = False
+        self.buf = bytearray()
+        self.history: list[str] = []
+        self._hist_at = 0
+        self._esc = b""
+        self._last_cr = False
+
+    def feed(self, data: bytes) -> tuple[list[str], bytes]:
+        lines: list[str] = []
+        echo = bytearray()
+        for b in data:
+            if self._esc:
+                self._esc += bytes([b])
+                if len(self._esc) == 3:
+                    echo += self._arrow(self._esc[2:])
+                    self._esc = b""
+                continue
+            if b in (13, 10):
+                if b == 10 and self._last_cr:
+                    self._last_cr = False
+                    continue
+                self._last_cr = b == 13
+                line = self.buf.decode(errors="replace")
+                self.buf.clear()
+                if self.char_mode:
+                    echo += b"\r\n"
+                if line.strip():
+                    self.history = [*self.history, line][-HISTORY:]
+                self._hist_at = len(self.history)
+                lines.append(line)
+                continue
+            self._last_cr = False
+            if b == 0:
+                continue
+            if not self.char_mode:
+                if len(self.buf) < MAX_LINE:
+                    self.buf.append(b)
+                continue
+            if b in (8, 127):
+                if self.buf:
+                    self.buf.pop()
+                    echo += b"\b \b"
+            elif b == 21:  # ^U
+                echo += b"\b \b" * len(self.buf)
+                self.buf.clear()
+            elif b == 3:  # ^C
+                self.buf.clear()
+                echo += b"^C\r\n"
+                lines.append("")
+            elif b == 4 and not self.buf:  # ^D on an empty line
+                lines.append("quit")
+            elif b == 9:
+                echo += self._tab()
+            elif b == 27:
+                self._esc = b"\x1b"
+            elif b >= 32 and len(self.buf) < MAX_LINE:
+                self.buf.append(b)
+                echo.append(b)
+        return lines, bytes(echo)
+
+    def _replace(self, text: str) -> bytes:
+        erase = b"\b \b" * len(self.buf)
+        self.buf = bytearray(text.encode())
+        return erase + bytes(self.buf)
+
+    def _arrow(self, key: bytes) -> bytes:
+        if key == b"A" and self._hist_at > 0:
+            self._hist_at -= 1
+            return self._replace(self.history[self._hist_at])
+        if key == b"B" and self._hist_at < len(self.history):
+            self._hist_at += 1
+            return self._replace(self.history[self._hist_at] if self._hist_at < len(self.history) else "")
+        return b""
+
+    def _tab(self) -> bytes:
+        text = self.buf.decode(errors="replace")
+        words = text.split()
+        partial = "" if text.endswith(" ") or not words else words.pop()
+        choices = [w for w in self.complete(words) if w.startswith(partial)]
+        if len(choices) == 1:
+            add = choices[0][len(partial):] + " "
+            self.buf += add.encode()
+            return add.encode()
+        if choices:
+            return ("\r\n" + "  ".join(choices) + "\r\n").encode() + bytes(self.buf)
+        return b""
+
+
+class TelnetProtocol(asyncio.Protocol):
+    """One telnet connection: a console session with its own prompt and editor."""
+
+    def __init__(self, host: ConsoleHost, on_log: list[Callable[[str], None]]) -> None:
+        self.host = host
+        self.on_log = on_log
+        self.parser = TelnetParser()
+        self.editor = LineEditor(lambda words: completions(host, words))
+        self.transport: asyncio.Transport | None = None
+        self.session: ConsoleSession | None = None
+        self.count = 0
+        self._lines: asyncio.Queue[str] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self.session = ConsoleSession(self.host, self._write)
+        self.on_log.append(self.session.on_log)
+        self.transport.write(bytes([IAC, WILL, ECHO, IAC, WILL, SGA, IAC, DO, TTYPE]))
+        self._task = asyncio.get_running_loop().create_task(self._serve())
+
+    def data_received(self, data: bytes) -> None:
+        assert self.transport is not None
+        for ev in self.parser.feed(data):
+            if isinstance(ev, Option):
+                self._negotiate(ev)
+                continue
+            lines, echo = self.editor.feed(ev)
+            if echo:
+                self.transport.write(echo)
+            for line in lines:
+                self._lines.put_nowait(line)
+
+    def _negotiate(self, ev: Option) -> None:
+        assert self.transport is not None
+        if ev.verb == DO and ev.option == ECHO:
+            self.editor.char_mode = True
+        elif ev.verb == DONT and ev.option == ECHO:
+            self.editor.char_mode = False
+        elif ev.verb == DO and ev.option not in (ECHO, SGA):
+            self.transport.write(bytes([IAC, WONT, ev.option]))  # nothing else offered
+        elif ev.verb == WILL and ev.option not in (TTYPE, NAWS):
+            self.transport.write(bytes([IAC, DONT, ev.option]))
+
+    def _write(self, text: str) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(text.replace("\r\n", "\n").replace("\n", "\r\n").encode() + b"\r\n")
+
+    def _prompt(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(prompt_text(self.host, self.count).encode())
+
+    async def _serve(self) -> None:
+        assert self.session is not None
+        self._prompt()
+        try:
+            while not self.session.quit:
+                line = await self._lines.get()
+                self.count += 1
+                await self.session.run(line.strip())
+                if not self.session.quit:
+                    self._prompt()
+        finally:
+            if self.transport is not None:
+                self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.session is not None:
+            if self.session.on_log in self.on_log:
+                self.on_log.remove(self.session.on_log)
+            self.session.close()
+        if self._task is not None:
+            self._task.cancel()
+
+
+async def start_telnet(host: ConsoleHost, on_log: list[Callable[[str], None]], bind: str | None,
+                       port: int) -> asyncio.Server:
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(lambda: TelnetProtocol(host, on_log), bind, port)

@@ -1,0 +1,169 @@
+"""The daemon as an operator's console sees it (`console.session.ConsoleHost`): pings,
+starting and stopping transports, joining networks, and the running configuration that
+`configure` changes and `save` writes.
+
+Kept apart from daemon.py, which runs the node; this module only adds what a person at
+the console (stdin, a terminal, telnet) may ask of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from raims_node.bridges.glue import parse_network
+from raims_node.config.errors import ConfigError
+from raims_node.config.params import Parameters
+from raims_node.config.records import TransportConfig
+from raims_node.config.tree import ConfigTree, save
+from raims_node.daemon import Daemon, DaemonError
+from raims_node.names.service import NameService
+from raims_node.router.node import Node
+
+CONSOLE_BRIDGE = "console"
+
+
+class OperatorHost:
+    """`ConsoleHost` over a running `Daemon`; `config_dir` is where `save` writes."""
+
+    def __init__(self, daemon: Daemon, config_dir: str | Path | None = None) -> None:
+        self.daemon = daemon
+        self.config_dir = Path(config_dir) if config_dir is not None else None
+
+    # what the session reads
+    @property
+    def node(self) -> Node:
+        return self.daemon.node
+
+    @property
+    def tree(self) -> ConfigTree:
+        return self.daemon.tree
+
+    @property
+    def log_lines(self) -> list[str]:
+        return self.daemon.log_lines
+
+    @property
+    def names(self) -> NameService:
+        return self.daemon.naming.service
+
+    def port_rows(self) -> list[dict[str, object]]:
+        return self.daemon.port_rows()
+
+    # local pub/sub
+    def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> None:
+        self.daemon.subscribe(owner, sid, subject, queue)
+
+    def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str = "rv",
+                   queue: str | None = None) -> None:
+        self.daemon.psubscribe(owner, sid, pattern, syntax, queue)
+
+    def unsubscribe(self, owner: object, sid: str) -> None:
+        self.daemon.unsubscribe(owner, sid)
+
+    def drop_owner(self, owner: object) -> None:
+        self.daemon.drop_owner(owner)
+
+    def publish(self, subject: str, payload: bytes, reply: str | None = None, headers: bytes | None = None,
+                no_echo: object | None = None, opt: int = 0) -> int:
+        d = self.daemon
+        before = d.node.counters.delivered
+        actions = d.node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo, opt=opt)
+        delivered = d.node.counters.delivered - before
+        d.apply(actions)
+        return delivered
+
+    # replies from peers
+    def remote(self, user: str, command: str, owner: object) -> bool:
+        """`remote U C`: the text comes back to `owner.on_deliver`; False when no peer
+        has that user name."""
+        node = self.daemon.node
+        dest = next((b for b, p in node.peers.items() if p.user == user), None)
+        if dest is None:
+            return False
+        self.daemon.apply(node.remote(dest, command, owner, time.time_ns()))
+        return True
+
+    def ping(self, user: str, owner: object, trace: bool) -> int | None:
+        node = self.daemon.node
+        dest = next((b for b, p in node.peers.items() if p.user == user and p.session_key), None)
+        if dest is None:
+            return None
+        token, actions = node.ping(dest, owner, time.time_ns(), trace)
+        self.daemon.apply(actions)
+        return token
+
+    def mping(self, path: int, owner: object) -> int:
+        token, actions = self.daemon.node.mping(path, owner, time.time_ns())
+        self.daemon.apply(actions)
+        return token
+
+    def cancel(self, token: int) -> None:
+        self.daemon.node.cancel(token)
+
+    # transports
+    async def start_transport(self, name: str, listen: bool) -> object:
+        try:
+            return await self.daemon.start_transport(name, listen)
+        except DaemonError as exc:
+            raise RuntimeError(str(exc)) from None
+
+    async def stop_transport(self, name: str) -> bool:
+        """Close transport `name`: its listeners, connectors, links or bridge clients."""
+        d = self.daemon
+        run = d.running.pop(name, None)
+        if run is None:
+            return False
+        for task in run.tasks:
+            task.cancel()
+        for server in run.servers:
+            server.close()
+        if run.bridge is not None:
+            run.bridge.close()
+        for link in [lk for lk in d.links.values() if lk.tport_id == run.tport_id]:
+            link.close("shutdown")
+        d.say(f"shutdown {name}")
+        return True
+
+    async def join_network(self, service: str, network: str) -> str:
+        try:
+            parsed = parse_network(network)
+            if parsed is None:
+                raise ValueError(f"network {network!r} names no network")
+            await self.daemon.bridges.join_network(CONSOLE_BRIDGE, service, parsed)
+        except (ConfigError, DaemonError, ValueError) as exc:
+            raise RuntimeError(str(exc)) from None
+        return f"{service} {network}"
+
+    # configuration
+    def configure_transport(self, name: str, fields: Mapping[str, str]) -> None:
+        tree = self.daemon.tree
+        old = next((t for t in tree.transports if t.tport == name), None)
+        route = {**(old.route if old else {}), **{k: v for k, v in fields.items() if k != "type"}}
+        kind = fields.get("type") or (old.type if old else None)
+        if kind is None:
+            raise RuntimeError(f"configure transport {name}: a new transport needs `type <type>`")
+        new = TransportConfig(name, kind, route, hosts=tree.hosts)
+        others = tuple(t for t in tree.transports if t.tport != name)
+        self.daemon.tree = dataclasses.replace(tree, transports=(*others, new))
+
+    def configure_parameter(self, name: str, value: str) -> None:
+        tree = self.daemon.tree
+        try:
+            params = Parameters({**tree.parameters.to_dict(), name: value})
+        except ConfigError as exc:
+            raise RuntimeError(f"parameter {name}: {exc}") from None
+        self.daemon.tree = dataclasses.replace(tree, parameters=params)
+        if name == "heartbeat":
+            from raims_node.daemon import params_from
+
+            with contextlib.suppress(ConfigError):
+                self.daemon.node.params.heartbeat_ns = params_from(self.daemon.tree).heartbeat_ns
+
+    def save(self) -> list[str]:
+        if self.config_dir is None or not self.config_dir.is_dir():
+            raise RuntimeError("save needs ms_server -d DIRECTORY (the config is not a directory)")
+        return [str(op) for op in save(self.daemon.tree, self.config_dir)]

@@ -1,0 +1,142 @@
+"""The operator's console on real processes, over the telnet transport (issue 23):
+negotiation as a terminal client does it, ping/tping/mping answered by every peer,
+connect/shutdown of a transport on a live node, sub and pub through the console."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from raims_node.console.telnet import DO, ECHO, IAC, SGA, TTYPE, WILL, WONT
+from tests.integration.harness import MANUAL_GRAPH, NodeProc, graph_config
+
+CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
+PROMPT = re.compile(rb"\S+\.\S+\[\S+\]@\S+\[(\d+)\]> ")
+
+
+class TelnetClient:
+    """A terminal-capable client: agrees to server echo and SGA, refuses TTYPE."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.buf = b""
+        self.negotiated: list[bytes] = []
+
+    def read_until_prompt(self, timeout: float = 10.0) -> str:
+        deadline = time.monotonic() + timeout
+        while not PROMPT.search(self.buf):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no prompt; got {self.buf[-400:]!r}")
+            self.sock.settimeout(left)
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"closed; got {self.buf[-400:]!r}")
+            self.buf += self._options(chunk)
+        m = PROMPT.search(self.buf)
+        assert m is not None
+        out, self.buf = self.buf[: m.start()], self.buf[m.end():]
+        return out.decode(errors="replace")
+
+    def _options(self, chunk: bytes) -> bytes:
+        out = bytearray()
+        i = 0
+        while i < len(chunk):
+            if chunk[i] == IAC and i + 2 < len(chunk):
+                verb, opt = chunk[i + 1], chunk[i + 2]
+                self.negotiated.append(bytes([verb, opt]))
+                if verb == WILL and opt in (ECHO, SGA):
+                    self.sock.sendall(bytes([IAC, DO, opt]))
+                elif verb == DO and opt == TTYPE:
+                    self.sock.sendall(bytes([IAC, WONT, opt]))
+                i += 3
+            else:
+                out.append(chunk[i])
+                i += 1
+        return bytes(out)
+
+    def command(self, line: str, timeout: float = 10.0) -> str:
+        self.sock.sendall(line.encode() + b"\r\n")
+        return self.read_until_prompt(timeout)
+
+
+@pytest.fixture
+def abcd_telnet(tmp_path: Path) -> Iterator[tuple[dict[str, NodeProc], int]]:
+    cfg, commands = graph_config(tmp_path, MANUAL_GRAPH, web=False)
+    data = yaml.safe_load(cfg.read_text())
+    data["transports"].append({"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}})
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    nodes: dict[str, NodeProc] = {}
+    try:
+        for command in commands:
+            args = command.split()[1:]
+            args[args.index("-d") + 1] = str(cfg)
+            if args[args.index("-u") + 1] == "A":
+                args += ["tel.listen"] if "-t" in args else ["-t", "tel.listen"]
+            node = NodeProc(args[args.index("-u") + 1], args, tmp_path)
+            if ".listen" in command:
+                node.listening()
+            nodes[node.name] = node
+        for node in nodes.values():
+            node.wait_for(CONVERGED.format(n=3), 30)
+        port = int(nodes["A"].wait_for(r"telnet listening on [\d.]+:(\d+)").group(1))
+        yield nodes, port
+    finally:
+        for node in nodes.values():
+            node.stop()
+
+
+def test_telnet_console_pings_every_peer_and_path(abcd_telnet: tuple[dict[str, NodeProc], int]) -> None:
+    _, port = abcd_telnet
+    t = TelnetClient(port)
+    t.read_until_prompt()
+    assert bytes([WILL, ECHO]) in t.negotiated and bytes([DO, TTYPE]) in t.negotiated
+    out = t.command("ping")
+    for user in "BCD":
+        assert re.search(rf"^\s*{user}\b.*\d+(\.\d+)?(us|ms|s)\b", out, re.M), out
+    assert "no reply" not in out
+    out = t.command("tping D")
+    assert re.search(r"^\s*D\b.*\d+(\.\d+)?(us|ms|s)\b", out, re.M), out
+    assert "trace" in out  # a router on the way (B or C) answered
+    for path in range(4):
+        out = t.command(f"mping {path}")
+        assert all(re.search(rf"^\s*{u}\b.*(us|ms|s)\b", out, re.M) for u in "BCD"), out
+    assert "no such peer" in t.command("ping nobody")
+
+
+def test_telnet_console_shutdown_and_connect_a_transport(abcd_telnet: tuple[dict[str, NodeProc], int]) -> None:
+    nodes, port = abcd_telnet
+    t = TelnetClient(port)
+    t.read_until_prompt()
+    mark = len(nodes["B"].lines)
+    out = t.command("shutdown link_ab")
+    assert "shutdown" in out and "link_ab" in out
+    nodes["B"].wait_for(r"remove auth A", 15, after=mark)
+    out = t.command("show ports")
+    assert "link_ab" not in out
+    out = t.command("listen link_ab")
+    assert "listen" in out
+    nodes["A"].wait_for(r"listening on 127\.0\.0\.1:\d+", 10)
+    assert "not running" in t.command("shutdown nothing_here")
+
+
+def test_telnet_console_sub_and_pub(abcd_telnet: tuple[dict[str, NodeProc], int]) -> None:
+    _, port = abcd_telnet
+    a = TelnetClient(port)
+    a.read_until_prompt()
+    a.command("sub hello.world")
+    out = a.command("pub hello.world hi-there")  # delivered locally before the prompt returns
+    assert "hello.world: hi-there" in out
+    out = a.command("unsub hello.world") + a.command("pub hello.world again")
+    assert "again" not in out.replace("pub hello.world again", "")
+    assert "unknown command" in a.command("frobnicate")
+    a.sock.sendall(b"quit\r\n")
+    a.sock.settimeout(5)
+    while a.sock.recv(4096):
+        pass  # the server closes the connection

@@ -1,0 +1,124 @@
+"""The web transport's pages, graph and digest authentication on a real process
+(issue 23): wrong and right passwords, /healthz open, HTML tables of show commands,
+the graph page drawn from the link-state database, and headless Chromium screenshots."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.harness import NodeProc, graph_config
+
+CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
+USER, PASSWORD, REALM = "myuser", "mypassword", "realm@raims"
+
+
+@pytest.fixture
+def web_ab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    cfg, commands = graph_config(tmp_path, "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 300\n")
+    data = yaml.safe_load(cfg.read_text())
+    for t in data["transports"]:
+        if t["tport"] == "web":
+            t["route"].update({"http_username": USER, "http_password": PASSWORD, "http_realm": REALM})
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    nodes = []
+    try:
+        for command in commands:
+            args = command.split()[1:]
+            args[args.index("-d") + 1] = str(cfg)
+            if args[args.index("-u") + 1] == "A":
+                args += ["web.listen"]
+            node = NodeProc(args[args.index("-u") + 1], args, tmp_path)
+            if ".listen" in command:
+                node.listening()
+            nodes.append(node)
+        for node in nodes:
+            node.wait_for(CONVERGED.format(n=2), 30)
+        addr = nodes[0].wait_for(r"web listening on (\S+)").group(1)
+        yield f"http://{addr}", tmp_path
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def _opener(password: str, url: str) -> urllib.request.OpenerDirector:
+    mgr = urllib.request.HTTPPasswordMgrWithDefaultRealm()
+    mgr.add_password(None, url, USER, password)
+    return urllib.request.build_opener(urllib.request.HTTPDigestAuthHandler(mgr))
+
+
+def _get(url: str, password: str | None) -> tuple[int, str]:
+    opener = _opener(password, url) if password is not None else urllib.request.build_opener()
+    try:
+        with opener.open(url, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def test_digest_auth_refuses_a_wrong_password_and_admits_the_right_one(web_ab: tuple[str, Path]) -> None:
+    base, _ = web_ab
+    assert _get(base + "/?show%20peers", None)[0] == 401
+    assert _get(base + "/?show%20peers", "wrong")[0] == 401
+    status, body = _get(base + "/?show%20peers", PASSWORD)
+    assert status == 200 and '"user"' in body and "B" in body
+    assert _get(base + "/metrics", None)[0] == 401
+    assert _get(base + "/metrics", PASSWORD)[0] == 200
+    assert _get(base + "/healthz", None)[0] == 200  # health checks stay open
+
+
+def test_show_pages_and_the_graph(web_ab: tuple[str, Path]) -> None:
+    base, _ = web_ab
+    status, body = _get(base + "/show/peers", PASSWORD)
+    assert status == 200 and "<table>" in body and "<th>user</th>" in body and "<td>B." in body
+    status, body = _get(base + "/graph", PASSWORD)
+    assert status == 200 and "<svg" in body
+    for user in "ABC":
+        assert f">{user}</text>" in body
+    assert ">100</text>" in body and ">300</text>" in body  # the links' costs
+    assert body.count("<line ") == 2
+    status, body = _get(base + "/index.html", PASSWORD)
+    assert status == 200 and "/show/peers" in body
+    assert _get(base + "/nothing.html", PASSWORD)[0] == 404
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make debs installs it)")
+def test_headless_chromium_renders_the_graph_and_a_show_page(tmp_path: Path) -> None:
+    cfg, commands = graph_config(tmp_path, "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 300\n")
+    nodes = []
+    try:
+        for command in commands:
+            args = command.split()[1:]
+            args[args.index("-d") + 1] = str(cfg)
+            if args[args.index("-u") + 1] == "A":
+                args += ["web.listen"]
+            node = NodeProc(args[args.index("-u") + 1], args, tmp_path)
+            if ".listen" in command:
+                node.listening()
+            nodes.append(node)
+        for node in nodes:
+            node.wait_for(CONVERGED.format(n=2), 30)
+        addr = nodes[0].wait_for(r"web listening on (\S+)").group(1)
+        for page in ("graph", "show/peers"):
+            shot = tmp_path / (page.replace("/", "_") + ".png")
+            assert CHROMIUM is not None
+            subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                            "--disable-sync", f"--user-data-dir={tmp_path / 'chrome'}",
+                            "--window-size=800,800", f"--screenshot={shot}", f"http://{addr}/{page}"],
+                           check=True, capture_output=True, timeout=60)
+            png = shot.read_bytes()
+            assert png.startswith(b"\x89PNG") and len(png) > 5_000  # a rendered page, not a blank one
+    finally:
+        for node in nodes:
+            node.stop()
