@@ -54,6 +54,7 @@ from raims_node.transports.tcp import LinkProtocol
 log = logging.getLogger("raims.daemon")
 
 TICK_S = 0.05
+STALL_GRACE_S = 0.5  # a tick this late restarts the links' heartbeat timeouts
 RECONNECT_MIN_S = 0.1
 RECONNECT_MAX_S = 2.0
 DISCOVERED_TRIES = 3
@@ -121,6 +122,9 @@ class Daemon:
         self.dropped_links = 0
         self.congested: set[int] = set()  # links above their write high-water mark
         self.congestion_events = 0
+        self.full: set[int] = set()  # links whose queue is above QUEUE_FACTOR x the mark
+        self.full_events = 0
+        self.read_paused: set[int] = set()  # links not read while another link is full
         self.extra_ports: list[Callable[[], list[dict[str, object]]]] = []
         self.bridges = BridgeHub(self)
         self.names: dict[str, NameService] = {}  # by device, as configured
@@ -212,8 +216,17 @@ class Daemon:
         await asyncio.sleep(0.05)
 
     async def _tick_loop(self) -> None:
+        last = time.monotonic()
         while True:
             await asyncio.sleep(TICK_S)
+            now = time.monotonic()
+            if now - last > STALL_GRACE_S:
+                # our own loop was held up (or the process not scheduled): what arrived
+                # meanwhile is unread, so silence over that time is not the peers' fault
+                now_ns = time.time_ns()
+                for cid in self.links:
+                    self.node.hold_liveness(cid, cid in self.read_paused, now_ns)
+            last = now
             self._apply(self.node.tick(time.time_ns()))
             now = time.monotonic()
             for link in list(self.links.values()):
@@ -400,9 +413,8 @@ class Daemon:
         self._apply(self.node.on_frames(conn_id, frames, time.time_ns()))
 
     def link_congested(self, conn_id: int, congested: bool) -> None:
-        """Backpressure: while any link's output is above its high-water mark, stop
-        reading from the other links and the bridge clients (the sources of what is
-        forwarded to it)."""
+        """Backpressure, first level: while any link's output is above its high-water
+        mark, stop reading the bridge clients (the sources of new traffic)."""
         was = bool(self.congested)
         if congested:
             self.congested.add(conn_id)
@@ -411,14 +423,44 @@ class Daemon:
             self.congested.discard(conn_id)
         if bool(self.congested) != was:
             self.bridges.gate.hold_for_links(bool(self.congested))
-            for cid, link in self.links.items():
-                if link.transport is not None and cid not in self.congested and not link.transport.is_closing():
-                    (link.transport.pause_reading if self.congested else link.transport.resume_reading)()
+
+    def link_full(self, conn_id: int, full: bool) -> None:
+        """Backpressure, second level (hop by hop): while any link's queue is full, stop
+        reading the other links too, so that the nodes feeding it see their own links
+        congest. A link paused here is not timed out for silence (its bytes wait unread);
+        full links themselves are still read (two nodes full toward each other must not
+        stop reading each other)."""
+        if full:
+            self.full.add(conn_id)
+            self.full_events += 1
+        else:
+            self.full.discard(conn_id)
+        self._update_link_reading()
+
+    def _update_link_reading(self) -> None:
+        now = time.time_ns()
+        for cid, link in self.links.items():
+            want = bool(self.full) and cid not in self.full
+            if want != (cid in self.read_paused):
+                if want:
+                    self.read_paused.add(cid)
+                else:
+                    self.read_paused.discard(cid)
+                link.hold_reading(want)
+                self.node.hold_liveness(cid, want, now)
+
+    @property
+    def buffered(self) -> int:
+        """Output bytes the node holds: link queues and transport buffers, client sessions."""
+        return sum(link.buffered for link in self.links.values()) + self.bridges.buffered
 
     def link_lost(self, conn_id: int, reason: str) -> None:
         if conn_id in self.congested:
             self.link_congested(conn_id, False)
+        self.read_paused.discard(conn_id)
         link = self.links.pop(conn_id, None)
+        if conn_id in self.full:
+            self.link_full(conn_id, False)
         if link is not None and link.write_drops:
             self.dropped_links += 1
         self._apply(self.node.on_disconnect(conn_id, time.time_ns()))

@@ -14,14 +14,22 @@ and `resume_writing` nothing is taken), so unsent output stays in the session wh
 limits see it.
 
 Flow control (decisions; flow.py describes the session's side):
+- Input is fed to the session in slices of SLICE_BYTES; once a read has taken SLICE_S of
+  work, the rest of it waits (the connection is not read meanwhile) and is fed on the
+  next turn of the loop, so one connection's large batch (a megabyte of PUBs, 50,000
+  SUBs in one write) does not stall the other connections, the links or the heartbeats.
+  (uvloop reads a ready socket up to 32 times per turn: without this, one turn could
+  process 8 MB from one client.)
 - A connection whose session is `paused` (its output above the high-water mark) stops
   being read.
 - A congested consumer also closes the hub's `FlowGate`: every bridge connection stops
   being read, so that local publishers wait instead of burying the consumer (nats-server
-  would cut it at once). The gate holds for at most CONGESTION_DEADLINE_S per consumer;
-  after that the consumer no longer holds it until it drains below its low-water mark,
-  so one client that stops reading cannot stall the node: it grows to the hard limit and
-  is disconnected as a slow consumer. Links to other nodes are never paused.
+  would cut it at once). The gate holds for at most CONGESTION_DEADLINE_S per consumer
+  (0.1 s: enough to smooth a burst, short enough that consumers that never read do not
+  stall the healthy ones); after that the consumer no longer holds it until it drains
+  below its low-water mark, so one client that stops reading cannot stall the node: it
+  grows to its limit and is disconnected as a slow consumer. Links to other nodes are
+  not paused by consumers.
 - A closing session's last output is written and the transport closed; a client that
   does not read it is aborted after CLOSE_GRACE_S. Closes with an error are counted per
   transport (slow consumers, other errors) and logged.
@@ -50,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
@@ -62,7 +71,9 @@ if TYPE_CHECKING:
 
 DEFAULT_HOST = "127.0.0.1"
 WRITE_CHUNK = 256 * 1024
-CONGESTION_DEADLINE_S = 2.0
+SLICE_BYTES = 16 * 1024  # input is fed to the session in slices of this size
+SLICE_S = 0.02  # ... and the loop is given back after this much work
+CONGESTION_DEADLINE_S = 0.1
 CLOSE_GRACE_S = 5.0
 
 
@@ -147,6 +158,9 @@ class BridgeSession(Protocol):
 
     @property
     def buffered(self) -> int: ...
+
+    @property
+    def input_buffered(self) -> int: ...
 
     @property
     def paused(self) -> bool: ...
@@ -273,6 +287,8 @@ class SessionProtocol(asyncio.Protocol):
         self._flush_pending = False
         self._congested = False
         self._closing = False
+        self._backlog: tuple[bytes, int] | None = None  # a read not fed yet, from its offset
+        self._continuing = False  # _continue is scheduled
 
     def new_session(self, client_id: int, client_ip: str | None) -> BridgeSession:
         raise NotImplementedError
@@ -290,10 +306,52 @@ class SessionProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.bytes_in += len(data)
-        assert self.session is not None
-        self.session.data_received(data)
+        if self._backlog is not None:  # read before the pause took effect: after the rest
+            rest, off = self._backlog
+            self._backlog = (rest[off:] + data, 0)
+            return
+        self._feed(data, 0)
+
+    def _feed(self, data: bytes, off: int) -> None:
+        """Feed `data[off:]` in slices until done or SLICE_S of work; the rest waits."""
+        session = self.session
+        assert session is not None
+        start = time.perf_counter()
+        n = len(data)
+        while off < n and not session.closing:
+            end = off + SLICE_BYTES
+            session.data_received(data[off:end] if off or end < n else data)
+            off = end
+            if off < n and time.perf_counter() - start > SLICE_S:
+                self._backlog = (data, off)
+                break
         self.flush()
         self.server.hub.gate.flush()  # the subscribers it delivered to, without a loop turn
+        if self._backlog is not None:
+            self.update_reading()
+
+    def _continue(self) -> None:
+        """The next turn of the loop: feed what waits, unless flow control holds it."""
+        self._continuing = False
+        if self._backlog is None or self._flow_paused():
+            return
+        data, off = self._backlog
+        self._backlog = None
+        self._feed(data, off)
+        self.update_reading()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for this client: output unsent, input unfed or unparsed."""
+        session, transport = self.session, self.transport
+        size = 0
+        if session is not None:
+            size += session.buffered + session.input_buffered
+        if transport is not None:
+            size += transport.get_write_buffer_size()
+        if self._backlog is not None:
+            size += len(self._backlog[0]) - self._backlog[1]
+        return size
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -337,11 +395,18 @@ class SessionProtocol(asyncio.Protocol):
             self.server.hub.gate.congested(self, self._congested)
             self.update_reading()
 
+    def _flow_paused(self) -> bool:
+        return self._congested or self.server.hub.gate.closed
+
     def update_reading(self) -> None:
         transport = self.transport
         if transport is None or self.session is None:
             return
-        want = self._congested or self.server.hub.gate.closed
+        flow = self._flow_paused()
+        if self._backlog is not None and not flow and not self._continuing:
+            self._continuing = True
+            self._loop.call_soon(self._continue)
+        want = flow or self._backlog is not None
         if want != self._read_paused:
             self._read_paused = want
             if want:

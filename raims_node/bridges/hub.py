@@ -65,6 +65,11 @@ class BridgeHub:
         self.gate = FlowGate()
         self._ids = itertools.count(1)
 
+    @property
+    def buffered(self) -> int:
+        """Bytes held for the bridge clients: unsent output and unparsed input."""
+        return sum(proto.buffered for proto in self.gate.conns)
+
     def next_client_id(self) -> int:
         return next(self._ids)
 

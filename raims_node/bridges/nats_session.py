@@ -172,6 +172,10 @@ class NatsSession(SessionOutput):
         super().__init__(config.limits, wakeup, encode_err(ERR_SLOW_CONSUMER), encode_info(info))
 
     @property
+    def input_buffered(self) -> int:
+        return self._parser.buffered
+
+    @property
     def subscriptions(self) -> int:
         return len(self._subs)
 

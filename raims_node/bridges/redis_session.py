@@ -123,6 +123,10 @@ class RedisSession(SessionOutput):
         self._in_bus = True
 
     @property
+    def input_buffered(self) -> int:
+        return self._parser.buffered
+
+    @property
     def subscribed(self) -> bool:
         return bool(self._channels or self._patterns or self._shards)
 

@@ -76,7 +76,11 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("idle_busy", Kind.COUNT, "16", "Busy wait loop count"),
     ParamSpec("working_directory", Kind.DIRNAME, None, "Switch to directory when in daemon mode"),
 )
-PARAM_SPECS: Mapping[str, ParamSpec] = MappingProxyType({p.name: p for p in PARAMETERS})
+# raims's own, after the manual's table
+RAIMS_PARAMETERS: tuple[ParamSpec, ...] = (
+    ParamSpec("max_payload", Kind.BYTES, "1 MB", "Largest message a NATS or Redis client may publish"),
+)
+PARAM_SPECS: Mapping[str, ParamSpec] = MappingProxyType({p.name: p for p in PARAMETERS + RAIMS_PARAMETERS})
 TIMESTAMP_VALUES = ("LOCAL", "GMT")
 
 _TIME_UNITS: Mapping[str, float] = MappingProxyType({

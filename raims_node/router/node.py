@@ -148,6 +148,7 @@ class Conn:
     last_recv_ns: int = 0
     active: bool = False
     hb_disagree: int = 0
+    held: bool = False  # its reading is paused by the daemon (backpressure): silence is not death
 
 
 @dataclass
@@ -281,6 +282,14 @@ class Node:
                 self._link_down(conn, now_ns, "disconnect")
         return self._flush(now_ns)
 
+    def hold_liveness(self, conn_id: int, held: bool, now_ns: int) -> None:
+        """The daemon paused (`held`) or resumed reading connection `conn_id`: while its
+        bytes wait unread it is not timed out, and it gets a full heartbeat timeout after."""
+        conn = self.conns.get(conn_id)
+        if conn is not None:
+            conn.held = held
+            conn.last_recv_ns = max(conn.last_recv_ns, now_ns)
+
     def on_frame(self, conn_id: int, data: bytes, now_ns: int) -> list[Action]:
         return self.on_frames(conn_id, [data], now_ns)
 
@@ -320,6 +329,7 @@ class Node:
         if not key.verify(data):
             self.counters.bad_mac += 1
             return True
+        conn.last_recv_ns = now_ns  # any authenticated frame is a sign of life
         self.counters.mcast_recv += 1
         sent = 0
         for conn_id in self._forward_set(source, (head.opt >> 3) & 3, head.subject, head.subject_hash):
@@ -352,7 +362,7 @@ class Node:
     def tick(self, now_ns: int) -> list[Action]:
         hb = self.params.heartbeat_ns
         for conn in list(self.conns.values()):
-            if conn.active and now_ns - conn.last_recv_ns > hb * HB_TIMEOUT_FACTOR:
+            if conn.active and not conn.held and now_ns - conn.last_recv_ns > hb * HB_TIMEOUT_FACTOR:
                 self.events.add(now_ns, Ev.HB_TIMEOUT, tport=conn.tport.name, user=self._name(conn.peer))
                 self._link_down(conn, now_ns, "hb_timeout")
         if now_ns >= self._next_hb_ns:

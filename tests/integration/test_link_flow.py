@@ -15,6 +15,7 @@ class Owner:
     def __init__(self) -> None:
         self.events: list[tuple[int, bool]] = []
         self.lost: list[str] = []
+        self.full: list[bool] = []
         self.changed = asyncio.Event()
 
     def link_made(self, link: LinkProtocol) -> int:
@@ -30,6 +31,9 @@ class Owner:
     def link_congested(self, conn_id: int, congested: bool) -> None:
         self.events.append((conn_id, congested))
         self.changed.set()
+
+    def link_full(self, conn_id: int, full: bool) -> None:
+        self.full.append(full)
 
 
 async def _link_to_idle_peer(write_timeout_s: float) -> tuple[Owner, LinkProtocol, socket.socket]:
