@@ -207,6 +207,7 @@ class Daemon:
                 server.close()
             if run.bridge is not None:
                 run.bridge.close()
+        self.bridges.close()
         if self._ticker is not None:
             self._ticker.cancel()
         for link in list(self.links.values()):
@@ -449,10 +450,22 @@ class Daemon:
                 link.hold_reading(want)
                 self.node.hold_liveness(cid, want, now)
 
-    @property
-    def buffered(self) -> int:
-        """Output bytes the node holds: link queues and transport buffers, client sessions."""
-        return sum(link.buffered for link in self.links.values()) + self.bridges.buffered
+    def flow_counters(self) -> dict[str, int]:
+        """Flow control state and counters (`show counters`, web JSON, /metrics): bytes
+        held for links and clients, links dropped for not draining, congestion episodes,
+        clients cut as slow consumers or closed for another error (oversize payload,
+        protocol, limits)."""
+        links = sum(link.buffered for link in self.links.values())
+        clients = self.bridges.buffered
+        servers = [run.bridge for run in self.running.values() if run.bridge is not None]
+        return {
+            "buffered": links + clients, "link_buffered": links, "client_buffered": clients,
+            "congested": len(self.congested), "full": len(self.full),
+            "congestion_events": self.congestion_events, "full_events": self.full_events,
+            "dropped_links": self.dropped_links,
+            "slow_consumers": sum(b.slow_consumers for b in servers),
+            "client_errors": sum(b.error_closes for b in servers),
+        }
 
     def link_lost(self, conn_id: int, reason: str) -> None:
         if conn_id in self.congested:
@@ -571,7 +584,7 @@ class Daemon:
         from raims_node.console import ConsoleContext, execute, render_text
 
         ctx = ConsoleContext(node=self.node, ports=self.port_rows, now_ns=time.time_ns, config=self.tree,
-                             log_lines=lambda: list(self.log_lines))
+                             log_lines=lambda: list(self.log_lines), flow=self.flow_counters)
         return render_text(execute(ctx, line))
 
     def healthy(self) -> bool:

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from raims_node.bridges.errors import BridgeError, SlowConsumer
+from raims_node.bridges.flow import SessionOutput
 
 if TYPE_CHECKING:
     from raims_node.bridges.hub import BridgeHub
@@ -300,6 +301,8 @@ class SessionProtocol(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         self.session = self.new_session(self.server.hub.next_client_id(),
                                         peer[0] if isinstance(peer, tuple) else None)
+        if isinstance(self.session, SessionOutput):
+            self.session.ledger = self.server.hub.ledger
         self.server.opened(self)
         self.update_reading()
         self.flush()

@@ -377,8 +377,9 @@ class NatsSession(SessionOutput):
     # ------------------------------------------------------------ teardown
 
     def connection_lost(self) -> None:
-        """The transport is gone: release the bus subscriptions (idempotent)."""
+        """The transport is gone: release the bus subscriptions and the output (idempotent)."""
         self._close(b"", None)
+        self._release()
 
     def _on_close(self) -> None:
         self._subs.clear()

@@ -9,7 +9,7 @@ redis-server's unknown-command error.
 from __future__ import annotations
 
 from raims_node.bridges.glue import BridgeServer, BridgeSession, SessionProtocol
-from raims_node.bridges.redis_session import RedisConfig, RedisSession
+from raims_node.bridges.redis_session import RedisConfig, RedisSession, redis_limits
 
 
 class RedisProtocol(SessionProtocol):
@@ -24,3 +24,8 @@ class RedisServer(BridgeServer):
     default_service = "_redis"
     protocol = RedisProtocol
     config = RedisConfig()
+
+    async def listen(self) -> list[str]:
+        bound = await super().listen()
+        self.config = redis_limits(self.hub.max_payload)
+        return bound

@@ -51,6 +51,7 @@ class WebAdmin:
         d = self.daemon
         return ConsoleContext(
             node=d.node, ports=d.port_rows, now_ns=_now_ns, config=d.tree, log_lines=lambda: list(d.log_lines),
+            flow=d.flow_counters,
         )
 
     async def start(self, host: str, port: int) -> list[str]:
@@ -94,6 +95,12 @@ class WebAdmin:
                      "forwarded", "delivered", "published", "auth_rejected", "no_route"):
             lines.append(f"# TYPE raims_{name}_total counter")
             lines.append(f'raims_{name}_total{{user="{node.user}"}} {getattr(c, name)}')
+        for name, value in self.daemon.flow_counters().items():  # flow control
+            kind = "counter" if name.endswith(("_events", "_links", "_consumers", "_errors")) else "gauge"
+            metric = f"raims_{name}_total" if kind == "counter" else f"raims_{name}_bytes" \
+                if name.endswith("buffered") else f"raims_links_{name}"
+            lines.append(f"# TYPE {metric} {kind}")
+            lines.append(f'{metric}{{user="{node.user}"}} {value}')
         lines.append("# TYPE raims_peers gauge")
         lines.append(f'raims_peers{{user="{node.user}"}} {len(node.peers)}')
         lines.append("# TYPE raims_converged gauge")
