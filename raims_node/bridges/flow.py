@@ -38,10 +38,12 @@ limit that long).
 A slow consumer's queued output is discarded when it is cut (only the error line is
 left to write), so its memory is released at once. Sessions may share an
 `OutputLedger`: the node's total of queued client output. Past the ledger's budget the
-glue cuts the sessions above their high-water mark, largest first (`over_budget`), so
-that many consumers that never read cannot together exhaust the node's memory while
-each stays under its own limit (decision: budget 64 MiB by default, nats-server's
-max_pending for one client; a consumer under its high-water mark is never cut for it).
+glue cuts the sessions above their low-water mark, largest first, until the total is
+under half the budget, so that many consumers that never read cannot together exhaust
+the node's memory while each stays under its own limit (decision: budget 32 MiB by
+default, half of nats-server's max_pending for one client, so that 200 stuck consumers
+leave the node under 300 MB; a consumer under its low-water mark, one that keeps up, is
+never cut for it).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from raims_node.bridges.errors import BadLimits, BridgeError, SlowConsumer
 HIGH_WATER = 1024 * 1024
 LOW_WATER = 256 * 1024
 HARD_LIMIT = 64 * 1024 * 1024
-OUTPUT_BUDGET = 64 * 1024 * 1024
+OUTPUT_BUDGET = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,10 @@ class OutputLedger:
                 self.on_over()
         else:
             self._over = False
+
+    def rearm(self) -> None:
+        """The owner handled the last call: the next write over the budget calls again."""
+        self._over = False
 
 
 class SessionOutput:

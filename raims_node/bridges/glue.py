@@ -14,7 +14,7 @@ and `resume_writing` nothing is taken), so unsent output stays in the session wh
 limits see it.
 
 Flow control (decisions; flow.py describes the session's side):
-- Input is fed to the session in slices of SLICE_BYTES; once a read has taken SLICE_S of
+- Input is fed to the session in slices (adapted to the work they cost); once a read has taken SLICE_S of
   work, the rest of it waits (the connection is not read meanwhile) and is fed on the
   next turn of the loop, so one connection's large batch (a megabyte of PUBs, 50,000
   SUBs in one write) does not stall the other connections, the links or the heartbeats.
@@ -31,7 +31,8 @@ Flow control (decisions; flow.py describes the session's side):
   grows to its limit and is disconnected as a slow consumer. Links to other nodes are
   not paused by consumers.
 - A closing session's last output is written and the transport closed; a client that
-  does not read it is aborted after CLOSE_GRACE_S. Closes with an error are counted per
+  does not read it is aborted after CLOSE_GRACE_S (SLOW_GRACE_S for a slow consumer,
+  whose unread output was dropped). Closes with an error are counted per
   transport (slow consumers, other errors) and logged.
 
 Transport fields (manual "NATS", "Redis"): `listen` (default 127.0.0.1 here, where the
@@ -71,11 +72,14 @@ if TYPE_CHECKING:
     from raims_node.config.tree import TransportConfig
 
 DEFAULT_HOST = "127.0.0.1"
-WRITE_CHUNK = 256 * 1024
-SLICE_BYTES = 16 * 1024  # input is fed to the session in slices of this size
+WRITE_CHUNK = 64 * 1024  # with asyncio's 64 KiB mark, a stuck client holds at most ~128 KiB there
+SLICE_BYTES = 1024  # input is fed to the session in slices of this size at first
+MIN_SLICE_BYTES = 256
+MAX_SLICE_BYTES = 256 * 1024
 SLICE_S = 0.02  # ... and the loop is given back after this much work
 CONGESTION_DEADLINE_S = 0.1
 CLOSE_GRACE_S = 5.0
+SLOW_GRACE_S = 1.0  # a slow consumer's last bytes: it reads nothing, its memory is wanted back
 
 
 class BridgeStartError(BridgeError):
@@ -290,6 +294,7 @@ class SessionProtocol(asyncio.Protocol):
         self._closing = False
         self._backlog: tuple[bytes, int] | None = None  # a read not fed yet, from its offset
         self._continuing = False  # _continue is scheduled
+        self._slice = SLICE_BYTES
 
     def new_session(self, client_id: int, client_ip: str | None) -> BridgeSession:
         raise NotImplementedError
@@ -316,16 +321,25 @@ class SessionProtocol(asyncio.Protocol):
         self._feed(data, 0)
 
     def _feed(self, data: bytes, off: int) -> None:
-        """Feed `data[off:]` in slices until done or SLICE_S of work; the rest waits."""
+        """Feed `data[off:]` in slices until done or SLICE_S of work; the rest waits. The
+        slice size adapts to the work per byte (a slice of SUBs costs far more than one
+        of PUBs): halved when one slice takes over a quarter of SLICE_S, doubled when it
+        takes under a sixteenth."""
         session = self.session
         assert session is not None
-        start = time.perf_counter()
+        start = last = time.perf_counter()
         n = len(data)
         while off < n and not session.closing:
-            end = off + SLICE_BYTES
+            end = off + self._slice
             session.data_received(data[off:end] if off or end < n else data)
             off = end
-            if off < n and time.perf_counter() - start > SLICE_S:
+            now = time.perf_counter()
+            took, last = now - last, now
+            if took > SLICE_S / 4 and self._slice > MIN_SLICE_BYTES:
+                self._slice //= 2
+            elif took < SLICE_S / 16 and self._slice < MAX_SLICE_BYTES:
+                self._slice *= 2
+            if off < n and now - start > SLICE_S:
                 self._backlog = (data, off)
                 break
         self.flush()
@@ -389,7 +403,8 @@ class SessionProtocol(asyncio.Protocol):
                 self.server.closing(session)
                 transport.write(session.pending_output())
                 transport.close()
-                self._loop.call_later(CLOSE_GRACE_S, transport.abort)
+                slow = isinstance(session.close_error, SlowConsumer)
+                self._loop.call_later(SLOW_GRACE_S if slow else CLOSE_GRACE_S, transport.abort)
             return
         while not self._write_paused and session.buffered:
             transport.write(session.pending_output(WRITE_CHUNK))

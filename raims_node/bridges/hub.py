@@ -98,9 +98,10 @@ class BridgeHub:
 
     def _cut_slow(self) -> None:
         """The clients' queued output passed the budget: cut the consumers above their
-        high-water mark, largest first, until it is under half the budget."""
+        low-water mark, largest first, until it is under half the budget."""
         self._cutting = False
         ledger = self.ledger
+        ledger.rearm()
         if ledger.total <= ledger.budget:
             return
         conns = sorted((p for p in self.gate.conns if p.session is not None),
@@ -109,7 +110,7 @@ class BridgeHub:
             session = proto.session
             if ledger.total <= ledger.budget // 2 or session is None:
                 break
-            if isinstance(session, SessionOutput) and session.buffered > session.limits.high_water:
+            if isinstance(session, SessionOutput) and session.buffered > session.limits.low_water:
                 session.cut()
                 proto.flush()
 
