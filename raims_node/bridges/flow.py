@@ -103,7 +103,12 @@ class OutputLedger:
 class SessionOutput:
     """Base of the protocol sessions: the outbound buffer, its marks and closing."""
 
-    ledger: OutputLedger | None = None  # set per instance by the glue when shared
+    ledger: OutputLedger | None = None  # set by `share_ledger` when the node keeps one
+
+    def share_ledger(self, ledger: OutputLedger) -> None:
+        """Count this session's output (the greeting already queued too) in `ledger`."""
+        self.ledger = ledger
+        ledger.add(len(self._buf))
 
     def __init__(self, limits: FlowLimits, wakeup: Callable[[], None] | None,
                  overflow_reply: bytes, greeting: bytes = b"") -> None:
@@ -183,6 +188,8 @@ class SessionOutput:
         if isinstance(error, SlowConsumer):  # what it did not read is dropped, memory freed now
             self._release()
         self._buf += reply
+        if self.ledger is not None:
+            self.ledger.add(len(reply))
         self._on_close()
         if self._wakeup is not None:
             self._wakeup()

@@ -307,7 +307,7 @@ class SessionProtocol(asyncio.Protocol):
         self.session = self.new_session(self.server.hub.next_client_id(),
                                         peer[0] if isinstance(peer, tuple) else None)
         if isinstance(self.session, SessionOutput):
-            self.session.ledger = self.server.hub.ledger
+            self.session.share_ledger(self.server.hub.ledger)
         self.server.opened(self)
         self.update_reading()
         self.flush()

@@ -365,3 +365,10 @@ def test_json_is_the_rows_and_text_has_a_line_per_row(net: SimNetwork, line: str
     text = render_text(res).splitlines()
     rules = sum(1 for t in text[2:] if set(t) <= set("-+"))
     assert len(text) == len(res.rows) + (0 if res.plain else 2 + rules)
+
+
+def test_counters_show_the_daemons_flow_counters_on_the_nodes_own_row(net: SimNetwork) -> None:
+    flow = {"buffered": 123, "slow_consumers": 2, "dropped_links": 0}
+    counters = {r["user"]: r for r in rows(net, "A", "show counters", flow=lambda: flow)}
+    assert {k: counters["A.*"][k] for k in flow} == flow
+    assert counters[label(net, "A", "B")]["buffered"] is None

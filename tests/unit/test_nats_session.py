@@ -467,3 +467,26 @@ def test_a_delivered_run_is_what_single_deliveries_write() -> None:
     assert one.pending_output() == expected
     assert many.pending_output() == expected
     assert many.msgs_out == one.msgs_out == 13
+
+
+def test_the_output_ledger_counts_every_byte_queued_and_taken() -> None:
+    """Sessions sharing a ledger: the greeting, deliveries and a slow consumer's error all
+    count, what is taken or dropped is released, so the total returns to zero."""
+    from raims_node.bridges.flow import OutputLedger
+
+    bus = MemoryBus()
+    over: list[int] = []
+    ledger = OutputLedger(budget=1000, on_over=lambda: over.append(ledger.total))
+    s = NatsSession(bus, 1, NatsConfig(server_id="T", limits=FlowLimits(100, 50, 400)))
+    s.share_ledger(ledger)
+    assert ledger.total == s.buffered > 0  # the INFO
+    s.data_received(b'CONNECT {"verbose":false}\r\nSUB a 1\r\n')
+    s.pending_output()
+    assert ledger.total == 0
+    pub = nats(bus, 2)
+    for _ in range(10):
+        pub.data_received(b"PUB a 40\r\n" + b"x" * 40 + b"\r\n")
+    assert s.closing and ledger.total == s.buffered == len(b"-ERR 'Slow Consumer'\r\n")
+    s.pending_output()
+    s.connection_lost()
+    assert ledger.total == 0 and over == []
