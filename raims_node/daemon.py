@@ -46,6 +46,7 @@ from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
 from raims_node.router.node import NS, Node, NodeParams
+from raims_node.transports.backpressure import Backpressure
 from raims_node.transports.guard import LinkGuard
 from raims_node.transports.name import (
     Advert,
@@ -59,6 +60,7 @@ from raims_node.transports.tcp import LinkProtocol
 log = logging.getLogger("raims.daemon")
 
 TICK_S = 0.05
+STALL_GRACE_S = 0.5  # a tick this late restarts the links' heartbeat timeouts
 RECONNECT_MIN_S = 0.1
 RECONNECT_MAX_S = 2.0
 DISCOVERED_TRIES = 3
@@ -126,11 +128,9 @@ class Daemon:
         self.stopping = False
         self.log_lines: list[str] = []
         self.on_log: list[Callable[[str], None]] = []
-        self.dropped_links = 0
-        self.congested: set[int] = set()  # links above their write high-water mark
-        self.congestion_events = 0
         self.extra_ports: list[Callable[[], list[dict[str, object]]]] = []
         self.bridges = BridgeHub(self)
+        self.flow = Backpressure(self.links, self.bridges.gate, self.node)
         self.discovery = DeviceDiscovery(self)
         self.extra_ports.append(self.discovery.port_rows)
         self.guard = LinkGuard(tree.parameters, self.node, self.say)  # unauthenticated links, log floods
@@ -225,6 +225,7 @@ class Daemon:
                 server.close()
             if run.bridge is not None:
                 run.bridge.close()
+        self.bridges.close()
         if self._ticker is not None:
             self._ticker.cancel()
         if self.kv is not None:
@@ -236,8 +237,17 @@ class Daemon:
         await asyncio.sleep(0.05)
 
     async def _tick_loop(self) -> None:
+        last = time.monotonic()
         while True:
             await asyncio.sleep(TICK_S)
+            now = time.monotonic()
+            if now - last > STALL_GRACE_S:
+                # our own loop was held up (or the process not scheduled): what arrived
+                # meanwhile is unread, so silence over that time is not the peers' fault
+                now_ns = time.time_ns()
+                for cid in self.links:
+                    self.node.hold_liveness(cid, cid in self.flow.read_paused, now_ns)
+            last = now
             self._apply(self.node.tick(time.time_ns()))
             if self.kv is not None:
                 self.kv.tick()
@@ -372,28 +382,18 @@ class Daemon:
         self._apply(self.node.on_frames(conn_id, frames, time.time_ns()))
 
     def link_congested(self, conn_id: int, congested: bool) -> None:
-        """Backpressure: while any link's output is above its high-water mark, stop
-        reading from the other links and the bridge clients (the sources of what is
-        forwarded to it)."""
-        was = bool(self.congested)
-        if congested:
-            self.congested.add(conn_id)
-            self.congestion_events += 1
-        else:
-            self.congested.discard(conn_id)
-        if bool(self.congested) != was:
-            self.bridges.gate.hold_for_links(bool(self.congested))
-            for cid, link in self.links.items():
-                if link.transport is not None and cid not in self.congested and not link.transport.is_closing():
-                    (link.transport.pause_reading if self.congested else link.transport.resume_reading)()
+        self.flow.set_congested(conn_id, congested)  # transports/backpressure.py
+
+    def link_full(self, conn_id: int, full: bool) -> None:
+        self.flow.set_full(conn_id, full)
+
+    def flow_counters(self) -> dict[str, int]:
+        servers = [run.bridge for run in self.running.values() if run.bridge is not None]
+        return self.flow.counters(self.bridges.buffered, servers)
 
     def link_lost(self, conn_id: int, reason: str) -> None:
         self.guard.lost(conn_id)
-        if conn_id in self.congested:
-            self.link_congested(conn_id, False)
-        link = self.links.pop(conn_id, None)
-        if link is not None and link.write_drops:
-            self.dropped_links += 1
+        self.flow.lost(conn_id, self.links.pop(conn_id, None))
         self._apply(self.node.on_disconnect(conn_id, time.time_ns()))
 
     # ------------------------------------------------------------------ actions
@@ -497,7 +497,8 @@ class Daemon:
         from raims_node.console import ConsoleContext, execute, render_text
 
         ctx = ConsoleContext(node=self.node, ports=self.port_rows, now_ns=time.time_ns, config=self.tree,
-                             log_lines=lambda: list(self.log_lines), names=self.naming.service)
+                             log_lines=lambda: list(self.log_lines), names=self.naming.service,
+                             flow=self.flow_counters)
         return render_text(execute(ctx, line))
 
     def healthy(self) -> bool:

@@ -14,16 +14,25 @@ and `resume_writing` nothing is taken), so unsent output stays in the session wh
 limits see it.
 
 Flow control (decisions; flow.py describes the session's side):
+- Input is fed to the session in slices (adapted to the work they cost); once a read has taken SLICE_S of
+  work, the rest of it waits (the connection is not read meanwhile) and is fed on the
+  next turn of the loop, so one connection's large batch (a megabyte of PUBs, 50,000
+  SUBs in one write) does not stall the other connections, the links or the heartbeats.
+  (uvloop reads a ready socket up to 32 times per turn: without this, one turn could
+  process 8 MB from one client.)
 - A connection whose session is `paused` (its output above the high-water mark) stops
   being read.
 - A congested consumer also closes the hub's `FlowGate`: every bridge connection stops
   being read, so that local publishers wait instead of burying the consumer (nats-server
-  would cut it at once). The gate holds for at most CONGESTION_DEADLINE_S per consumer;
-  after that the consumer no longer holds it until it drains below its low-water mark,
-  so one client that stops reading cannot stall the node: it grows to the hard limit and
-  is disconnected as a slow consumer. Links to other nodes are never paused.
+  would cut it at once). The gate holds for at most CONGESTION_DEADLINE_S per consumer
+  (0.1 s: enough to smooth a burst, short enough that consumers that never read do not
+  stall the healthy ones); after that the consumer no longer holds it until it drains
+  below its low-water mark, so one client that stops reading cannot stall the node: it
+  grows to its limit and is disconnected as a slow consumer. Links to other nodes are
+  not paused by consumers.
 - A closing session's last output is written and the transport closed; a client that
-  does not read it is aborted after CLOSE_GRACE_S. Closes with an error are counted per
+  does not read it is aborted after CLOSE_GRACE_S (SLOW_GRACE_S for a slow consumer,
+  whose unread output was dropped). Closes with an error are counted per
   transport (slow consumers, other errors) and logged.
 
 Transport fields (manual "NATS", "Redis"): `listen` (default 127.0.0.1 here, where the
@@ -50,10 +59,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from raims_node.bridges.errors import BridgeError, SlowConsumer
+from raims_node.bridges.flow import OutputLedger, SessionOutput
 
 if TYPE_CHECKING:
     from raims_node.bridges.host import NodeHost
@@ -61,9 +72,14 @@ if TYPE_CHECKING:
     from raims_node.config.tree import TransportConfig
 
 DEFAULT_HOST = "127.0.0.1"
-WRITE_CHUNK = 256 * 1024
-CONGESTION_DEADLINE_S = 2.0
+WRITE_CHUNK = 64 * 1024  # with asyncio's 64 KiB mark, a stuck client holds at most ~128 KiB there
+SLICE_BYTES = 1024  # input is fed to the session in slices of this size at first
+MIN_SLICE_BYTES = 256
+MAX_SLICE_BYTES = 256 * 1024
+SLICE_S = 0.02  # ... and the loop is given back after this much work
+CONGESTION_DEADLINE_S = 0.1
 CLOSE_GRACE_S = 5.0
+SLOW_GRACE_S = 1.0  # a slow consumer's last bytes: it reads nothing, its memory is wanted back
 
 
 class BridgeStartError(BridgeError):
@@ -147,6 +163,9 @@ class BridgeSession(Protocol):
 
     @property
     def buffered(self) -> int: ...
+
+    @property
+    def input_buffered(self) -> int: ...
 
     @property
     def paused(self) -> bool: ...
@@ -275,6 +294,9 @@ class SessionProtocol(asyncio.Protocol):
         self._flush_pending = False
         self._congested = False
         self._closing = False
+        self._backlog: tuple[bytes, int] | None = None  # a read not fed yet, from its offset
+        self._continuing = False  # _continue is scheduled
+        self._slice = SLICE_BYTES
 
     def new_session(self, client_id: int, client_ip: str | None) -> BridgeSession:
         raise NotImplementedError
@@ -286,16 +308,69 @@ class SessionProtocol(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         self.session = self.new_session(self.server.hub.next_client_id(),
                                         peer[0] if isinstance(peer, tuple) else None)
+        if isinstance(self.session, SessionOutput):
+            self.session.share_ledger(self.server.hub.ledger)
         self.server.opened(self)
         self.update_reading()
         self.flush()
 
     def data_received(self, data: bytes) -> None:
         self.bytes_in += len(data)
-        assert self.session is not None
-        self.session.data_received(data)
+        if self._backlog is not None:  # read before the pause took effect: after the rest
+            rest, off = self._backlog
+            self._backlog = (rest[off:] + data, 0)
+            return
+        self._feed(data, 0)
+
+    def _feed(self, data: bytes, off: int) -> None:
+        """Feed `data[off:]` in slices until done or SLICE_S of work; the rest waits. The
+        slice size adapts to the work per byte (a slice of SUBs costs far more than one
+        of PUBs): halved when one slice takes over a quarter of SLICE_S, doubled when it
+        takes under a sixteenth."""
+        session = self.session
+        assert session is not None
+        start = last = time.perf_counter()
+        n = len(data)
+        while off < n and not session.closing:
+            end = off + self._slice
+            session.data_received(data[off:end] if off or end < n else data)
+            off = end
+            now = time.perf_counter()
+            took, last = now - last, now
+            if took > SLICE_S / 4 and self._slice > MIN_SLICE_BYTES:
+                self._slice //= 2
+            elif took < SLICE_S / 16 and self._slice < MAX_SLICE_BYTES:
+                self._slice *= 2
+            if off < n and now - start > SLICE_S:
+                self._backlog = (data, off)
+                break
         self.flush()
         self.server.hub.gate.flush()  # the subscribers it delivered to, without a loop turn
+        if self._backlog is not None:
+            self.update_reading()
+
+    def _continue(self) -> None:
+        """The next turn of the loop: feed what waits, unless flow control holds it."""
+        self._continuing = False
+        if self._backlog is None or self._flow_paused():
+            return
+        data, off = self._backlog
+        self._backlog = None
+        self._feed(data, off)
+        self.update_reading()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for this client: output unsent, input unfed or unparsed."""
+        session, transport = self.session, self.transport
+        size = 0
+        if session is not None:
+            size += session.buffered + session.input_buffered
+        if transport is not None:
+            size += transport.get_write_buffer_size()
+        if self._backlog is not None:
+            size += len(self._backlog[0]) - self._backlog[1]
+        return size
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -330,7 +405,8 @@ class SessionProtocol(asyncio.Protocol):
                 self.server.closing(session)
                 transport.write(session.pending_output())
                 transport.close()
-                self._loop.call_later(CLOSE_GRACE_S, transport.abort)
+                slow = isinstance(session.close_error, SlowConsumer)
+                self._loop.call_later(SLOW_GRACE_S if slow else CLOSE_GRACE_S, transport.abort)
             return
         while not self._write_paused and session.buffered:
             transport.write(session.pending_output(WRITE_CHUNK))
@@ -339,11 +415,18 @@ class SessionProtocol(asyncio.Protocol):
             self.server.hub.gate.congested(self, self._congested)
             self.update_reading()
 
+    def _flow_paused(self) -> bool:
+        return self._congested or self.server.hub.gate.closed
+
     def update_reading(self) -> None:
         transport = self.transport
         if transport is None or self.session is None:
             return
-        want = self._congested or self.server.hub.gate.closed
+        flow = self._flow_paused()
+        if self._backlog is not None and not flow and not self._continuing:
+            self._continuing = True
+            self._loop.call_soon(self._continue)
+        want = flow or self._backlog is not None
         if want != self._read_paused:
             self._read_paused = want
             if want:
@@ -361,6 +444,10 @@ class HubView(Protocol):
 
     host: NodeHost
     gate: FlowGate
+    ledger: OutputLedger
+
+    @property
+    def max_payload(self) -> int: ...
 
     def next_client_id(self) -> int: ...
 

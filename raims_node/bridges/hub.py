@@ -24,10 +24,13 @@ transport alike, whatever the bridge transports are called. Decisions:
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import socket
+import time
 
+from raims_node.bridges.flow import OutputLedger, SessionOutput
 from raims_node.bridges.glue import (
     BadNetwork,
     BridgeServer,
@@ -45,6 +48,8 @@ from raims_node.wire.subjects import bridge_b64
 
 log = logging.getLogger("raims.bridge")
 
+SOFT_CHECK_S = 1.0
+MAX_PAYLOAD_LIMIT = 32 * 1024 * 1024  # half the wire frame limit: any message with its subjects fits
 NETWORK_TPORT_PREFIX = "net_"
 
 
@@ -58,6 +63,9 @@ class BridgeHub:
         self.host = host
         self.buses: dict[str, RouterBus] = {}
         self.gate = FlowGate()
+        self.ledger = OutputLedger(on_over=self._over_budget)
+        self._cutting = False
+        self._soft_timer: asyncio.TimerHandle | None = None
         self._ids = itertools.count(1)
         self.kv: Engine | None = None  # the node's key-value map (the Redis data commands)
         self._kv_buses: dict[str, RouterBus] = {}
@@ -72,6 +80,63 @@ class BridgeHub:
     def _kv_publish(self, channel: str, payload: bytes) -> None:
         for bus in self._kv_buses.values():
             bus.publish(None, channel, None, None, payload)
+
+    @property
+    def max_payload(self) -> int:
+        """The `max_payload` parameter: the largest message a client may publish (NATS
+        INFO `max_payload`, Redis proto-max-bulk-len); BridgeStartError past the limit."""
+        try:
+            size = self.host.tree.parameters.size("max_payload")
+        except ConfigError as exc:
+            raise BridgeStartError(f"parameter max_payload: {exc}") from None
+        if not 0 < size <= MAX_PAYLOAD_LIMIT:
+            raise BridgeStartError(f"parameter max_payload {size} must be between 1 and {MAX_PAYLOAD_LIMIT} "
+                                   "(a message must fit a frame between nodes)")
+        return size
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for the bridge clients: unsent output and unparsed input."""
+        return sum(proto.buffered for proto in self.gate.conns)
+
+    def _over_budget(self) -> None:
+        if not self._cutting:
+            self._cutting = True
+            asyncio.get_running_loop().call_soon(self._cut_slow)
+
+    def _cut_slow(self) -> None:
+        """The clients' queued output passed the budget: cut the consumers above their
+        low-water mark, largest first, until it is under half the budget."""
+        self._cutting = False
+        ledger = self.ledger
+        ledger.rearm()
+        if ledger.total <= ledger.budget:
+            return
+        conns = sorted((p for p in self.gate.conns if p.session is not None),
+                       key=lambda p: p.session.buffered if p.session is not None else 0, reverse=True)
+        for proto in conns:
+            session = proto.session
+            if ledger.total <= ledger.budget // 2 or session is None:
+                break
+            if isinstance(session, SessionOutput) and session.buffered > session.limits.low_water:
+                session.cut()
+                proto.flush()
+
+    def check_soft_limits(self) -> None:
+        """Once a second: consumers above their soft limit for too long are cut."""
+        now = time.monotonic()
+        for proto in list(self.gate.conns):
+            session = proto.session
+            if isinstance(session, SessionOutput) and session.limits.soft_limit:
+                session.check_soft_limit(now)
+                if session.closing:
+                    proto.flush()
+        self._soft_timer = asyncio.get_running_loop().call_later(SOFT_CHECK_S, self.check_soft_limits)
+
+    def close(self) -> None:
+        if self._soft_timer is not None:
+            self._soft_timer.cancel()
+            self._soft_timer = None
 
     def next_client_id(self) -> int:
         return next(self._ids)
@@ -93,6 +158,8 @@ class BridgeHub:
         except (InvalidService, ConfigError, BadNetwork) as exc:
             raise BridgeStartError(f"transport {cfg.tport!r}: {exc}") from None
         await server.listen()
+        if self._soft_timer is None:
+            self._soft_timer = asyncio.get_running_loop().call_later(SOFT_CHECK_S, self.check_soft_limits)
         return server
 
     async def join_network(self, bridge: str, service: str, network: ClientNetwork) -> None:

@@ -45,7 +45,8 @@ class NatsServer(BridgeServer):
         host, _, port = bound[0].rpartition(":")
         self.config = NatsConfig(
             server_id=self.hub.server_id(), server_name=f"{node.user}.{node.service}",
-            host=host.strip("[]"), port=int(port), user=s.user, password=s.password, token=s.token)
+            host=host.strip("[]"), port=int(port), user=s.user, password=s.password, token=s.token,
+            max_payload=self.hub.max_payload)
         self._pinger = asyncio.get_running_loop().call_later(PING_INTERVAL_S, self._ping)
         if s.http_port is not None:
             from raims_node.bridges.nats_monitor import NatsMonitor  # aiohttp only when asked for

@@ -162,6 +162,11 @@ class NatsParser:
         self._last_pub_args: tuple[str, str | None, int, int] = ("", None, 0, 0)
         self._error: NatsProtocolError | None = None
 
+    @property
+    def buffered(self) -> int:
+        """Input bytes kept for a partial operation."""
+        return len(self._tail)
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[NatsEvent]:
         if self._error is not None:
             raise type(self._error)(f"stream already failed: {self._error}")

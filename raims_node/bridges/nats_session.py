@@ -175,6 +175,10 @@ class NatsSession(SessionOutput):
         self.started_ns = time.time_ns()
 
     @property
+    def input_buffered(self) -> int:
+        return self._parser.buffered
+
+    @property
     def subscriptions(self) -> int:
         return len(self._subs)
 
@@ -386,8 +390,9 @@ class NatsSession(SessionOutput):
     # ------------------------------------------------------------ teardown
 
     def connection_lost(self) -> None:
-        """The transport is gone: release the bus subscriptions (idempotent)."""
+        """The transport is gone: release the bus subscriptions and the output (idempotent)."""
         self._close(b"", None)
+        self._release()
 
     def _on_close(self) -> None:
         self._subs.clear()

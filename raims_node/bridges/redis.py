@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol, cast
 
 from raims_node.bridges.glue import BridgeServer, BridgeSession, HubView, SessionProtocol
-from raims_node.bridges.redis_session import RedisConfig, RedisSession
+from raims_node.bridges.redis_session import RedisConfig, RedisSession, redis_limits
 from raims_node.bridges.router_bus import RouterBus
 from raims_node.kv.commands import Engine
 
@@ -40,4 +40,6 @@ class RedisServer(BridgeServer):
 
     async def listen(self) -> list[str]:
         cast(KVHub, self.hub).kv_notifications(self.bus)
-        return await super().listen()
+        bound = await super().listen()
+        self.config = redis_limits(self.hub.max_payload)
+        return bound

@@ -46,6 +46,7 @@ from raims_node.bridges.redis_data import DataSide
 from raims_node.bridges.resp import (
     MAX_ARGS,
     MAX_BULK,
+    MAX_QUERY,
     RespParser,
     RespProtocolError,
     encode_array_header,
@@ -73,6 +74,7 @@ _MESSAGE = {2: b"*3\r\n$7\r\nmessage\r\n", 3: b">3\r\n$7\r\nmessage\r\n"}
 _PMESSAGE = {2: b"*4\r\n$8\r\npmessage\r\n", 3: b">4\r\n$8\r\npmessage\r\n"}
 _SMESSAGE = {2: b"*3\r\n$8\r\nsmessage\r\n", 3: b">3\r\n$8\r\nsmessage\r\n"}
 
+REDIS_LIMITS = FlowLimits(hard_limit=32 * 1024 * 1024, soft_limit=8 * 1024 * 1024, soft_seconds=60.0)
 ERR_NOT_INTEGER = "value is not an integer or out of range"
 ERR_BAD_NAME = "Client names cannot contain spaces, newlines or special characters."
 
@@ -85,7 +87,16 @@ class RedisConfig:
     databases: int = DATABASES
     max_bulk: int = MAX_BULK
     max_args: int = MAX_ARGS
+    max_query: int = MAX_QUERY
     limits: FlowLimits = field(default_factory=FlowLimits)
+
+
+def redis_limits(max_payload: int) -> RedisConfig:
+    """A transport's config for the node's `max_payload` (decisions): a bulk may hold one
+    payload (redis-server's proto-max-bulk-len), a request four (a PUBLISH is one payload
+    and its channel; SUBSCRIBE with many channels stays well within), output limits as
+    redis-server's `client-output-buffer-limit pubsub 32mb 8mb 60`."""
+    return RedisConfig(max_bulk=max_payload, max_query=4 * max_payload, limits=REDIS_LIMITS)
 
 
 def _text(b: bytes) -> str:
@@ -120,7 +131,7 @@ class RedisSession(SessionOutput):
         self.lib_ver: bytes | None = None
         self.msgs_in = 0
         self.msgs_out = 0
-        self._parser = RespParser(config.max_bulk, config.max_args)
+        self._parser = RespParser(config.max_bulk, config.max_args, config.max_query)
         # sid -> channel or pattern as the client sent it, in subscription order
         self._channels: dict[str, bytes] = {}
         self._patterns: dict[str, bytes] = {}
@@ -134,6 +145,10 @@ class RedisSession(SessionOutput):
     @property
     def databases(self) -> int:
         return self.config.databases
+
+    @property
+    def input_buffered(self) -> int:
+        return self._parser.buffered
 
     @property
     def subscribed(self) -> bool:
@@ -449,8 +464,9 @@ class RedisSession(SessionOutput):
     # ------------------------------------------------------------ teardown
 
     def connection_lost(self) -> None:
-        """The transport is gone: release the bus subscriptions (idempotent)."""
+        """The transport is gone: release the bus subscriptions and the output (idempotent)."""
         self._close(b"", None)
+        self._release()
 
     def _drop_subscriptions(self) -> None:
         for table in (self._channels, self._patterns, self._shards):

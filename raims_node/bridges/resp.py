@@ -16,9 +16,14 @@ Manual section "Redis"; protocol facts as redis-server 7 implements them:
 - Like redis-server the 2 bytes after a bulk are skipped, not checked.
 
 Decisions (limits, named below): `max_bulk` defaults to 64 MiB instead of Redis' 512 MiB
-because a message larger than the Rai MS wire frame limit (64 MiB) cannot be routed;
-`max_args` defaults to 1,048,576 (Redis allows up to INT_MAX). Both answer with the
-texts Redis uses for out-of-range lengths.
+because a message larger than the Rai MS wire frame limit (64 MiB) cannot be routed (the
+bridge passes the node's `max_payload`, 1 MiB by default, as redis-server's
+proto-max-bulk-len); `max_args` defaults to 1,048,576 (Redis allows up to INT_MAX). Both
+answer with the texts Redis uses for out-of-range lengths. `max_query` bounds the bytes
+of one request (redis-server's client-query-buffer-limit, 1 GB there): a multibulk whose
+arguments would pass it (a command that never completes, each argument within the
+limits) is refused with `-ERR Protocol error: query buffer limit reached` before the
+argument is read, and closed.
 
 Encoders cover what a pub/sub server sends in RESP2 and RESP3: simple strings, errors,
 integers, bulks, nulls (`$-1` / `_`), arrays, push (`>`, RESP3 only) and map (`%`,
@@ -36,6 +41,7 @@ from raims_node.bridges.errors import ProtocolViolation
 MAX_INLINE = 64 * 1024
 MAX_BULK = 64 * 1024 * 1024
 MAX_ARGS = 1024 * 1024
+MAX_QUERY = 4 * MAX_BULK
 
 _LL = re.compile(rb"0|-?[1-9][0-9]{0,18}")
 _INT64 = 1 << 63
@@ -85,6 +91,10 @@ class BulkTooLarge(RespProtocolError):
     """A bulk longer than `max_bulk`."""
 
 
+class QueryTooLarge(RespProtocolError):
+    """A request whose arguments together exceed `max_query`."""
+
+
 class UnbalancedQuotes(RespProtocolError):
     """An inline command with an unterminated quote or a quote not ending its argument."""
 
@@ -99,15 +109,22 @@ class RespParser:
     before the bad bytes) on malformed input; every later call raises again.
     """
 
-    def __init__(self, max_bulk: int = MAX_BULK, max_args: int = MAX_ARGS) -> None:
+    def __init__(self, max_bulk: int = MAX_BULK, max_args: int = MAX_ARGS, max_query: int = MAX_QUERY) -> None:
         self.max_bulk = max_bulk
         self.max_args = max_args
+        self.max_query = max_query
+        self._held = 0  # bytes of the arguments of the multibulk in progress
         self._tail = bytearray()  # unparsed bytes of earlier reads
         self._need = 0  # bytes the tail must hold before a parse can progress
         self._argc = 0  # bulks still expected by the multibulk in progress
         self._args: list[bytes] = []
         self._bulklen = -1  # length of the bulk being read, -1 before its $ line
         self._error: RespProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Input bytes kept for the request in progress (its arguments and the tail)."""
+        return self._held + len(self._tail)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[list[bytes]]:
         if self._error is not None:
@@ -191,6 +208,9 @@ class RespParser:
                     if length > self.max_bulk:
                         raise BulkTooLarge(f"bulk of {length} bytes exceeds max_bulk {self.max_bulk}",
                                            b"invalid bulk length")
+                    if self._held + length > self.max_query:
+                        raise QueryTooLarge(f"request of more than {self._held + length} bytes exceeds "
+                                            f"max_query {self.max_query}", b"query buffer limit reached")
                     bulklen = length
                     pos = nl + 2
                 stop = pos + bulklen
@@ -198,12 +218,14 @@ class RespParser:
                     need = stop + 2 - pos
                     break
                 args.append(data[pos:stop])
+                self._held += bulklen
                 pos = stop + 2
                 bulklen = -1
                 argc -= 1
                 if not argc:
                     commands.append(args)
                     args = []
+                    self._held = 0
         finally:
             self._argc, self._args, self._bulklen, self._need = argc, args, bulklen, need
         return pos

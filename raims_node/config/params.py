@@ -74,8 +74,6 @@ MANUAL_PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("tcp_write_timeout", Kind.TIME, "10 secs", "Timeout for TCP write"),
     ParamSpec("tcp_write_highwater", Kind.BYTES, "1 MB", "TCP write buffer size"),
     ParamSpec("idle_busy", Kind.COUNT, "16", "Busy wait loop count"),
-    ParamSpec("lame_duck_duration", Kind.TIME, "120 secs", "SIGUSR2: close clients spread over this time"),
-    ParamSpec("lame_duck_grace_period", Kind.TIME, "10 secs", "SIGUSR2: wait before closing clients"),
     ParamSpec("working_directory", Kind.DIRNAME, None, "Switch to directory when in daemon mode"),
 )
 # Not in the manual's table, named in its style (issue 18: unauthenticated link sockets).
@@ -84,7 +82,13 @@ HARDENING_PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("tcp_pending_max", Kind.COUNT, "1024", "Inbound TCP/mesh links waiting to authenticate, at most"),
     ParamSpec("tcp_pending_per_host", Kind.COUNT, "64", "Of those, from one source address, at most"),
 )
-PARAMETERS: tuple[ParamSpec, ...] = MANUAL_PARAMETERS + HARDENING_PARAMETERS
+# raims's own, after the manual's table (flow control, nats-server's lame duck names)
+RAIMS_PARAMETERS: tuple[ParamSpec, ...] = (
+    ParamSpec("max_payload", Kind.BYTES, "1 MB", "Largest message a NATS or Redis client may publish"),
+    ParamSpec("lame_duck_duration", Kind.TIME, "120 secs", "SIGUSR2: close clients spread over this time"),
+    ParamSpec("lame_duck_grace_period", Kind.TIME, "10 secs", "SIGUSR2: wait before closing clients"),
+)
+PARAMETERS: tuple[ParamSpec, ...] = MANUAL_PARAMETERS + HARDENING_PARAMETERS + RAIMS_PARAMETERS
 PARAM_SPECS: Mapping[str, ParamSpec] = MappingProxyType({p.name: p for p in PARAMETERS})
 TIMESTAMP_VALUES = ("LOCAL", "GMT")
 

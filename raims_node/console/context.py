@@ -25,12 +25,17 @@ def _no_lines() -> list[str]:
     return []
 
 
+def _no_flow() -> dict[str, int]:
+    return {}
+
+
 @dataclass
 class ConsoleContext:
     """`ports()` gives one row per transport connection for `show ports`, with the keys
     tport ("<name>.<tport_id>", as the console prints transports), type, cost, fd, bs,
     br, ms, mr, lat (ns), idle (ns), fl and address; a missing key is an empty cell.
-    `now_ns()` is the daemon's clock; `config` the loaded
+    `flow()` the daemon's flow control counters (buffered bytes, slow consumers, dropped
+    links); `now_ns()` is the daemon's clock; `config` the loaded
     `raims_node.config.tree.ConfigTree`, or None; `names` the daemon's name service."""
 
     node: Node
@@ -39,6 +44,7 @@ class ConsoleContext:
     config: object | None = None
     log_lines: Callable[[], list[str]] = _no_lines
     names: NameService | None = None  # the service name table (show names, show topology)
+    flow: Callable[[], dict[str, int]] = _no_flow  # the daemon's flow control counters
 
 
 Handler = Callable[[ConsoleContext, list[str]], CommandResult]

@@ -103,9 +103,11 @@ def show_counters(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     names = Names(node)
     cols = ["user", "start", "hb_seqno", "hb_time", "snd_ibx", "rcv_ibx", "ping_snd", "ping_stime",
             "pong_rcv", "ping_rcv"]
-    rows: list[Row] = [dict.fromkeys(cols) | {"user": names.user(node.bridge), "start": node.start_ns}]
+    flow = ctx.flow()  # this node's flow control counters, on its own row
+    cols += list(flow)
+    rows: list[Row] = [dict.fromkeys(cols) | {"user": names.user(node.bridge), "start": node.start_ns} | flow]
     for b, p in node.peers.items():
-        rows.append({
+        rows.append(dict.fromkeys(cols) | {
             "user": names.user(b), "start": p.start_ns, "hb_seqno": p.hb_seqno, "hb_time": _nonzero(p.hb_time_ns),
             "snd_ibx": p.inbox_sent, "rcv_ibx": p.inbox_recv, "ping_snd": p.ping_sent,
             "ping_stime": _nonzero(p.ping_time_ns), "pong_rcv": p.pong_recv, "ping_rcv": p.ping_recv,

@@ -150,6 +150,7 @@ class Forward:
         if not key.verify(data):
             st.counters.bad_mac += 1
             return True
+        conn.last_recv_ns = now_ns  # any authenticated frame is a sign of life
         counters = st.counters
         counters.mcast_recv += 1
         sent = 0

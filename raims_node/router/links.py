@@ -67,7 +67,8 @@ class Links:
         hb = st.params.heartbeat_ns
         for conn in list(st.conns.values()):
             # supervised with the interval the peer announces (manual: 1.5 intervals)
-            if conn.active and now_ns - conn.last_recv_ns > (conn.peer_hb_ns or hb) * HB_TIMEOUT_FACTOR:
+            if conn.active and not conn.held and \
+                    now_ns - conn.last_recv_ns > (conn.peer_hb_ns or hb) * HB_TIMEOUT_FACTOR:
                 st.events.add(now_ns, Ev.HB_TIMEOUT, tport=conn.tport.name, user=st.name(conn.peer))
                 self.link_down(conn, now_ns, "hb_timeout")
         if now_ns >= self.next_hb_ns:

@@ -282,6 +282,14 @@ class Node:
         self.links.on_disconnect(conn_id, now_ns)
         return self._flush(now_ns)
 
+    def hold_liveness(self, conn_id: int, held: bool, now_ns: int) -> None:
+        """The daemon paused (`held`) or resumed reading connection `conn_id`: while its
+        bytes wait unread it is not timed out, and it gets a full heartbeat timeout after."""
+        conn = self.state.conns.get(conn_id)
+        if conn is not None:
+            conn.held = held
+            conn.last_recv_ns = max(conn.last_recv_ns, now_ns)
+
     def on_frame(self, conn_id: int, data: bytes, now_ns: int) -> list[Action]:
         return self.on_frames(conn_id, [data], now_ns)
 

@@ -72,6 +72,7 @@ class Conn:
     active: bool = False
     hb_disagree: int = 0
     peer_hb_ns: int = 0  # the heartbeat interval the peer announces (0: not yet known)
+    held: bool = False  # its reading is paused by the daemon (backpressure): silence is not death
 
 
 @dataclass

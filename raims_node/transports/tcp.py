@@ -4,18 +4,23 @@ Implements the manual's "TCP Point-to-point", "TCP Mesh" (the socket side) and "
 Encryption" (seed 000). The protocol owns the transport, the link cipher, the frame
 reader and write flow control; frames go to its owner, which drives the router node.
 
-Flow control (manual: `tcp_write_highwater`, `tcp_write_timeout`): above the
-high-water mark of buffered output (asyncio's pause_writing) the link reports itself
-congested and the daemon stops reading from the other links, the sources of what it
-forwards, until the output drains to a quarter of the mark; a link whose buffer stays
-above the mark for longer than the write timeout, or which exceeds the hard limit,
-is dropped and counted.
-
-Output is coalesced: frames sent during one pass of the event loop (a client's pipelined
-publishes, a batch of forwarded frames) are joined and written by one call soon after,
-one encryption and one syscall for all of them (or for each COALESCE_BYTES), which is what
-lets a downstream node read them in large chunks. Closing the link writes what is pending
-first.
+Flow control (manual: `tcp_write_highwater`, `tcp_write_timeout`; decisions):
+- The transport's buffer is kept near the high-water mark: above it (asyncio's
+  pause_writing) the link stops handing bytes to the transport and queues the frames it
+  is sent, control frames (heartbeats, link state, RPCs: every frame type but multicast
+  data) apart from data. When the transport drains to a quarter of the mark, queued
+  control frames are written first, then data, until the mark is reached again. So a
+  heartbeat waits behind at most about one high-water mark of data, never behind a
+  burst.
+- Two levels are reported to the owner: `link_congested` from the moment the transport
+  passes the mark until the link's queue is empty again (the owner stops reading the
+  bridge clients, the sources of new traffic), and `link_full` while the queue holds
+  more than QUEUE_FACTOR x the mark (the owner also stops reading its other links, so
+  backpressure travels hop by hop to the publishing node, as TCP windows do). A frame
+  is never refused for its size: one legal frame larger than the mark is queued whole.
+- `tcp_write_timeout` drops a link that makes no progress: its output stayed above the
+  mark and nothing drained for that long. A link that drains slowly under a long burst
+  is not dropped.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol, cast
 
@@ -32,8 +38,12 @@ from raims_node.wire import FrameReader, WireError
 
 log = logging.getLogger("raims.tcp")
 
-HARD_LIMIT_FACTOR = 16  # past highwater * this, the link is dropped at once
+QUEUE_FACTOR = 4  # a queue above highwater * this makes the link "full"
 COALESCE_BYTES = 64 * 1024  # written at once when this much is pending
+DRAIN_CHUNK = 256 * 1024  # queued data joined per write while draining
+FRAME_BATCH = 256  # frames handed to the owner at once
+SLICE_S = 0.02  # work on one read before the loop is given back
+_MCAST_TYPE_BITS = 0x60  # header byte 0: version(1) type(2) opt(5); type 0 is multicast data
 
 
 class LinkOwner(Protocol):
@@ -41,6 +51,7 @@ class LinkOwner(Protocol):
     def link_frames(self, conn_id: int, frames: list[bytes]) -> None: ...
     def link_lost(self, conn_id: int, reason: str) -> None: ...
     def link_congested(self, conn_id: int, congested: bool) -> None: ...
+    def link_full(self, conn_id: int, full: bool) -> None: ...
 
 
 class LinkProtocol(asyncio.Protocol):
@@ -71,7 +82,17 @@ class LinkProtocol(asyncio.Protocol):
         self._pending: list[bytes] = []  # sent in this pass of the loop, written by flush
         self._pending_bytes = 0
         self._first = True
-        self._congested_since: float | None = None
+        self._congested_since: float | None = None  # above the mark (or frames queued) since
+        self._write_paused = False  # between asyncio's pause_writing and resume_writing
+        self._ctl: deque[bytes] = deque()  # frames queued while the transport is full
+        self._data: deque[bytes] = deque()
+        self.queued = 0  # bytes in _ctl and _data
+        self._full = False
+        self._progress_at = 0.0  # monotonic time of the last drain seen (write timeout)
+        self._backlog: list[bytes] = []  # frames read, waiting for the next turn of the loop
+        self._held = False  # reading held by the owner
+        self._read_paused = False
+        self._progress_size = 0
         self.closed_reason: str | None = None
         self.bytes_in = self.bytes_out = self.frames_in = self.frames_out = 0
         self.write_drops = 0
@@ -119,11 +140,47 @@ class LinkProtocol(asyncio.Protocol):
                 self.close(f"bad stream from {self.peer_addr}: {exc}")
             return
         if frames:
-            self._deliver(frames)
+            if self._backlog:  # read before the pause took effect
+                self._backlog += frames
+            else:
+                self._deliver(frames)
 
     def _deliver(self, frames: list[bytes]) -> None:
-        self.frames_in += len(frames)
-        self.owner.link_frames(self.conn_id, frames)
+        """Hand the frames over in batches; after SLICE_S of work the rest waits for the
+        next turn of the loop and the link is not read meanwhile (uvloop reads a ready
+        socket up to 32 times per turn: one turn must not route megabytes)."""
+        start = time.perf_counter()
+        n = len(frames)
+        off = 0
+        while off < n:
+            batch = frames[off:off + FRAME_BATCH] if off or n > FRAME_BATCH else frames
+            off += len(batch)
+            self.frames_in += len(batch)
+            self.owner.link_frames(self.conn_id, batch)
+            if self.closed_reason is not None:
+                return
+            if off < n and time.perf_counter() - start > SLICE_S:
+                self._backlog = frames[off:]
+                self._update_reading()
+                asyncio.get_running_loop().call_soon(self._continue)
+                return
+
+    def _continue(self) -> None:
+        frames, self._backlog = self._backlog, []
+        if frames and self.closed_reason is None:
+            self._deliver(frames)
+        self._update_reading()
+
+    def hold_reading(self, held: bool) -> None:
+        """The owner's backpressure: stop or restart reading this link."""
+        self._held = held
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        want = self._held or bool(self._backlog)
+        if want != self._read_paused and self.transport is not None and not self.transport.is_closing():
+            self._read_paused = want
+            (self.transport.pause_reading if want else self.transport.resume_reading)()
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = self.closed_reason or (f"connection lost: {exc}" if exc else "connection closed by peer")
@@ -139,6 +196,9 @@ class LinkProtocol(asyncio.Protocol):
         if self.cipher is not None and not self.cipher.ready:
             self._pre_cipher.append(data)
             return
+        if self._write_paused:
+            self._enqueue(data)
+            return
         if not self._pending:
             asyncio.get_running_loop().call_soon(self.flush)
         self._pending.append(data)
@@ -146,41 +206,88 @@ class LinkProtocol(asyncio.Protocol):
         if self._pending_bytes >= COALESCE_BYTES:
             self.flush()  # a loop pass may read megabytes: let the high-water mark see them
 
+    def _enqueue(self, data: bytes) -> None:
+        (self._data if not data[0] & _MCAST_TYPE_BITS else self._ctl).append(data)
+        self.queued += len(data)
+        if not self._full and self.queued > self.highwater * QUEUE_FACTOR:
+            self._full = True
+            self.owner.link_full(self.conn_id, True)
+
     def flush(self) -> None:
         """Write what was sent in this pass of the loop (called soon after by itself)."""
         pending, self._pending = self._pending, []
         self._pending_bytes = 0
-        if pending and self.transport is not None and not self.transport.is_closing():
-            self._write(pending[0] if len(pending) == 1 else b"".join(pending))
+        if not pending or self.transport is None or self.transport.is_closing():
+            return
+        if self._write_paused:  # paused by an earlier write of this pass: queue in order
+            for data in pending:
+                self._enqueue(data)
+            return
+        self._write(pending[0] if len(pending) == 1 else b"".join(pending))
 
     def _write(self, data: bytes) -> None:
         assert self.transport is not None
         out = self.cipher.encrypt(data) if self.cipher is not None else data
         self.bytes_out += len(out)
-        self.transport.write(out)
-        buffered = self.transport.get_write_buffer_size()
-        if buffered > self.highwater * HARD_LIMIT_FACTOR:
-            self.write_drops += 1
-            self.close(f"write buffer of {buffered} bytes exceeds {HARD_LIMIT_FACTOR} x tcp_write_highwater")
+        self.transport.write(out)  # may call pause_writing
+
+    def _drain(self) -> None:
+        """Write the queues, control frames first, until the transport is full again."""
+        ctl, data = self._ctl, self._data
+        while (ctl or data) and not self._write_paused and self.transport is not None \
+                and not self.transport.is_closing():
+            parts: list[bytes] = []
+            size = 0
+            while ctl:
+                parts.append(ctl.popleft())
+            size = sum(map(len, parts))
+            while data and size < DRAIN_CHUNK:
+                frame = data.popleft()
+                parts.append(frame)
+                size += len(frame)
+            self.queued -= size
+            self._write(parts[0] if len(parts) == 1 else b"".join(parts))
+        if self._full and self.queued <= self.highwater * QUEUE_FACTOR // 2:
+            self._full = False
+            self.owner.link_full(self.conn_id, False)
 
     # asyncio flow control: above tcp_write_highwater the owner pauses the sources
     def pause_writing(self) -> None:
+        self._write_paused = True
         if self._congested_since is None:
-            self._congested_since = time.monotonic()
+            self._congested_since = self._progress_at = time.monotonic()
+            self._progress_size = self.transport.get_write_buffer_size() if self.transport is not None else 0
             self.owner.link_congested(self.conn_id, True)
 
     def resume_writing(self) -> None:
-        if self._congested_since is not None:
+        self._write_paused = False
+        self._progress_at = time.monotonic()
+        self._drain()
+        if not self._write_paused and self._congested_since is not None:
             self._congested_since = None
             self.owner.link_congested(self.conn_id, False)
 
     def check_write_timeout(self, now: float) -> None:
-        """Drop a link whose output has not drained below the mark for tcp_write_timeout."""
-        if self._congested_since is not None and now - self._congested_since > self.write_timeout_s:
+        """Drop a link whose output made no progress for tcp_write_timeout while above
+        the mark (its buffer did not shrink)."""
+        if self._congested_since is None or self.transport is None:
+            return
+        size = self.transport.get_write_buffer_size()
+        if size < self._progress_size:
+            self._progress_at = now
+        self._progress_size = size
+        if now - self._progress_at > self.write_timeout_s:
             self.write_drops += 1
-            buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
-            self.close(f"write timeout: {buffered} bytes buffered for {now - self._congested_since:.1f} s "
-                       f"(tcp_write_timeout {self.write_timeout_s} s)")
+            self.close(f"write timeout: {size + self.queued} bytes waiting, none written for "
+                       f"{now - self._progress_at:.1f} s (tcp_write_timeout {self.write_timeout_s} s)")
+
+    @property
+    def buffered(self) -> int:
+        """Output bytes held for this link: queued here and in the transport."""
+        size = self.queued + self._pending_bytes
+        if self.transport is not None:
+            size += self.transport.get_write_buffer_size()
+        return size
 
     @property
     def writable(self) -> bool:
@@ -192,6 +299,11 @@ class LinkProtocol(asyncio.Protocol):
             self._warn(f"closing link {self.peer_addr}: {reason}")
         if self.transport is not None and not self.transport.is_closing():
             self.flush()
+            if self._ctl:  # the last control frames (BYE) go out; queued data is dropped
+                self._write(b"".join(self._ctl))
+            self._ctl.clear()
+            self._data.clear()
+            self.queued = 0
             self.transport.close()
 
 

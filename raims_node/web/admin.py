@@ -68,6 +68,7 @@ class WebAdmin:
         return ConsoleContext(
             node=d.node, ports=d.port_rows, now_ns=_now_ns, config=d.tree, log_lines=lambda: list(d.log_lines),
             names=d.naming.service,
+            flow=d.flow_counters,
         )
 
     async def start(self, host: str, port: int) -> list[str]:
@@ -139,6 +140,12 @@ class WebAdmin:
         lines.append("# TYPE raims_rejected_total counter")
         for reason, count in sorted(c.rejects.items()):
             lines.append(f'raims_rejected_total{{user="{node.user}",reason="{reason}"}} {count}')
+        for name, value in self.daemon.flow_counters().items():  # flow control
+            kind = "counter" if name.endswith(("_events", "_links", "_consumers", "_errors")) else "gauge"
+            metric = f"raims_{name}_total" if kind == "counter" else f"raims_{name}_bytes" \
+                if name.endswith("buffered") else f"raims_links_{name}"
+            lines.append(f"# TYPE {metric} {kind}")
+            lines.append(f'{metric}{{user="{node.user}"}} {value}')
         lines.append("# TYPE raims_peers gauge")
         lines.append(f'raims_peers{{user="{node.user}"}} {len(node.peers)}')
         lines.append("# TYPE raims_converged gauge")

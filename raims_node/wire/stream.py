@@ -7,6 +7,9 @@ frame boundary, so the link must be closed. Frames larger than `max_frame` raise
 FrameTooLarge as soon as their header is read. The error carries in `.frames` the
 complete frames that preceded the bad bytes in the same call, and every later call
 raises again.
+
+Linear in the bytes read: a partial frame's length is remembered, and reads that do
+not complete it are only appended (one copy of a large frame, when it is whole).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class FrameReader:
         self.max_frame = max_frame
         self._buf = bytearray()
         self._error: WireError | None = None
+        self._need = 0  # bytes _buf must hold before a parse can progress
         self.consumed = 0  # stream offset of _buf[0], for error messages
 
     @property
@@ -45,10 +49,13 @@ class FrameReader:
             raise StreamDesync(f"stream already failed: {self._error}")
         if self._buf:
             self._buf += data
+            if len(self._buf) < self._need:  # a large frame still arriving
+                return []
             buf = bytes(self._buf)
         else:
             buf = data if type(data) is bytes else bytes(data)  # slices of bytes are bytes: one copy
         frames: list[bytes] = []
+        self._need = 0
         append = frames.append
         unpack = _unpack_head
         max_frame = self.max_frame
@@ -66,6 +73,7 @@ class FrameReader:
                 if not total:
                     total = self._check(buf, off, n)  # any other kind, or raise
                 if n - off < total:
+                    self._need = total
                     break
                 append(buf[off : off + total])
                 off += total

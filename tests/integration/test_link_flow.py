@@ -15,6 +15,7 @@ class Owner:
     def __init__(self) -> None:
         self.events: list[tuple[int, bool]] = []
         self.lost: list[str] = []
+        self.full: list[bool] = []
         self.changed = asyncio.Event()
 
     def link_made(self, link: LinkProtocol) -> int:
@@ -30,6 +31,9 @@ class Owner:
     def link_congested(self, conn_id: int, congested: bool) -> None:
         self.events.append((conn_id, congested))
         self.changed.set()
+
+    def link_full(self, conn_id: int, full: bool) -> None:
+        self.full.append(full)
 
 
 async def _link_to_idle_peer(write_timeout_s: float) -> tuple[Owner, LinkProtocol, socket.socket]:
@@ -87,6 +91,37 @@ def test_a_link_stuck_above_the_mark_is_dropped_after_the_write_timeout() -> Non
         link.check_write_timeout(time.monotonic())
         assert link.closed_reason is not None and "write timeout" in link.closed_reason
         assert link.write_drops == 1
+        peer.close()
+
+    asyncio.run(run())
+
+
+def test_control_frames_overtake_queued_data_and_a_full_queue_is_reported() -> None:
+    """Above the mark the link queues what it is sent: a heartbeat-type frame sent after
+    queued data is written before it, and a queue past 4 x the mark reports the link
+    full until it drains."""
+    async def run() -> None:
+        owner, link, peer = await _link_to_idle_peer(write_timeout_s=30)
+        await _fill(link, owner)
+        base = link.queued  # the filler sent after the mark was passed
+        data = b"\x80" + b"d" * 1023  # version bit, type 0: multicast data
+        for _ in range(300):  # 300 KiB queued: past 4 x the 64 KiB mark
+            link.send(data)
+        ctl = b"\xe0" + b"h" * 63  # type 3: a heartbeat
+        link.send(ctl)
+        assert link.queued == base + 300 * len(data) + len(ctl) and owner.full == [True]
+        loop = asyncio.get_running_loop()
+        got = bytearray()
+        for _ in range(5000):
+            try:
+                got += await loop.sock_recv(peer, 1 << 20)
+            except BlockingIOError:
+                pass
+            if got.count(data) == 300:
+                break
+        assert got.count(data) == 300 and got.find(ctl) < got.find(data)
+        assert owner.full == [True, False] and link.queued == 0
+        link.close("done")
         peer.close()
 
     asyncio.run(run())

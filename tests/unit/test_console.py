@@ -392,3 +392,10 @@ def test_urls_and_rpcs_and_the_rv_tables(net: SimNetwork) -> None:
     assert rows(net, "A", "show hosts") == [] and rows(net, "A", "show rvsub") == []
     for cmd in ("show status", "show fds", "show buffers", "show cache", "show poll", "show startup"):
         assert execute(ctx(net, "A"), cmd).error is None
+
+
+def test_counters_show_the_daemons_flow_counters_on_the_nodes_own_row(net: SimNetwork) -> None:
+    flow = {"buffered": 123, "slow_consumers": 2, "dropped_links": 0}
+    counters = {r["user"]: r for r in rows(net, "A", "show counters", flow=lambda: flow)}
+    assert {k: counters["A.*"][k] for k in flow} == flow
+    assert counters[label(net, "A", "B")]["buffered"] is None

@@ -402,8 +402,8 @@ def test_slow_consumer_is_cut_off_with_the_nats_error() -> None:
     assert s.paused and len(wakes) == 2  # crossed the high-water mark
     for _ in range(6):  # 7 deliveries fit in 400 bytes, the 8th does not
         pub.data_received(msg)
-    out = s.pending_output()
-    assert out.count(b"MSG a 1 40") == 7 and out.endswith(b"-ERR 'Slow Consumer'\r\n")
+    # what it did not read is dropped when it is cut (as nats-server does): the error is left
+    assert s.pending_output() == b"-ERR 'Slow Consumer'\r\n"
     assert s.closing and isinstance(s.close_error, SlowConsumer) and "exceeds the hard limit 400" in str(s.close_error)
     assert len(wakes) == 3 and not bus.entries
 
@@ -467,3 +467,26 @@ def test_a_delivered_run_is_what_single_deliveries_write() -> None:
     assert one.pending_output() == expected
     assert many.pending_output() == expected
     assert many.msgs_out == one.msgs_out == 13
+
+
+def test_the_output_ledger_counts_every_byte_queued_and_taken() -> None:
+    """Sessions sharing a ledger: the greeting, deliveries and a slow consumer's error all
+    count, what is taken or dropped is released, so the total returns to zero."""
+    from raims_node.bridges.flow import OutputLedger
+
+    bus = MemoryBus()
+    over: list[int] = []
+    ledger = OutputLedger(budget=1000, on_over=lambda: over.append(ledger.total))
+    s = NatsSession(bus, 1, NatsConfig(server_id="T", limits=FlowLimits(100, 50, 400)))
+    s.share_ledger(ledger)
+    assert ledger.total == s.buffered > 0  # the INFO
+    s.data_received(b'CONNECT {"verbose":false}\r\nSUB a 1\r\n')
+    s.pending_output()
+    assert ledger.total == 0
+    pub = nats(bus, 2)
+    for _ in range(10):
+        pub.data_received(b"PUB a 40\r\n" + b"x" * 40 + b"\r\n")
+    assert s.closing and ledger.total == s.buffered == len(b"-ERR 'Slow Consumer'\r\n")
+    s.pending_output()
+    s.connection_lost()
+    assert ledger.total == 0 and over == []

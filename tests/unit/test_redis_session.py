@@ -256,12 +256,45 @@ def test_slow_consumer_is_closed_without_a_reply() -> None:
     s.pending_output()
     for _ in range(10):
         bus.publish(None, "a", None, None, b"z" * 50)
-    message = b"*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$50\r\n" + b"z" * 50 + b"\r\n"  # 81 bytes
-    assert s.pending_output() == message * 3  # a fourth would pass 300: nothing is appended
+    # 3 messages of 81 bytes fit, a fourth would pass 300: the unread output is dropped
+    assert s.pending_output() == b""
     assert s.closing and isinstance(s.close_error, SlowConsumer) and not bus.entries
 
 
 def test_commands_are_counted_against_the_output_limit_too() -> None:
     s = RedisSession(MemoryBus(), 1, RedisConfig(limits=FlowLimits(10, 5, 70)))
     s.data_received(b"PING\r\n" * 20)
-    assert s.pending_output() == b"+PONG\r\n" * 10 and isinstance(s.close_error, SlowConsumer)
+    assert s.pending_output() == b"" and isinstance(s.close_error, SlowConsumer)
+
+
+def test_output_above_the_soft_limit_for_too_long_cuts_the_consumer() -> None:
+    """redis-server's `client-output-buffer-limit pubsub ... soft seconds`: above the soft
+    limit for the whole period (not just once) closes the session; draining below it
+    restarts the period."""
+    bus = MemoryBus()
+    s = RedisSession(bus, 1, RedisConfig(limits=FlowLimits(100, 50, 10_000, soft_limit=500, soft_seconds=60)))
+    s.data_received(b"SUBSCRIBE a\r\n")
+    s.pending_output()
+    for _ in range(10):
+        bus.publish(None, "a", None, None, b"z" * 50)  # 810 bytes queued
+    s.check_soft_limit(0.0)
+    s.check_soft_limit(59.0)
+    assert not s.closing
+    s.pending_output()  # drained: the period restarts
+    s.check_soft_limit(61.0)
+    for _ in range(10):
+        bus.publish(None, "a", None, None, b"z" * 50)
+    s.check_soft_limit(62.0)
+    s.check_soft_limit(121.0)
+    assert not s.closing
+    s.check_soft_limit(122.0)
+    assert s.closing and isinstance(s.close_error, SlowConsumer) and s.pending_output() == b""
+
+
+def test_a_request_past_the_query_limit_is_refused_before_its_argument_is_read() -> None:
+    s = RedisSession(MemoryBus(), 1, RedisConfig(max_bulk=100, max_query=250))
+    s.data_received(b"*9\r\n$9\r\nSUBSCRIBE\r\n" + b"$100\r\n" + b"x" * 100 + b"\r\n" + b"$100\r\n" + b"x" * 100
+                    + b"\r\n")
+    assert not s.closing and s.input_buffered == 209
+    s.data_received(b"$100\r\n")
+    assert s.closing and s.pending_output() == b"-ERR Protocol error: query buffer limit reached\r\n"

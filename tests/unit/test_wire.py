@@ -364,3 +364,20 @@ def test_path_option_bits() -> None:
     for p in range(4):
         frame = decode_frame(encode_frame(MsgType.MCAST, "a.b", BRIDGE, [], path_opt(p) | 1))
         assert frame.path == p and frame.opt & 1
+
+
+def test_the_frame_reader_is_linear_in_a_large_frame() -> None:
+    """A 32 MiB frame arriving in 4 KiB reads (8192 feeds) is copied once when whole: a
+    reader that copied its buffer on every feed would move ~128 GB and never finish."""
+    import time
+
+    big = bytes(encode_frame(MsgType.MCAST, "big", bytes(16), [(Fid.DATA, bytes(32 * 1024 * 1024))]))
+    small = bytes(encode_frame(MsgType.MCAST, "s", bytes(16), [(Fid.DATA, b"x")]))
+    stream = small + big + small
+    reader = FrameReader()
+    got: list[bytes] = []
+    t0 = time.perf_counter()
+    for off in range(0, len(stream), 4096):
+        got += reader.feed(stream[off:off + 4096])
+    assert time.perf_counter() - t0 < 5
+    assert got == [small, big, small] and reader.buffered == 0
