@@ -46,9 +46,10 @@ class RedisProtocol(SessionProtocol):
 
 
 def _address(addr: object) -> str:
-    """redis-server's `ip:port` (no brackets for IPv6) of a socket address."""
+    """redis-server's `ip:port` (`[ip6]:port`) of a socket address."""
     if isinstance(addr, tuple) and len(addr) >= 2:
-        return f"{addr[0]}:{addr[1]}"
+        host = str(addr[0])
+        return f"[{host}]:{addr[1]}" if ":" in host else f"{host}:{addr[1]}"
     return ""
 
 

@@ -17,7 +17,8 @@ session through `ClientView`, so this module imports no session code.
   connection closes after its queued output; killing oneself closes after the reply.
 - CLIENT REPLY ON|OFF|SKIP as redis-server: OFF silences every reply until ON (whose
   +OK is sent), SKIP silences the next command's; pub/sub messages and (un)subscribe
-  confirmations are pushes and still flow (redis-server 7.2's CLIENT_PUSHING).
+  confirmations are pushes and still flow (as redis-server 7.0.15 does). A QUIT under OFF
+  closes at once (redis-server 7.0 leaves that connection open: nothing to write).
 - COMMAND COUNT counts the top-level commands this connection can run (the data
   commands with a key-value map); COMMAND DOCS [name...] answers summary, since, group
   (and subcommands for containers). Decision: data commands' summaries are generic
@@ -74,6 +75,8 @@ class ClientView(Protocol):
     def input_buffered(self) -> int: ...
 
     def sub_counts(self) -> tuple[int, int, int]: ...
+
+    def sub_names(self) -> tuple[Iterable[bytes], Iterable[bytes], Iterable[bytes]]: ...
 
     def multi_state(self) -> tuple[int, int, bool]: ...
 
@@ -400,13 +403,16 @@ def info(s: ClientView, args: list[bytes]) -> None:
         sections.append(b"# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:%d\r\n"
                         % engine.store.dirty)
     if every or b"stats" in wanted:
-        counts = [c.sub_counts() for c in clients]
+        names: tuple[set[bytes], set[bytes], set[bytes]] = (set(), set(), set())
+        for c in clients:
+            for kind, held in zip(names, c.sub_names(), strict=True):
+                kind.update(held)
         sections.append(b"# Stats\r\ntotal_connections_received:%d\r\ntotal_commands_processed:%d\r\n"
                         b"expired_keys:%d\r\npubsub_channels:%d\r\npubsub_patterns:%d\r\n"
                         b"pubsub_shardchannels:%d\r\n" % (
                             host.connections, host.commands,
                             engine.store.expired_keys if engine is not None else 0,
-                            sum(c[0] for c in counts), sum(c[1] for c in counts), sum(c[2] for c in counts)))
+                            len(names[0]), len(names[1]), len(names[2])))
     if every or b"keyspace" in wanted:
         lines = keyspace_lines(engine) if engine is not None else []
         sections.append(b"# Keyspace\r\n" + b"".join(line + b"\r\n" for line in lines))

@@ -37,7 +37,7 @@ are not provided. A slow consumer is closed without an error reply, as redis-ser
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -260,6 +260,9 @@ class RedisSession(SessionOutput):
 
     def sub_counts(self) -> tuple[int, int, int]:
         return len(self._channels), len(self._patterns), len(self._shards)
+
+    def sub_names(self) -> tuple[Iterable[bytes], Iterable[bytes], Iterable[bytes]]:
+        return self._channels.values(), self._patterns.values(), self._shards.values()
 
     def multi_state(self) -> tuple[int, int, bool]:
         """(commands queued in MULTI or -1, keys watched, blocked in a pop)."""
