@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -74,9 +74,7 @@ class ClientView(Protocol):
     @property
     def input_buffered(self) -> int: ...
 
-    def sub_counts(self) -> tuple[int, int, int]: ...
-
-    def sub_names(self) -> tuple[Iterable[bytes], Iterable[bytes], Iterable[bytes]]: ...
+    def sub_names(self) -> tuple[Collection[bytes], Collection[bytes], Collection[bytes]]: ...
 
     def multi_state(self) -> tuple[int, int, bool]: ...
 
@@ -101,6 +99,12 @@ class RedisHost:
     port: int = 0
     connections: int = 0
     commands: int = 0
+
+
+def sub_counts(c: ClientView) -> tuple[int, int, int]:
+    """Channels, patterns and shard channels `c` holds."""
+    channels, patterns, shards = c.sub_names()
+    return len(channels), len(patterns), len(shards)
 
 
 # ------------------------------------------------------------ CLIENT ID / SETNAME / GETNAME / SETINFO
@@ -144,12 +148,12 @@ def client_setinfo(s: ClientView, args: list[bytes]) -> None:
 
 def _flags(s: ClientView) -> str:
     multi, _watch, blocked = s.multi_state()
-    flags = ("P" if any(s.sub_counts()) else "") + ("x" if multi >= 0 else "") + ("b" if blocked else "")
+    flags = ("P" if any(sub_counts(s)) else "") + ("x" if multi >= 0 else "") + ("b" if blocked else "")
     return flags or "N"
 
 
 def client_line(s: ClientView, now: float) -> bytes:
-    sub, psub, ssub = s.sub_counts()
+    sub, psub, ssub = sub_counts(s)
     multi, watch, _ = s.multi_state()
     qbuf = s.input_buffered
     omem = s.buffered
@@ -201,7 +205,7 @@ def client_list(s: ClientView, args: list[bytes]) -> None:
 
 
 def _kind(c: ClientView) -> bytes:
-    return b"pubsub" if any(c.sub_counts()) else b"normal"
+    return b"pubsub" if any(sub_counts(c)) else b"normal"
 
 
 def client_info(s: ClientView, args: list[bytes]) -> None:
@@ -394,7 +398,7 @@ def info(s: ClientView, args: list[bytes]) -> None:
                                    b"no" if engine is None else b"yes" if engine.store.writable else b"ro"))
     if every or b"clients" in wanted:
         blocked = sum(1 for c in clients if c.multi_state()[2])
-        pubsub = sum(1 for c in clients if any(c.sub_counts()))
+        pubsub = sum(1 for c in clients if any(sub_counts(c)))
         watching = sum(1 for c in clients if c.multi_state()[1])
         sections.append(b"# Clients\r\nconnected_clients:%d\r\nmaxclients:10000\r\nblocked_clients:%d\r\n"
                         b"pubsub_clients:%d\r\nwatching_clients:%d\r\n" % (

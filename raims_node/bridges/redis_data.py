@@ -51,6 +51,8 @@ class SessionView(Protocol):
 
     def _execute(self, args: list[bytes]) -> None: ...
 
+    def _command(self, args: list[bytes]) -> None: ...
+
 _TX = (b"multi", b"exec", b"discard", b"watch", b"unwatch")
 _NOT_QUEUED = (b"exec", b"discard", b"multi", b"watch", b"quit", b"reset")
 _ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"unwatch": 1}
@@ -66,6 +68,11 @@ class DataSide:
         self.multi: list[list[bytes]] | None = None
         self.multi_error = False
         self.held: list[list[bytes]] = []
+
+    @property
+    def holding(self) -> bool:
+        """Blocked in a pop, or replaying what arrived meanwhile: commands wait."""
+        return self.client.blocked is not None or bool(self.held)
 
     def intercept(self, args: list[bytes]) -> bool:
         """Handle `args` here (True) or leave it to the session's dispatch (False)."""
@@ -208,4 +215,4 @@ class DataSide:
         for args in held:
             if s.closing:
                 return
-            s._execute(args)
+            s._command(args)

@@ -37,7 +37,7 @@ are not provided. A slow consumer is closed without an error reply, as redis-ser
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -172,12 +172,18 @@ class RedisSession(SessionOutput):
         for args in commands:
             if self._closing:
                 return
-            self._reply_skip, self.reply_skip_next = self.reply_skip_next, False
             self.host.commands += 1
             self.last_active = self.host.clock()
-            self._execute(args)
+            self._command(args)
         if error is not None and not self._closing:
             self._close(error.reply, error)
+
+    def _command(self, args: list[bytes]) -> None:
+        """A command, or one held while blocked, replayed. CLIENT REPLY SKIP silences the
+        next one run and a blocked pop's reply too (as redis-server 7.0.15)."""
+        if self._data is None or not self._data.holding:
+            self._reply_skip, self.reply_skip_next = self.reply_skip_next, False
+        self._execute(args)
 
     def _execute(self, args: list[bytes]) -> None:
         self.last_cmd = args[0].lower().decode("utf-8", "replace")
@@ -258,10 +264,7 @@ class RedisSession(SessionOutput):
 
     # ------------------------------------------------------------ introspection (redis_admin)
 
-    def sub_counts(self) -> tuple[int, int, int]:
-        return len(self._channels), len(self._patterns), len(self._shards)
-
-    def sub_names(self) -> tuple[Iterable[bytes], Iterable[bytes], Iterable[bytes]]:
+    def sub_names(self) -> tuple[Collection[bytes], Collection[bytes], Collection[bytes]]:
         return self._channels.values(), self._patterns.values(), self._shards.values()
 
     def multi_state(self) -> tuple[int, int, bool]:

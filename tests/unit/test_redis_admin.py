@@ -147,3 +147,12 @@ def test_info_sections() -> None:
     _, (p, _q) = pair()
     assert "# Keyspace\r\n" in ask(p, b"INFO keyspace\r\n").decode()
     assert ask(a, b"MULTI\r\nINFO clients\r\nEXEC\r\n").startswith(b"+OK\r\n+QUEUED\r\n*1\r\n=")
+
+
+def test_reply_skip_and_a_blocked_pop() -> None:
+    """As redis-server 7.0.15 (tried on the same bytes): SKIP silences a blocked BLPOP's
+    later reply too, and a SKIP that arrived while blocked applies after it."""
+    _, (a, b) = pair(Engine(KVStore()))
+    assert ask(a, b"CLIENT REPLY SKIP\r\nBLPOP l 0\r\nCLIENT REPLY SKIP\r\nPING x\r\nPING y\r\n") == b""
+    ask(b, b"RPUSH l v\r\n")
+    assert ask(a, b"") == b"$1\r\ny\r\n"
