@@ -395,7 +395,7 @@ def info(s: ClientView, args: list[bytes]) -> None:
             b"# Server\r\nredis_version:7.4.0\r\nredis_mode:standalone\r\nos:%s\r\narch_bits:64\r\n"
             b"process_id:%d\r\ntcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n"
             b"raims_map:%s\r\n" % (os.uname().sysname.encode(), os.getpid(), host.port, up, up // 86400,
-                                   b"no" if engine is None else b"yes" if engine.store.writable else b"ro"))
+                                   b"yes" if engine is not None and engine.store.writable else b"no"))
     if every or b"clients" in wanted:
         blocked = sum(1 for c in clients if c.multi_state()[2])
         pubsub = sum(1 for c in clients if any(sub_counts(c)))
