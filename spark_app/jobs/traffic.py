@@ -11,8 +11,9 @@ task per host, for every node on the task's machine:
    `show match` names every node expecting its messages (their bloom filters arrived:
    what routing decides by), and publishes MESSAGES messages `<publisher>:<seq>`;
 3. each subscriber collects until it has every expected message or the time is up;
-4. with `TrafficSettings.collect`, each task then reads its nodes' snapshot rows before
-   its clients close, so the snapshot holds the check's subscriptions (and the filters
+4. with `TrafficSettings.collect`, each task then reads its nodes' snapshot rows, and
+   every task waits for all the others (allGather) before its clients close, so the
+   snapshot holds the check's subscriptions, one seqno per node (and the filters
    and filter copies that carry them): collected after the check, a node subscribes
    nothing and the bloom audit has nothing to check.
 Counts per (subscriber, publisher) go to the driver, which fails the check on a missing,
@@ -222,6 +223,11 @@ async def _check(host: TaskHost, ctx: BarrierTaskContext, nodes: Sequence[NodeRe
     except Exception as exc:  # reported with the counts, like every other failure of the check
         errors.append(f"host {host.machine}: {type(exc).__name__}: {exc}")
     finally:
+        if settings.collect:
+            # no task drops its subscriptions (new sub seqnos, emptier filters) before
+            # every node was read: a snapshot whose owners and observers were read at
+            # different seqnos shows future seqnos and stale filter copies that are not faults
+            await loop.run_in_executor(None, gather, ctx, None)
         for c in clients.values():
             await c.close()
     return {"sent": sent, "errors": errors, "reads": reads,
