@@ -6,10 +6,17 @@ console, websocket and bridge sessions) subscribe through `subscribe` / `psubscr
 and receive `Deliver` actions through their `on_deliver` method.
 
 Decisions where the manual is vague:
-- A connector tries its addresses in order, each with the transport's `timeout`
-  (default `tcp_timeout`), and keeps retrying with a back-off capped at
-  RECONNECT_MAX_S for as long as the transport runs; a lost outbound link reconnects
-  the same way. A listener that cannot bind is fatal at startup, as the manual says.
+- A connecting transport runs one joiner (`joiner`): each round it dials all its
+  `connect` addresses at once, and the first that succeeds cancels the others (manual:
+  "the first connection that is successful will cause the others to stop trying");
+  rounds that all fail repeat with a back-off capped at RECONNECT_MAX_S. It tries for
+  the transport's `timeout` (unset: the `tcp_timeout` parameter when configured, else
+  the manual's 15 s; 0: for ever), then logs that it stopped; `connect T` on the
+  console starts it again. A link it made that is lost starts a new join with a new
+  timeout. A listener that cannot bind is fatal at startup, as the manual says.
+- `listen` defaults to `*` (every address), as the manual's tables say; a transport
+  with a `device` listens on the device's address. `host:port` (and `eth0:port`, an
+  interface name) in `listen` / `connect` overrides `port` (transports/addr.py).
 - A mesh transport started with `connect` still listens, on an ephemeral port of the
   listen address, so that the members it learns of can reach it.
 - A `mesh` or `tcp` transport with a `device` (manual "TCP Mesh", "TCP Point-to-point")
@@ -46,6 +53,7 @@ from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
 from raims_node.router.node import NS, Node, NodeParams
+from raims_node.transports.addr import WILDCARD, AddressError, split_address
 from raims_node.transports.backpressure import Backpressure
 from raims_node.transports.guard import LinkGuard
 from raims_node.transports.name import (
@@ -63,6 +71,8 @@ TICK_S = 0.05
 STALL_GRACE_S = 0.5  # a tick this late restarts the links' heartbeat timeouts
 RECONNECT_MIN_S = 0.1
 RECONNECT_MAX_S = 2.0
+DEFAULT_CONNECT_TIMEOUT_S = 15.0  # manual: the transport tables' `timeout` default
+CONNECT_ATTEMPT_S = 10.0  # one dial of a join that tries for ever
 DISCOVERED_TRIES = 3
 LINK_TYPES = ("tcp", "mesh")
 # the advertised roles each role dials, by name discovery
@@ -98,6 +108,7 @@ class Running:
     role: str | None = None  # advertised on its device: listen | connect | mesh | any
     device_ip: str | None = None
     dialing: dict[tuple[str, int], Dial] = field(default_factory=dict)  # once-only outbound links
+    joiner: asyncio.Task[None] | None = None  # dials the configured `connect` addresses
 
 
 def params_from(tree: ConfigTree) -> NodeParams:
@@ -181,8 +192,10 @@ class Daemon:
             run.listen = True
         if not listen:
             run.connect = True
-            for addr in self._connect_addrs(cfg):
-                run.tasks.append(asyncio.create_task(self.connector(run, addr)))
+            addrs = self._connect_addrs(cfg)
+            if addrs and (run.joiner is None or run.joiner.done()):  # a timed-out join starts again
+                run.joiner = asyncio.create_task(self.joiner(run, addrs))
+                run.tasks.append(run.joiner)
         if names is not None:
             self.discovery.advertise(names, run, role or ("mesh" if cfg.type == "mesh" else "listen" if listen else "connect"))
         return run
@@ -290,12 +303,16 @@ class Daemon:
 
     async def _listen(self, run: Running, ephemeral: bool) -> None:
         cfg = run.cfg
-        local = run.device_ip or "127.0.0.1"
-        hosts = cfg.listen or [local]
-        port = 0 if ephemeral else (cfg.port or 0)
+        local = run.device_ip or "127.0.0.1"  # an ephemeral mesh listener's default
+        hosts = cfg.listen or [run.device_ip or WILDCARD]
         loop = asyncio.get_running_loop()
-        for host in hosts:
-            bind = None if host in ("*", "") else host
+        for text in hosts:
+            try:
+                host, own_port = split_address(text, cfg.port)
+            except AddressError as exc:
+                raise DaemonError(f"transport {cfg.tport!r} listen: {exc}") from None
+            port = 0 if ephemeral else (own_port or 0)
+            bind = None if host in (WILDCARD, "") else host
             if ephemeral and bind is None:
                 bind = local
             try:
@@ -310,17 +327,85 @@ class Daemon:
                 run.bound.append(addr)
                 self.say(f"listening on {addr}")
         if cfg.type == "mesh" and run.bound:
-            self.node.set_mesh_url(run.tport_id, run.bound[0])
+            self.node.set_mesh_url(run.tport_id, _reachable(run.bound[0]))
 
     def _connect_addrs(self, cfg: TransportConfig) -> list[tuple[str, int]]:
         out = []
-        for addr in cfg.connect:
-            host, _, port_text = addr.rpartition(":") if addr.count(":") == 1 else (addr, "", "")
-            port = int(port_text) if port_text.isdigit() else cfg.port
+        for text in cfg.connect:
+            try:
+                host, port = split_address(text, cfg.port)
+            except AddressError as exc:
+                raise DaemonError(f"transport {cfg.tport!r} connect: {exc}") from None
             if port is None:
-                raise DaemonError(f"transport {cfg.tport!r} connect {addr!r} has no port")
-            out.append((host or addr, port))
+                raise DaemonError(f"transport {cfg.tport!r} connect {text!r} has no port")
+            out.append(("127.0.0.1" if host == WILDCARD else host, port))
         return out
+
+    def connect_timeout(self, cfg: TransportConfig) -> float:
+        """The transport's `timeout`; unset: `tcp_timeout` when configured, else 15 s."""
+        if cfg.timeout is not None:
+            return cfg.timeout
+        p = self.tree.parameters
+        return p.time("tcp_timeout") if "tcp_timeout" in p.to_dict() else DEFAULT_CONNECT_TIMEOUT_S
+
+    async def joiner(self, run: Running, addrs: list[tuple[str, int]]) -> None:
+        """Join through the first of `addrs` that answers, keep that link; rejoin when it
+        is lost; stop when a join outlasts the timeout (module docstring)."""
+        loop = asyncio.get_running_loop()
+        limit = self.connect_timeout(run.cfg)
+        shown = ", ".join(f"{h}:{p}" for h, p in addrs)
+        delay = RECONNECT_MIN_S
+        while not self.stopping:
+            deadline = None if limit <= 0 else loop.time() + limit
+            proto = await self._race(run, addrs, deadline)
+            if proto is None:
+                if not self.stopping:
+                    self.say(f"transport {run.cfg.tport} connect timeout {limit:g}s expired, "
+                             f"stopped trying {shown} (console: connect {run.cfg.tport})", logging.WARNING)
+                return
+            opened = loop.time()
+            while proto.closed_reason is None:
+                await asyncio.sleep(0.1)
+            delay = min(delay * 2, RECONNECT_MAX_S) if loop.time() - opened < 2 * RECONNECT_MAX_S else RECONNECT_MIN_S
+            await asyncio.sleep(delay)
+
+    async def _race(self, run: Running, addrs: list[tuple[str, int]], deadline: float | None) -> LinkProtocol | None:
+        """Dial every address at once, rounds with back-off, until one links or `deadline`."""
+        loop = asyncio.get_running_loop()
+        delay = RECONNECT_MIN_S
+        while not self.stopping:
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                return None
+            attempt = CONNECT_ATTEMPT_S if left is None else min(left, CONNECT_ATTEMPT_S)
+            tasks = [asyncio.ensure_future(asyncio.wait_for(loop.create_connection(
+                lambda: self._protocol(run, True), host, port, family=self._family()), attempt))
+                for host, port in addrs]
+            won: LinkProtocol | None = None
+            pending = set(tasks)
+            while pending and won is None:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    exc = task.exception()
+                    if exc is not None:
+                        log.debug("connect failed: %s", exc)
+                        continue
+                    _, proto = task.result()
+                    assert isinstance(proto, LinkProtocol)
+                    if won is None:
+                        won = proto
+                    else:  # two answered in one pass: keep the first
+                        proto.close("another connect address won")
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+            if won is not None:
+                return won
+            left = None if deadline is None else deadline - loop.time()
+            await asyncio.sleep(delay if left is None else max(0.0, min(delay, left)))
+            delay = min(delay * 2, RECONNECT_MAX_S)
+        return None
 
     async def connector(self, run: Running, addr: tuple[str, int], once: bool = False, tries: int = 0,
                          dial: Dial | None = None) -> None:
@@ -340,7 +425,7 @@ class Daemon:
 
     async def _keep_link(self, run: Running, addr: tuple[str, int], dial: Dial | None, tries: int) -> None:
         loop = asyncio.get_running_loop()
-        timeout = run.cfg.timeout or self.tree.parameters.time("tcp_timeout")
+        timeout = self.connect_timeout(run.cfg) or CONNECT_ATTEMPT_S
         delay = RECONNECT_MIN_S
         failed = 0
         while not self.stopping:
@@ -576,6 +661,18 @@ class DeviceDiscovery:
                 if dial.start_ns and dial.link is not None:
                     dial.link.close(f"{ad.user} at {ad.url} restarted")
                 dial.start_ns = ad.start_ns
+
+
+def _reachable(url: str) -> str:
+    """A mesh url others can dial: a wildcard bind is advertised as this host's address."""
+    host, _, port = url.rpartition(":")
+    if host.strip("[]") not in ("0.0.0.0", "::"):
+        return url
+    try:
+        addr = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        addr = "127.0.0.1"
+    return f"{addr}:{port}"
 
 
 async def wait_closed(servers: list[asyncio.Server]) -> None:
