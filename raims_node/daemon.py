@@ -48,6 +48,7 @@ from raims_node.bridges.glue import BridgeServer, BridgeStartError
 from raims_node.bridges.hub import BridgeHub
 from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.config.keyset import credentials, read_secrets
+from raims_node.config.params import Parameters
 from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
@@ -514,7 +515,7 @@ class Daemon:
     apply = _apply  # public for the operator's console (operator.py)
 
     def say(self, text: str, level: int = logging.INFO) -> None:
-        line = f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  {text}"
+        line = f"{log_stamp(time.time(), self.tree.parameters)}  {text}"
         self.log_lines.append(line)
         del self.log_lines[:-1000]
         log.log(level, "%s", text)
@@ -661,6 +662,17 @@ class DeviceDiscovery:
                 if dial.start_ns and dial.link is not None:
                     dial.link.close(f"{ad.user} at {ad.url} restarted")
                 dial.start_ns = ad.start_ns
+
+
+def gmt_logs(params: Parameters) -> bool:
+    """The `timestamp` parameter: GMT stamps log lines in UTC, LOCAL in the local zone."""
+    return str(params.text("timestamp") or "LOCAL").upper() == "GMT"
+
+
+def log_stamp(now: float, params: Parameters) -> str:
+    """HH:MM:SS.mmm of `now` as the log lines show it."""
+    parts = time.gmtime(now) if gmt_logs(params) else time.localtime(now)
+    return f"{time.strftime('%H:%M:%S', parts)}.{int(now * 1000) % 1000:03d}"
 
 
 def _reachable(url: str) -> str:

@@ -4,6 +4,7 @@ a `timeout` that expires, `host:port` overriding `port`, `listen` defaulting to 
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -115,3 +116,20 @@ def test_listen_defaults_to_every_address(tmp_path: Path, procs: list[NodeProc])
     b = _node(tmp_path, cfg, "B", "connect")
     procs.append(b)
     a.wait_for(CONVERGED.format(n=1), 20)
+
+
+@pytest.mark.parametrize("stamp", ["GMT", "LOCAL"])
+def test_timestamp_gmt_stamps_log_lines_in_utc(tmp_path: Path, procs: list[NodeProc],
+                                                monkeypatch: pytest.MonkeyPatch, stamp: str) -> None:
+    monkeypatch.setenv("TZ", "XYZ-9")  # local time 9 hours ahead of UTC
+    cfg, _ = _config(tmp_path, {"listen": "127.0.0.1"}, {"timestamp": stamp})
+    a = _node(tmp_path, cfg, "A", "listen")
+    procs.append(a)
+    line = a.wait_for(r"^(\d\d):\d\d:\d\d\.\d{3}  listening on 127", 10).group(1)
+    utc = time.gmtime().tm_hour
+    want = utc if stamp == "GMT" else (utc + 9) % 24
+    assert int(line) in (want, (want - 1) % 24), (line, stamp)
+    _, rows = get_json(web_addr(a), "show log")
+    assert isinstance(rows, list)
+    shown = [m for r in rows if (m := re.search(r"(\d\d):\d\d:\d\d\.\d{3}  listening on 127", str(r)))]
+    assert shown and int(shown[0].group(1)) in (want, (want - 1) % 24), rows
