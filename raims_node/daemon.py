@@ -52,6 +52,7 @@ from raims_node.config.params import Parameters
 from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
+from raims_node.nstats import NodeStats
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
 from raims_node.router.node import NS, Node, NodeParams
 from raims_node.transports.addr import WILDCARD, AddressError, split_address
@@ -131,6 +132,7 @@ class Daemon:
         self.creds = credentials(tree, user, svc)
         self.kdf = read_secrets(tree).kdf()
         self.node = Node(self.creds, now_ns=time.time_ns(), params=params_from(tree))
+        self.nstats = NodeStats(self.node)
         self.node.rem_handler = self.run_command
         self.naming = NamesGlue(self.node, self.publish, self._apply)  # service names, `_NAMES.*`
         self.links: dict[int, LinkProtocol] = {}
@@ -263,6 +265,7 @@ class Daemon:
                     self.node.hold_liveness(cid, cid in self.flow.read_paused, now_ns)
             last = now
             self._apply(self.node.tick(time.time_ns()))
+            self._publish_stats()
             if self.kv is not None:
                 self.kv.tick()
             self.naming.tick()
@@ -270,6 +273,16 @@ class Daemon:
             for link in list(self.links.values()):
                 link.check_write_timeout(now)
             self.guard.tick(now, self.links)
+
+    def _publish_stats(self) -> None:
+        """The `_N.` statistics (nstats.py), every few heartbeats, to whoever subscribes."""
+        now_ns = time.time_ns()
+        if not self.nstats.due(now_ns, self.node.params.heartbeat_ns):
+            return
+        ports = [(name, run.tport_id, [lk for lk in self.links.values() if lk.tport_id == run.tport_id])
+                 for name, run in self.running.items() if run.bridge is None]
+        for subject, payload in self.nstats.build(now_ns, ports):
+            self._apply(self.node.publish(subject, payload, now_ns))
 
     # ------------------------------------------------------------------ sockets
 
@@ -475,7 +488,7 @@ class Daemon:
 
     def flow_counters(self) -> dict[str, int]:
         servers = [run.bridge for run in self.running.values() if run.bridge is not None]
-        return self.flow.counters(self.bridges.buffered, servers)
+        return self.flow.counters(self.bridges.buffered, servers) | self.nstats.counters()
 
     def link_lost(self, conn_id: int, reason: str) -> None:
         self.guard.lost(conn_id)

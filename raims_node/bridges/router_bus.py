@@ -14,6 +14,9 @@ Mapping into the Rai MS network (decisions):
   outside the `{service}.` space, so that no pattern of the namespace (glob `*`, NATS
   `>`) can match them, as the contract requires, and PUBSUB CHANNELS / SHARDCHANNELS
   list disjoint sets.
+- The node's statistics subjects (`_N.`, nstats.py) are the network's, not a
+  namespace's: a client subject or pattern starting `_N.` maps to itself, so that a
+  NATS, Redis or sbus client of any service can subscribe to `_N.>`.
 - The service name must be a plain dotted name (no wildcard or glob characters): it is
   pasted in front of patterns of both syntaxes, where such characters would change
   their meaning.
@@ -67,6 +70,8 @@ ROUTE_CACHE_LIMIT = 65536
 _FORBIDDEN_IN_SERVICE = frozenset("*>?[]\\ \t\r\n")
 
 
+STATS_PREFIX = "_N."  # the node statistics subjects, shared by every namespace
+
 class InvalidService(BridgeError):
     """A service name that cannot prefix subjects and patterns."""
 
@@ -114,12 +119,16 @@ class RouterBus:
         """The node's subject for a client subject of this namespace."""
         if subject.startswith(SHARD_PREFIX):
             return self._shard_head + subject[len(SHARD_PREFIX):]
+        if subject.startswith(STATS_PREFIX):
+            return subject
         return self.prefix + subject
 
     def outside(self, internal: str) -> str:
         """The client subject of a node subject of this namespace (inverse of `inside`)."""
         if internal.startswith(self._shard_head):
             return SHARD_PREFIX + internal[len(self._shard_head):]
+        if internal.startswith(STATS_PREFIX):
+            return internal
         return internal[self._plen:]
 
     def _carriable(self, internal: str, extra: int = 0) -> bool:
@@ -146,7 +155,7 @@ class RouterBus:
 
     def psubscribe(self, client: ClientHandle, sid: str, pattern: str,
                    syntax: PatternSyntax, queue: str | None = None) -> None:
-        internal = self.prefix + pattern
+        internal = pattern if pattern.startswith(STATS_PREFIX) else self.prefix + pattern
         if not self._carriable(internal, len(queue) if queue else 0):
             return
         try:
