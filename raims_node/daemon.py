@@ -6,14 +6,9 @@ console, websocket and bridge sessions) subscribe through `subscribe` / `psubscr
 and receive `Deliver` actions through their `on_deliver` method.
 
 Decisions where the manual is vague:
-- A connecting transport runs one joiner (`joiner`): each round it dials all its
-  `connect` addresses at once, and the first that succeeds cancels the others (manual:
-  "the first connection that is successful will cause the others to stop trying");
-  rounds that all fail repeat with a back-off capped at RECONNECT_MAX_S. It tries for
-  the transport's `timeout` (unset: the `tcp_timeout` parameter when configured, else
-  the manual's 15 s; 0: for ever), then logs that it stopped; `connect T` on the
-  console starts it again. A link it made that is lost starts a new join with a new
-  timeout. A listener that cannot bind is fatal at startup, as the manual says.
+- Outbound links (the joiner of a `connect` list, its `timeout`, mesh members and
+  discovered peers): transports/dialer.py. A listener that cannot bind is fatal at
+  startup, as the manual says.
 - `listen` defaults to `*` (every address), as the manual's tables say; a transport
   with a `device` listens on the device's address. `host:port` (and `eth0:port`, an
   interface name) in `listen` / `connect` overrides `port` (transports/addr.py).
@@ -42,13 +37,12 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from raims_node.bridges.glue import BridgeServer, BridgeStartError
+from raims_node.bridges.glue import BridgeStartError
 from raims_node.bridges.hub import BridgeHub
 from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.config.keyset import credentials, read_secrets
-from raims_node.config.params import Parameters
+from raims_node.config.params import log_stamp
 from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
@@ -57,6 +51,7 @@ from raims_node.router.actions import Action, Close, Connect, Deliver, Log, Node
 from raims_node.router.node import NS, Node, NodeParams
 from raims_node.transports.addr import WILDCARD, AddressError, split_address
 from raims_node.transports.backpressure import Backpressure
+from raims_node.transports.dialer import DaemonError, Dial, Dialer, Running, reachable
 from raims_node.transports.guard import LinkGuard
 from raims_node.transports.name import (
     Advert,
@@ -71,10 +66,6 @@ log = logging.getLogger("raims.daemon")
 
 TICK_S = 0.05
 STALL_GRACE_S = 0.5  # a tick this late restarts the links' heartbeat timeouts
-RECONNECT_MIN_S = 0.1
-RECONNECT_MAX_S = 2.0
-DEFAULT_CONNECT_TIMEOUT_S = 15.0  # manual: the transport tables' `timeout` default
-CONNECT_ATTEMPT_S = 10.0  # one dial of a join that tries for ever
 DISCOVERED_TRIES = 3
 LINK_TYPES = ("tcp", "mesh")
 # the advertised roles each role dials, by name discovery
@@ -82,35 +73,6 @@ DIALS = {"mesh": ("mesh",), "connect": ("listen",), "any": ("listen", "mesh")}
 BRIDGE_TYPES = tuple(CLIENT_PROTOCOLS)  # client protocols: listeners only, no links
 
 
-class DaemonError(Exception):
-    """Startup failed (bad transport, port in use, unknown user)."""
-
-
-@dataclass
-class Dial:
-    """An outbound link to a member or a discovered peer: its link once up, and the
-    start time of the peer's advertisement (0: not learned by discovery)."""
-
-    start_ns: int = 0
-    link: LinkProtocol | None = None
-
-
-@dataclass
-class Running:
-    """A started transport: its listeners, connectors and links."""
-
-    cfg: TransportConfig
-    tport_id: int
-    listen: bool
-    connect: bool
-    servers: list[asyncio.Server] = field(default_factory=list)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    bound: list[str] = field(default_factory=list)  # "host:port" of each listener
-    bridge: BridgeServer | None = None  # a client-protocol transport (nats, redis)
-    role: str | None = None  # advertised on its device: listen | connect | mesh | any
-    device_ip: str | None = None
-    dialing: dict[tuple[str, int], Dial] = field(default_factory=dict)  # once-only outbound links
-    joiner: asyncio.Task[None] | None = None  # dials the configured `connect` addresses
 
 
 def params_from(tree: ConfigTree) -> NodeParams:
@@ -133,6 +95,7 @@ class Daemon:
         self.kdf = read_secrets(tree).kdf()
         self.node = Node(self.creds, now_ns=time.time_ns(), params=params_from(tree))
         self.nstats = NodeStats(self.node)
+        self.dialer = Dialer(self)
         self.node.rem_handler = self.run_command
         self.naming = NamesGlue(self.node, self.publish, self._apply)  # service names, `_NAMES.*`
         self.links: dict[int, LinkProtocol] = {}
@@ -195,9 +158,9 @@ class Daemon:
             run.listen = True
         if not listen:
             run.connect = True
-            addrs = self._connect_addrs(cfg)
+            addrs = self.dialer.connect_addrs(cfg)
             if addrs and (run.joiner is None or run.joiner.done()):  # a timed-out join starts again
-                run.joiner = asyncio.create_task(self.joiner(run, addrs))
+                run.joiner = asyncio.create_task(self.dialer.joiner(run, addrs))
                 run.tasks.append(run.joiner)
         if names is not None:
             self.discovery.advertise(names, run, role or ("mesh" if cfg.type == "mesh" else "listen" if listen else "connect"))
@@ -341,131 +304,7 @@ class Daemon:
                 run.bound.append(addr)
                 self.say(f"listening on {addr}")
         if cfg.type == "mesh" and run.bound:
-            self.node.set_mesh_url(run.tport_id, _reachable(run.bound[0]))
-
-    def _connect_addrs(self, cfg: TransportConfig) -> list[tuple[str, int]]:
-        out = []
-        for text in cfg.connect:
-            try:
-                host, port = split_address(text, cfg.port)
-            except AddressError as exc:
-                raise DaemonError(f"transport {cfg.tport!r} connect: {exc}") from None
-            if port is None:
-                raise DaemonError(f"transport {cfg.tport!r} connect {text!r} has no port")
-            out.append(("127.0.0.1" if host == WILDCARD else host, port))
-        return out
-
-    def connect_timeout(self, cfg: TransportConfig) -> float:
-        """The transport's `timeout`; unset: `tcp_timeout` when configured, else 15 s."""
-        if cfg.timeout is not None:
-            return cfg.timeout
-        p = self.tree.parameters
-        return p.time("tcp_timeout") if "tcp_timeout" in p.to_dict() else DEFAULT_CONNECT_TIMEOUT_S
-
-    async def joiner(self, run: Running, addrs: list[tuple[str, int]]) -> None:
-        """Join through the first of `addrs` that answers, keep that link; rejoin when it
-        is lost; stop when a join outlasts the timeout (module docstring)."""
-        loop = asyncio.get_running_loop()
-        limit = self.connect_timeout(run.cfg)
-        shown = ", ".join(f"{h}:{p}" for h, p in addrs)
-        delay = RECONNECT_MIN_S
-        while not self.stopping:
-            deadline = None if limit <= 0 else loop.time() + limit
-            proto = await self._race(run, addrs, deadline)
-            if proto is None:
-                if not self.stopping:
-                    self.say(f"transport {run.cfg.tport} connect timeout {limit:g}s expired, "
-                             f"stopped trying {shown} (console: connect {run.cfg.tport})", logging.WARNING)
-                return
-            opened = loop.time()
-            while proto.closed_reason is None:
-                await asyncio.sleep(0.1)
-            delay = min(delay * 2, RECONNECT_MAX_S) if loop.time() - opened < 2 * RECONNECT_MAX_S else RECONNECT_MIN_S
-            await asyncio.sleep(delay)
-
-    async def _race(self, run: Running, addrs: list[tuple[str, int]], deadline: float | None) -> LinkProtocol | None:
-        """Dial every address at once, rounds with back-off, until one links or `deadline`."""
-        loop = asyncio.get_running_loop()
-        delay = RECONNECT_MIN_S
-        while not self.stopping:
-            left = None if deadline is None else deadline - loop.time()
-            if left is not None and left <= 0:
-                return None
-            attempt = CONNECT_ATTEMPT_S if left is None else min(left, CONNECT_ATTEMPT_S)
-            tasks = [asyncio.ensure_future(asyncio.wait_for(loop.create_connection(
-                lambda: self._protocol(run, True), host, port, family=self._family()), attempt))
-                for host, port in addrs]
-            won: LinkProtocol | None = None
-            pending = set(tasks)
-            while pending and won is None:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    exc = task.exception()
-                    if exc is not None:
-                        log.debug("connect failed: %s", exc)
-                        continue
-                    _, proto = task.result()
-                    assert isinstance(proto, LinkProtocol)
-                    if won is None:
-                        won = proto
-                    else:  # two answered in one pass: keep the first
-                        proto.close("another connect address won")
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
-            if won is not None:
-                return won
-            left = None if deadline is None else deadline - loop.time()
-            await asyncio.sleep(delay if left is None else max(0.0, min(delay, left)))
-            delay = min(delay * 2, RECONNECT_MAX_S)
-        return None
-
-    async def connector(self, run: Running, addr: tuple[str, int], once: bool = False, tries: int = 0,
-                         dial: Dial | None = None) -> None:
-        """Keep one outbound link to `addr` up while the transport runs. `once`: a link
-        to a mesh member or a discovered peer (`dial`, registered by the caller), not
-        opened twice to one address and left when it closes (`tries` > 0: also after that
-        many failed connects)."""
-        if once and dial is None:
-            if addr in run.dialing:
-                return
-            dial = run.dialing[addr] = Dial()
-        try:
-            await self._keep_link(run, addr, dial, tries)
-        finally:
-            if dial is not None and run.dialing.get(addr) is dial:
-                del run.dialing[addr]
-
-    async def _keep_link(self, run: Running, addr: tuple[str, int], dial: Dial | None, tries: int) -> None:
-        loop = asyncio.get_running_loop()
-        timeout = self.connect_timeout(run.cfg) or CONNECT_ATTEMPT_S
-        delay = RECONNECT_MIN_S
-        failed = 0
-        while not self.stopping:
-            try:
-                _, proto = await asyncio.wait_for(
-                    loop.create_connection(lambda: self._protocol(run, True), addr[0], addr[1],
-                                           family=self._family()), timeout)
-            except (TimeoutError, OSError) as exc:
-                log.debug("connect %s:%d failed: %s", addr[0], addr[1], exc)
-                failed += 1
-                if failed == tries:
-                    return
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_S)
-                continue
-            assert isinstance(proto, LinkProtocol)
-            if dial is not None:
-                dial.link = proto
-            opened = loop.time()
-            while proto.closed_reason is None:
-                await asyncio.sleep(0.1)
-            if dial is not None:
-                return
-            # a link that fails at once (refused keys, bad stream) backs off like a refused connect
-            delay = min(delay * 2, RECONNECT_MAX_S) if loop.time() - opened < 2 * RECONNECT_MAX_S else RECONNECT_MIN_S
-            await asyncio.sleep(delay)
+            self.node.set_mesh_url(run.tport_id, reachable(run.bound[0]))
 
     # ------------------------------------------------------------------ LinkOwner
 
@@ -523,7 +362,7 @@ class Daemon:
                 if run is not None and not self.stopping:
                     host, _, port = act.url.rpartition(":")
                     run.tasks.append(asyncio.create_task(
-                        self.connector(run, (host.strip("[]"), int(port)), once=True)))
+                        self.dialer.connector(run, (host.strip("[]"), int(port)), once=True)))
 
     apply = _apply  # public for the operator's console (operator.py)
 
@@ -670,34 +509,11 @@ class DeviceDiscovery:
                 dial = run.dialing[addr] = Dial(ad.start_ns)
                 run.tasks = [t for t in run.tasks if not t.done()]
                 run.tasks.append(asyncio.create_task(
-                    self.daemon.connector(run, addr, once=True, tries=DISCOVERED_TRIES, dial=dial)))
+                    self.daemon.dialer.connector(run, addr, once=True, tries=DISCOVERED_TRIES, dial=dial)))
             elif dial.start_ns < ad.start_ns:
                 if dial.start_ns and dial.link is not None:
                     dial.link.close(f"{ad.user} at {ad.url} restarted")
                 dial.start_ns = ad.start_ns
-
-
-def gmt_logs(params: Parameters) -> bool:
-    """The `timestamp` parameter: GMT stamps log lines in UTC, LOCAL in the local zone."""
-    return str(params.text("timestamp") or "LOCAL").upper() == "GMT"
-
-
-def log_stamp(now: float, params: Parameters) -> str:
-    """HH:MM:SS.mmm of `now` as the log lines show it."""
-    parts = time.gmtime(now) if gmt_logs(params) else time.localtime(now)
-    return f"{time.strftime('%H:%M:%S', parts)}.{int(now * 1000) % 1000:03d}"
-
-
-def _reachable(url: str) -> str:
-    """A mesh url others can dial: a wildcard bind is advertised as this host's address."""
-    host, _, port = url.rpartition(":")
-    if host.strip("[]") not in ("0.0.0.0", "::"):
-        return url
-    try:
-        addr = socket.gethostbyname(socket.gethostname())
-    except OSError:
-        addr = "127.0.0.1"
-    return f"{addr}:{port}"
 
 
 async def wait_closed(servers: list[asyncio.Server]) -> None:

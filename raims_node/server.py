@@ -70,7 +70,7 @@ def _setup_logging(logfile: str | None, verbose: bool) -> None:
 
 def _set_timestamp(tree: ConfigTree) -> None:
     """`timestamp: GMT`: the log lines' stamps in UTC (manual: not offset by the local zone)."""
-    from raims_node.daemon import gmt_logs
+    from raims_node.config.params import gmt_logs
 
     if gmt_logs(tree.parameters):
         for handler in logging.getLogger("raims").handlers:
