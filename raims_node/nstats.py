@@ -10,6 +10,9 @@ Subjects, as the authors' ms_server names them (its sub_const.h / stats.cpp):
   tport, tport_id, fd_cnt (links), uid_cnt (peers), bs/br/ms/mr (bytes and frames
   sent / received since the last publish) and bs_tot/br_tot/ms_tot/mr_tot (totals).
 - `_N.ALL.<user>`: the sum over the ports, same fields without tport.
+- `_N.ADJ.<user>`: an adjacency notification, in the first round after this node's
+  link state changed (its link_seqno), fields user, link_seqno, neighbors (the users
+  with a direct link).
 
 Decisions: the payload is JSON (what NATS, Redis and sbus clients read as text), not
 ms_server's binary field message. Published every STATS_HEARTBEATS heartbeats. Before
@@ -66,6 +69,7 @@ class NodeStats:
     last_ns: int = 0
     last: dict[str, PortTotals] = field(default_factory=dict)  # per port key and "*": totals at the last publish
     out: list[tuple[str, bytes]] = field(default_factory=list)
+    adj_seqno: int = 0  # the link_seqno of the last adjacency notification
 
     def due(self, now_ns: int, heartbeat_ns: int) -> bool:
         if now_ns - self.last_ns < STATS_HEARTBEATS * heartbeat_ns:
@@ -94,6 +98,12 @@ class NodeStats:
         self.out = []
         me = node.user
         uid_of = {b: i + 1 for i, b in enumerate(node.peers)}
+        if node.link_seqno != self.adj_seqno:
+            self.adj_seqno = node.link_seqno
+            subject = f"_N.ADJ.{me}"
+            if self._wanted(subject):
+                near = sorted(p.user for p in node.peers.values() if p.neighbor)
+                self._send(subject, {"user": me, "link_seqno": node.link_seqno, "neighbors": near}, now_ns)
         subject = f"_N.PEER.{me}.0"
         if self._wanted(subject):
             self._send(subject, {"user": me, "peer": me, "uid": 0, "sub_cnt": len(node.subs),

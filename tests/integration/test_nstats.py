@@ -67,3 +67,27 @@ def test_stats_reach_a_subscriber_and_are_skipped_without_one(abcd: BridgeNet) -
     peers = [v for s, v in got.items() if s.startswith("_N.PEER.B.") and v["peer"] == "D"]
     assert peers and int(peers[0]["cost"]) == 200, peers  # type: ignore[call-overload]
     assert _counters(abcd, "B")["n_stats_sent"] > 0
+
+
+def test_an_adjacency_change_is_notified(abcd: BridgeNet) -> None:
+    async def run() -> dict[str, object]:
+        nc = await nats.connect(f"nats://127.0.0.1:{abcd.port('A')}", connect_timeout=5)
+        got: asyncio.Queue[dict[str, object]] = asyncio.Queue()
+
+        async def on_msg(msg: nats.aio.msg.Msg) -> None:
+            await got.put(json.loads(msg.data))
+
+        await nc.subscribe("_N.ADJ.B", cb=on_msg)
+        await nc.flush()
+        await asyncio.sleep(1.0)  # the subscription reaches B's filter
+        abcd.nodes["D"].stop()  # B loses its link to D
+        try:
+            while True:
+                body = await asyncio.wait_for(got.get(), 15)
+                if "D" not in body["neighbors"]:  # type: ignore[operator]
+                    return body
+        finally:
+            await nc.close()
+
+    body = asyncio.run(run())
+    assert body["user"] == "B" and body["neighbors"] == ["A", "C"], body
