@@ -38,6 +38,7 @@ import socket
 import time
 from collections.abc import Callable
 
+from raims_node.bloom.shard import Shard
 from raims_node.bridges.glue import BridgeStartError
 from raims_node.bridges.hub import BridgeHub
 from raims_node.bridges.registry import CLIENT_PROTOCOLS
@@ -385,8 +386,8 @@ class Daemon:
         self._apply(self.node.subscribe(owner, sid, subject, time.time_ns(), queue))
 
     def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str = "rv",
-                   queue: str | None = None) -> None:
-        self._apply(self.node.psubscribe(owner, sid, pattern, syntax, time.time_ns(), queue))
+                   queue: str | None = None, shard: Shard | None = None) -> None:
+        self._apply(self.node.psubscribe(owner, sid, pattern, syntax, time.time_ns(), queue, shard))
 
     def unsubscribe(self, owner: object, sid: str) -> None:
         self._apply(self.node.unsubscribe(owner, sid, time.time_ns()))

@@ -17,6 +17,11 @@ Mapping into the Rai MS network (decisions):
 - The node's statistics subjects (`_N.`, nstats.py) are the network's, not a
   namespace's: a client subject or pattern starting `_N.` maps to itself, so that a
   NATS, Redis or sbus client of any service can subscribe to `_N.>`.
+- Shardcast for clients (manual "Anycast and Shardcast"): a wildcard subscription whose
+  queue group is `_SHARD.<i>.<n>` (1 <= i <= n) takes shard i of n of the pattern's
+  subjects instead of joining a queue group (NATS `SUB foo.> _SHARD.1.4 sid`, sbus the
+  same); the other shards are left to other subscribers. A bad shard is refused as a
+  bad pattern. Redis has no queue argument, so no shardcast there.
 - The service name must be a plain dotted name (no wildcard or glob characters): it is
   pasted in front of patterns of both syntaxes, where such characters would change
   their meaning.
@@ -54,9 +59,11 @@ Mapping into the Rai MS network (decisions):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from raims_node.bloom import BloomFilter, SubjectHashes
+from raims_node.bloom.shard import InvalidShard, Shard
 from raims_node.bridges.bus import SHARD_PREFIX, ClientHandle, PatternSyntax
 from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.host import NodeHost
@@ -71,6 +78,7 @@ _FORBIDDEN_IN_SERVICE = frozenset("*>?[]\\ \t\r\n")
 
 
 STATS_PREFIX = "_N."  # the node statistics subjects, shared by every namespace
+_SHARD_QUEUE = re.compile(r"_SHARD\.(\d{1,5})\.(\d{1,5})")  # a queue group asking for shard i of n
 
 class InvalidService(BridgeError):
     """A service name that cannot prefix subjects and patterns."""
@@ -158,8 +166,15 @@ class RouterBus:
         internal = pattern if pattern.startswith(STATS_PREFIX) else self.prefix + pattern
         if not self._carriable(internal, len(queue) if queue else 0):
             return
+        shard = None
+        if queue is not None and (m := _SHARD_QUEUE.fullmatch(queue)):
+            try:
+                shard, queue = Shard(int(m.group(1)), int(m.group(2))), None
+            except InvalidShard:
+                self.bad_patterns += 1
+                return
         try:
-            self.host.psubscribe(self._owner(client), sid, internal, syntax, queue)
+            self.host.psubscribe(self._owner(client), sid, internal, syntax, queue, shard)
         except SubjectError:  # the node checks the pattern before changing anything
             self.bad_patterns += 1
 
