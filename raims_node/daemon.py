@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 
 from raims_node.bloom.shard import Shard
+from raims_node.bridges.acks import AckWaits
 from raims_node.bridges.glue import BridgeStartError
 from raims_node.bridges.hub import BridgeHub
 from raims_node.bridges.registry import CLIENT_PROTOCOLS
@@ -49,7 +50,7 @@ from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
 from raims_node.nstats import NodeStats
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
-from raims_node.router.node import NS, Node, NodeParams
+from raims_node.router.node import NS, OPT_ACK, OPT_TRACE, Node, NodeParams
 from raims_node.transports.addr import WILDCARD, AddressError, split_address
 from raims_node.transports.backpressure import Backpressure
 from raims_node.transports.dialer import DaemonError, Dial, Dialer, Running, reachable
@@ -97,6 +98,7 @@ class Daemon:
         self.node = Node(self.creds, now_ns=time.time_ns(), params=params_from(tree))
         self.nstats = NodeStats(self.node)
         self.dialer = Dialer(self)
+        self.ack_waits = AckWaits()
         self.node.rem_handler = self.run_command
         self.naming = NamesGlue(self.node, self.publish, self._apply)  # service names, `_NAMES.*`
         self.links: dict[int, LinkProtocol] = {}
@@ -230,6 +232,7 @@ class Daemon:
             last = now
             self._apply(self.node.tick(time.time_ns()))
             self._publish_stats()
+            self._answer_acks()
             if self.kv is not None:
                 self.kv.tick()
             self.naming.tick()
@@ -405,6 +408,26 @@ class Daemon:
         delivered = node.counters.delivered - before
         self._apply(actions)
         return delivered
+
+    def publish_acked(self, subject: str, payload: bytes, headers: bytes | None, no_echo: object | None,
+                      kind: str, inbox: str) -> int:
+        """Publish asking for `kind` answers ("ack" | "trace"), sent on as messages to the
+        node subject `inbox` (bridges/acks.py)."""
+        node = self.node
+        now_ns = time.time_ns()
+        before = node.counters.delivered
+        self.ack_waits.add(subject, inbox, now_ns)
+        actions = node.publish(subject, payload, now_ns, None, headers, no_echo=no_echo,
+                               opt=OPT_TRACE if kind == "trace" else OPT_ACK)
+        delivered = node.counters.delivered - before
+        self._apply(actions)
+        return delivered
+
+    def _answer_acks(self) -> None:
+        if self.ack_waits.waits:
+            now_ns = time.time_ns()
+            for inbox, payload in self.ack_waits.answers(self.node.acks, now_ns):
+                self._apply(self.node.publish(inbox, payload, now_ns))
 
     # ------------------------------------------------------------------ state for show ports
 

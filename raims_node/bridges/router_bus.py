@@ -22,6 +22,8 @@ Mapping into the Rai MS network (decisions):
   subjects instead of joining a queue group (NATS `SUB foo.> _SHARD.1.4 sid`, sbus the
   same); the other shards are left to other subscribers. A bad shard is refused as a
   bad pattern. Redis has no queue argument, so no shardcast there.
+- `ack` / `trace` for clients: a reply subject `_ACK.<inbox>` or `_TRACE.<inbox>`
+  (bridges/acks.py).
 - The service name must be a plain dotted name (no wildcard or glob characters): it is
   pasted in front of patterns of both syntaxes, where such characters would change
   their meaning.
@@ -64,6 +66,7 @@ from collections.abc import Sequence
 
 from raims_node.bloom import BloomFilter, SubjectHashes
 from raims_node.bloom.shard import InvalidShard, Shard
+from raims_node.bridges.acks import ack_request
 from raims_node.bridges.bus import SHARD_PREFIX, ClientHandle, PatternSyntax
 from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.host import NodeHost
@@ -206,6 +209,11 @@ class RouterBus:
             return sum(names.request(client, self.prefix, subject, reply, headers, p) for p in payloads)
         internal, remote = self._route(subject)
         no_echo = self._owners.get(client) if client is not None and not client.echo else None
+        asked = ack_request(reply)
+        if asked is not None:  # bridges/acks.py: answers come back on the inbox
+            kind, inbox = asked
+            return sum(self.host.publish_acked(internal, p, headers, no_echo, kind, self.inside(inbox)) + remote
+                       for p in payloads)
         if remote:
             if not self._carriable(internal) or (reply is not None and not self._carriable(reply)):
                 return 0
