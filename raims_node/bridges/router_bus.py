@@ -19,9 +19,9 @@ Mapping into the Rai MS network (decisions):
   NATS, Redis or sbus client of any service can subscribe to `_N.>`.
 - Shardcast for clients (manual "Anycast and Shardcast"): a wildcard subscription whose
   queue group is `_SHARD.<i>.<n>` (1 <= i <= n) takes shard i of n of the pattern's
-  subjects instead of joining a queue group (NATS `SUB foo.> _SHARD.1.4 sid`, sbus the
-  same); the other shards are left to other subscribers. A bad shard is refused as a
-  bad pattern. Redis has no queue argument, so no shardcast there.
+  subjects instead of joining a queue group (NATS `SUB foo.> _SHARD.1.4 sid`); the other
+  shards are left to other subscribers. A bad shard is refused as a bad pattern. Redis
+  and sbus subscriptions have no queue argument, so no shardcast there yet.
 - `ack` / `trace` for clients: a reply subject `_ACK.<inbox>` or `_TRACE.<inbox>`
   (bridges/acks.py).
 - The service name must be a plain dotted name (no wildcard or glob characters): it is
