@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nats
 import pytest
+import redis
 
 from tests.integration.harness import MANUAL_GRAPH
 from tests.integration.test_admin import get_json
@@ -91,3 +92,18 @@ def test_an_adjacency_change_is_notified(abcd: BridgeNet) -> None:
 
     body = asyncio.run(run())
     assert body["user"] == "B" and body["neighbors"] == ["A", "C"], body
+
+
+def test_a_redis_client_gets_stats_with_a_glob(abcd: BridgeNet) -> None:
+    r = redis.Redis(host="127.0.0.1", port=abcd.port("A", "redis"), socket_timeout=5)
+    ps = r.pubsub()
+    ps.psubscribe("_N.ALL.*")
+    seen: set[str] = set()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not {"_N.ALL.B", "_N.ALL.C", "_N.ALL.D"} <= seen:
+        msg = ps.get_message(timeout=1.0)
+        if msg is not None and msg["type"] == "pmessage":
+            seen.add(msg["channel"].decode())
+    ps.close()
+    r.close()
+    assert {"_N.ALL.B", "_N.ALL.C", "_N.ALL.D"} <= seen, seen
