@@ -133,3 +133,22 @@ def test_timestamp_gmt_stamps_log_lines_in_utc(tmp_path: Path, procs: list[NodeP
     assert isinstance(rows, list)
     shown = [m for r in rows if (m := re.search(r"(\d\d):\d\d:\d\d\.\d{3}  listening on 127", str(r)))]
     assert shown and int(shown[0].group(1)) in (want, (want - 1) % 24), rows
+
+
+def test_edge_listener_pools_its_links_on_one_port(tmp_path: Path, procs: list[NodeProc]) -> None:
+    cfg, _ = graph_config(tmp_path, "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 100\n")
+    data = yaml.safe_load(cfg.read_text())
+    port = _free_port()
+    link = next(t for t in data["transports"] if t["tport"] == "link_ab")
+    link["route"] = {"listen": "127.0.0.1", "connect": "127.0.0.1", "port": port, "edge": True}
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    a = _node(tmp_path, cfg, "A", "listen")
+    procs.append(a)
+    a.listening()
+    for user in "BC":  # two peers at the edge dial the same listener
+        procs.append(_node(tmp_path, cfg, user, "connect"))
+    a.wait_for(CONVERGED.format(n=2), 20)
+    _, rows = get_json(web_addr(a), "show ports")
+    assert isinstance(rows, list)
+    ports = [r for r in rows if str(r["tport"]).startswith("link_ab.")]
+    assert len(ports) == 1 and ports[0]["fd"] == 2, ports
