@@ -152,3 +152,15 @@ def test_edge_listener_pools_its_links_on_one_port(tmp_path: Path, procs: list[N
     assert isinstance(rows, list)
     ports = [r for r in rows if str(r["tport"]).startswith("link_ab.")]
     assert len(ports) == 1 and ports[0]["fd"] == 2, ports
+
+
+@pytest.mark.parametrize(("param", "want"), [("tcp_ipv4only", "0.0.0.0:"), ("tcp_ipv6only", "[::]:")])
+def test_ip_family_parameters_choose_the_wildcard_bind(tmp_path: Path, procs: list[NodeProc],
+                                                       param: str, want: str) -> None:
+    if param == "tcp_ipv6only" and not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    cfg, port = _config(tmp_path, {"connect": "localhost"}, {param: True})
+    a = _node(tmp_path, cfg, "A", "listen")
+    procs.append(a)
+    link = [addr for addr in a.listening() if addr.endswith(f":{port}")]
+    assert link == [f"{want}{port}"], link
