@@ -164,3 +164,24 @@ def test_ip_family_parameters_choose_the_wildcard_bind(tmp_path: Path, procs: li
     procs.append(a)
     link = [addr for addr in a.listening() if addr.endswith(f":{port}")]
     assert link == [f"{want}{port}"], link
+
+
+def test_console_connect_rejoins_after_the_timeout(tmp_path: Path, procs: list[NodeProc]) -> None:
+    from tests.integration.test_console_telnet import TelnetClient
+
+    cfg, port = _config(tmp_path, {"listen": "127.0.0.1", "connect": "127.0.0.1", "timeout": "1 sec"})
+    data = yaml.safe_load(cfg.read_text())
+    data["transports"].append({"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}})
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    b = NodeProc("B", ["-d", str(cfg), "-u", "B", "-t", "link_ab.connect", "tel.listen"], tmp_path)
+    procs.append(b)
+    b.wait_for(r"link_ab connect timeout 1s expired", 10)
+    tel = int(b.wait_for(r"telnet listening on [\d.]+:(\d+)").group(1))
+    a = _node(tmp_path, cfg, "A", "listen")
+    procs.append(a)
+    a.listening()
+    t = TelnetClient(tel)
+    t.read_until_prompt()
+    t.command("connect link_ab")
+    a.wait_for(CONVERGED.format(n=1), 20)
+    t.sock.close()
