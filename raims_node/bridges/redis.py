@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Protocol, cast
 
-from raims_node.bridges.glue import BridgeServer, BridgeSession, HubView, SessionProtocol
+from raims_node.bridges.glue import (
+    BridgeServer,
+    BridgeSession,
+    BridgeSettings,
+    HubView,
+    SessionProtocol,
+)
+from raims_node.bridges.redis_admin import RedisHost
 from raims_node.bridges.redis_session import RedisConfig, RedisSession, redis_limits
 from raims_node.bridges.router_bus import RouterBus
 from raims_node.kv.commands import Engine
@@ -28,8 +35,22 @@ class RedisProtocol(SessionProtocol):
     server: RedisServer
 
     def new_session(self, client_id: int, client_ip: str | None) -> BridgeSession:
+        transport = self.transport
+        assert transport is not None
+        sock = transport.get_extra_info("socket")
         return RedisSession(self.server.bus, client_id, self.server.config, wakeup=self.wakeup,
-                            kv=cast(KVHub, self.server.hub).kv)
+                            kv=cast(KVHub, self.server.hub).kv, host=self.server.host,
+                            addr=_address(transport.get_extra_info("peername")),
+                            laddr=_address(transport.get_extra_info("sockname")),
+                            fd=sock.fileno() if sock is not None else -1)
+
+
+def _address(addr: object) -> str:
+    """redis-server's `ip:port` (`[ip6]:port`) of a socket address."""
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        host = str(addr[0])
+        return f"[{host}]:{addr[1]}" if ":" in host else f"{host}:{addr[1]}"
+    return ""
 
 
 class RedisServer(BridgeServer):
@@ -38,8 +59,18 @@ class RedisServer(BridgeServer):
     protocol = RedisProtocol
     config = RedisConfig()
 
+    def __init__(self, hub: HubView, name: str, settings: BridgeSettings) -> None:
+        super().__init__(hub, name, settings)
+        self.host = RedisHost(sessions=self._sessions)
+
+    def _sessions(self) -> list[RedisSession]:
+        """The live sessions, for CLIENT LIST / KILL and INFO."""
+        return [p.session for p in self.conns if isinstance(p.session, RedisSession)]
+
     async def listen(self) -> list[str]:
         cast(KVHub, self.hub).kv_notifications(self.bus)
         bound = await super().listen()
+        if self.servers and self.servers[0].sockets:
+            self.host.port = self.servers[0].sockets[0].getsockname()[1]
         self.config = redis_limits(self.hub.max_payload)
         return bound

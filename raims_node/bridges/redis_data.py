@@ -51,6 +51,8 @@ class SessionView(Protocol):
 
     def _execute(self, args: list[bytes]) -> None: ...
 
+    def _command(self, args: list[bytes]) -> None: ...
+
 _TX = (b"multi", b"exec", b"discard", b"watch", b"unwatch")
 _NOT_QUEUED = (b"exec", b"discard", b"multi", b"watch", b"quit", b"reset")
 _ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"unwatch": 1}
@@ -67,6 +69,11 @@ class DataSide:
         self.multi_error = False
         self.held: list[list[bytes]] = []
 
+    @property
+    def holding(self) -> bool:
+        """Blocked in a pop, or replaying what arrived meanwhile: commands wait."""
+        return self.client.blocked is not None or bool(self.held)
+
     def intercept(self, args: list[bytes]) -> bool:
         """Handle `args` here (True) or leave it to the session's dispatch (False)."""
         if self.client.blocked is not None or self.held:
@@ -74,6 +81,8 @@ class DataSide:
             return True
         name = args[0].lower()
         cmd = COMMANDS.get(name)
+        if name == b"info":
+            cmd = None  # the session's INFO (redis_admin.py) has the map's sections and its own
         if cmd is not None and self.multi is None and not (self.session.resp == 2 and self.session.subscribed):
             self.run(args, cmd)  # the fast path: a data command outside a transaction
             return True
@@ -206,4 +215,4 @@ class DataSide:
         for args in held:
             if s.closing:
                 return
-            s._execute(args)
+            s._command(args)

@@ -6,7 +6,8 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
 - Commands: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE (glob patterns),
   SSUBSCRIBE, SUNSUBSCRIBE, PUBLISH, SPUBLISH, PUBSUB CHANNELS | NUMSUB | NUMPAT |
   SHARDCHANNELS | SHARDNUMSUB, PING, ECHO, SELECT, HELLO, CLIENT ID | SETNAME | GETNAME
-  | SETINFO (redis-py sends SETINFO on connect), QUIT, RESET. Names are
+  | SETINFO (redis-py sends SETINFO on connect) | LIST | INFO | KILL | REPLY, COMMAND
+  COUNT | DOCS, INFO (the introspection ones in redis_admin.py), QUIT, RESET. Names are
   case-insensitive; arity is checked as redis-server does (`wrong number of arguments
   for 'client|setname' command`).
 - With the node's key-value engine (`kv`), the data commands, MULTI / EXEC / DISCARD /
@@ -36,10 +37,11 @@ are not provided. A slow consumer is closed without an error reply, as redis-ser
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from raims_node.bridges import redis_admin as admin
 from raims_node.bridges.bus import Bus, shard_subject
 from raims_node.bridges.flow import FlowLimits, SessionOutput
 from raims_node.bridges.redis_data import DataSide
@@ -76,7 +78,6 @@ _SMESSAGE = {2: b"*3\r\n$8\r\nsmessage\r\n", 3: b">3\r\n$8\r\nsmessage\r\n"}
 
 REDIS_LIMITS = FlowLimits(hard_limit=32 * 1024 * 1024, soft_limit=8 * 1024 * 1024, soft_seconds=60.0)
 ERR_NOT_INTEGER = "value is not an integer or out of range"
-ERR_BAD_NAME = "Client names cannot contain spaces, newlines or special characters."
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,18 +108,14 @@ def _wire(s: str) -> bytes:
     return s.encode("utf-8", "surrogateescape")
 
 
-def _valid_attr(value: bytes) -> bool:
-    """Client names and library attributes: printable ASCII without spaces."""
-    return all(33 <= c <= 126 for c in value)
-
-
 class RedisSession(SessionOutput):
     """A Redis client as the node sees it: feed it bytes, drain `pending_output()`."""
 
     echo = True  # a Redis subscriber receives its own publishes
 
     def __init__(self, bus: Bus, client_id: int, config: RedisConfig | None = None, *,
-                 wakeup: Callable[[], None] | None = None, kv: Engine | None = None) -> None:
+                 wakeup: Callable[[], None] | None = None, kv: Engine | None = None,
+                 host: admin.RedisHost | None = None, addr: str = "", laddr: str = "", fd: int = -1) -> None:
         config = config or RedisConfig()
         super().__init__(config.limits, wakeup, b"")
         self.bus = bus
@@ -131,6 +128,14 @@ class RedisSession(SessionOutput):
         self.lib_ver: bytes | None = None
         self.msgs_in = 0
         self.msgs_out = 0
+        self.host = host if host is not None else admin.RedisHost(sessions=lambda: (self,))
+        self.host.connections += 1
+        self.addr, self.laddr, self.fd = addr, laddr, fd
+        self.created = self.last_active = self.host.clock()
+        self.last_cmd = "NULL"
+        self.reply_off = False  # CLIENT REPLY OFF, until ON
+        self.reply_skip_next = False  # CLIENT REPLY SKIP: the next command's reply is dropped
+        self._reply_skip = False  # this command's
         self._parser = RespParser(config.max_bulk, config.max_args, config.max_query)
         # sid -> channel or pattern as the client sent it, in subscription order
         self._channels: dict[str, bytes] = {}
@@ -167,11 +172,21 @@ class RedisSession(SessionOutput):
         for args in commands:
             if self._closing:
                 return
-            self._execute(args)
+            self.host.commands += 1
+            self.last_active = self.host.clock()
+            self._command(args)
         if error is not None and not self._closing:
             self._close(error.reply, error)
 
+    def _command(self, args: list[bytes]) -> None:
+        """A command, or one held while blocked, replayed. CLIENT REPLY SKIP silences the
+        next one run and a blocked pop's reply too (as redis-server 7.0.15)."""
+        if self._data is None or not self._data.holding:
+            self._reply_skip, self.reply_skip_next = self.reply_skip_next, False
+        self._execute(args)
+
     def _execute(self, args: list[bytes]) -> None:
+        self.last_cmd = args[0].lower().decode("utf-8", "replace")
         data = self._data
         if data is not None and data.intercept(args):
             return
@@ -183,6 +198,7 @@ class RedisSession(SessionOutput):
             data.run(args)
         else:
             assert cmd.handler is not None  # containers are only reached with a subcommand
+            self.last_cmd = cmd.fullname
             cmd.handler(self, args)
 
     def _resolve(self, args: list[bytes]) -> _Command | bytes:
@@ -231,10 +247,44 @@ class RedisSession(SessionOutput):
         return super().pending_output(max_bytes)
 
     def _write(self, data: bytes) -> bool:
+        """Queue a reply (none while CLIENT REPLY OFF or SKIP holds)."""
+        if self._capture is not None:
+            self._capture.append(data)
+            return True
+        if self.reply_off or self._reply_skip:
+            return True
+        return super()._write(data)
+
+    def _push(self, data: bytes) -> bool:
+        """Queue a push: a message or (un)subscribe confirmation, sent whatever CLIENT REPLY says."""
         if self._capture is not None:
             self._capture.append(data)
             return True
         return super()._write(data)
+
+    # ------------------------------------------------------------ introspection (redis_admin)
+
+    def sub_names(self) -> tuple[Collection[bytes], Collection[bytes], Collection[bytes]]:
+        return self._channels.values(), self._patterns.values(), self._shards.values()
+
+    def multi_state(self) -> tuple[int, int, bool]:
+        """(commands queued in MULTI or -1, keys watched, blocked in a pop)."""
+        data = self._data
+        if data is None:
+            return -1, 0, False
+        return (-1 if data.multi is None else len(data.multi), len(data.client.watched),
+                data.client.blocked is not None)
+
+    def engine(self) -> Engine | None:
+        return None if self._data is None else self._data.engine
+
+    def command_tree(self) -> dict[str, list[str]]:
+        return {c.fullname: [] if c.subcommands is None else [s.fullname for s in c.subcommands.values()]
+                for c in _COMMANDS.values()}
+
+    def kill(self) -> None:
+        """CLIENT KILL: close after what is queued (after this reply, when killing oneself)."""
+        self._close(b"", None)
 
     def _error(self, message: str | bytes, code: str = "ERR") -> None:
         self._write(encode_error(message, code))
@@ -278,6 +328,7 @@ class RedisSession(SessionOutput):
         self.resp = 2
         self.db = 0
         self.name = None
+        self.reply_off = self.reply_skip_next = self._reply_skip = False
         self._write(encode_simple("RESET"))
 
     def _hello(self, args: list[bytes]) -> None:
@@ -302,8 +353,8 @@ class RedisSession(SessionOutput):
                 j += 3
             elif opt == b"setname" and more >= 1:
                 name = args[j + 1]
-                if not _valid_attr(name):
-                    self._error(ERR_BAD_NAME)
+                if not admin.valid_attr(name):
+                    self._error(admin.ERR_BAD_NAME)
                     return
                 j += 2
             else:
@@ -327,36 +378,10 @@ class RedisSession(SessionOutput):
             encode_bulk(b"modules"), encode_array_header(0),
         )))
 
-    def _client_id(self, args: list[bytes]) -> None:
-        self._write(encode_int(self.client_id))
-
-    def _client_setname(self, args: list[bytes]) -> None:
-        if not _valid_attr(args[2]):
-            self._error(ERR_BAD_NAME)
-            return
-        self.name = args[2] or None
-        self._write(OK)
-
-    def _client_getname(self, args: list[bytes]) -> None:
-        self._write(encode_null(self.resp) if self.name is None else encode_bulk(self.name))
-
-    def _client_setinfo(self, args: list[bytes]) -> None:
-        attr, value = args[2], args[3]
-        if attr.lower() not in (b"lib-name", b"lib-ver"):
-            self._error(b"Unrecognized option '%s'" % attr)
-        elif not _valid_attr(value):
-            self._error(b"%s cannot contain spaces, newlines or special characters." % attr)
-        else:
-            if attr.lower() == b"lib-name":
-                self.lib_name = value or None
-            else:
-                self.lib_ver = value or None
-            self._write(OK)
-
     # ------------------------------------------------------------ pub/sub commands
 
     def _confirm(self, kind: bytes, name: bytes | None, count: int) -> None:
-        self._write(b"".join((
+        self._push(b"".join((
             encode_push_header(3, self.resp), encode_bulk(kind),
             encode_null(self.resp) if name is None else encode_bulk(name), encode_int(count))))
 
@@ -459,7 +484,7 @@ class RedisSession(SessionOutput):
                 return
             head = _SMESSAGE[self.resp]
         self.msgs_out += 1
-        self._write(b"%s$%d\r\n%s\r\n$%d\r\n%s\r\n" % (head, len(raw), raw, len(payload), payload))
+        self._push(b"%s$%d\r\n%s\r\n$%d\r\n%s\r\n" % (head, len(raw), raw, len(payload), payload))
 
     # ------------------------------------------------------------ teardown
 
@@ -519,11 +544,20 @@ _COMMANDS = _table(
     _Command("publish", 3, _S._publish),
     _Command("spublish", 3, _S._spublish),
     _Command("client", -2, None, subcommands=_table(
-        _Command("client|id", 2, _S._client_id),
-        _Command("client|setname", 3, _S._client_setname),
-        _Command("client|getname", 2, _S._client_getname),
-        _Command("client|setinfo", 4, _S._client_setinfo),
+        _Command("client|id", 2, admin.client_id),
+        _Command("client|setname", 3, admin.client_setname),
+        _Command("client|getname", 2, admin.client_getname),
+        _Command("client|setinfo", 4, admin.client_setinfo),
+        _Command("client|list", -2, admin.client_list),
+        _Command("client|info", 2, admin.client_info),
+        _Command("client|kill", -3, admin.client_kill),
+        _Command("client|reply", 3, admin.client_reply),
     )),
+    _Command("command", -2, None, subcommands=_table(
+        _Command("command|count", 2, admin.command_count),
+        _Command("command|docs", -2, admin.command_docs),
+    )),
+    _Command("info", -1, admin.info),
     _Command("pubsub", -2, None, subcommands=_table(
         _Command("pubsub|channels", -2, _S._pubsub_channels),
         _Command("pubsub|numsub", -2, _S._pubsub_numsub),

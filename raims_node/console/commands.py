@@ -20,6 +20,8 @@ from raims_node.console.context import ConsoleContext, Handler
 from raims_node.console.errors import ConsoleError, NotAvailable
 from raims_node.console.result import CommandResult, Row
 from raims_node.console.table import Command, resolve
+from raims_node.msglog import commands as msglog
+from raims_node.msglog.errors import MsgLogError
 
 
 def _help(ctx: ConsoleContext, args: list[str]) -> CommandResult:
@@ -29,6 +31,19 @@ def _help(ctx: ConsoleContext, args: list[str]) -> CommandResult:
 
 def _c(words: str, args: str, description: str, handler: Handler | None = None) -> Command:
     return Command(tuple(words.split()), args, description, handler)
+
+
+def _message(cmd: msglog.ConsoleCommand) -> Command:
+    """A NodeBrain `message.<verb>` command (msglog/commands.py) on the console: its
+    words as typed, its lines of text as rows, its error as the result's error."""
+
+    def handler(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+        try:
+            return CommandResult.lines("message", "\n".join(cmd.run(" ".join(args).split())))
+        except MsgLogError as exc:
+            return CommandResult.failed(str(exc))
+
+    return Command((cmd.words,), "[C]", f"{cmd.description}: {cmd.words} {cmd.args}", handler)
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -110,6 +125,7 @@ COMMANDS: tuple[Command, ...] = (
     _c("quit", "", "Exit console"),
     _c("exit", "", "Exit console"),
     _c("help", "", "Show this help", _help),
+    *(_message(cmd) for cmd in msglog.CONSOLE),
 )
 
 

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from raims_node.console.commands import COMMANDS
+from raims_node.console.render import format_cell
 from raims_node.console.result import CommandResult
 from raims_node.router.node import Node
 
@@ -40,17 +41,9 @@ def table_html(result: CommandResult) -> str:
         return f"<p class='err'>{html.escape(result.error)}</p>"
     cols = [c for c in result.columns if c not in result.hidden]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c)))}</td>" for c in cols) + "</tr>"
-                   for r in result.rows)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(format_cell(r.get(c), result.kinds.get(c)))}</td>"
+                                    for c in cols) + "</tr>" for r in result.rows)
     return f"<table><tr>{head}</tr>{rows}</table><p>{len(result.rows)} rows</p>"
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
-    return str(value)
 
 
 def index_html(node: Node) -> str:

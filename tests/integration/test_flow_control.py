@@ -269,10 +269,9 @@ def test_a_redis_command_that_never_completes_is_closed(one: BridgeNet) -> None:
 
 def test_a_big_batch_does_not_stall_another_client(one: BridgeNet) -> None:
     """50,000 SUBs in one write on one connection while another connection's PINGs are
-    answered within 100 ms. Known exception: the node's bloom filter rebuilds itself in
-    one step when its subscription count doubles (bloom/filter.py `_rebuild`, about
-    150 ms at 32,000 subjects on a loaded machine); up to 4 PINGs may wait for those, not
-    over 400 ms."""
+    answered within 100 ms (the bloom filter's rebuilds as it doubles are vectorized:
+    about 12 ms at 40,000 subjects). One PING may be later, under 250 ms: with another
+    test run on the 2 cores, the scheduler alone delays one now and then."""
     port = one.port("A")
     with _nats(port) as batch, _nats(port) as other:
         subs = b"".join(b"SUB s.%d %d\r\n" % (i, i) for i in range(50_000)) + b"PING\r\n"
@@ -299,4 +298,4 @@ def test_a_big_batch_does_not_stall_another_client(one: BridgeNet) -> None:
         assert b"PONG\r\n" in batch_done, "the batch was not processed in 30 s"
         assert len(latencies) > 3
         late = sorted(t for t in latencies if t >= 0.1)
-        assert len(late) <= 4 and max(latencies) < 0.4, f"PINGs answered after {late} s"
+        assert len(late) <= 1 and max(latencies) < 0.25, f"PINGs answered after {late} s"

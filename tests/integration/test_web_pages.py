@@ -20,15 +20,16 @@ CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
 USER, PASSWORD, REALM = "myuser", "mypassword", "realm@raims"
 
 
-@pytest.fixture
-def web_ab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def _start_abc(tmp_path: Path, web_route: dict[str, str]) -> tuple[list[NodeProc], str]:
+    """A, B and C on a line (costs 100 and 300), A serving the web transport with
+    `web_route` added to its route; (the processes, A's web address)."""
     cfg, commands = graph_config(tmp_path, "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 300\n")
     data = yaml.safe_load(cfg.read_text())
     for t in data["transports"]:
         if t["tport"] == "web":
-            t["route"].update({"http_username": USER, "http_password": PASSWORD, "http_realm": REALM})
+            t["route"].update(web_route)
     cfg.write_text(yaml.safe_dump(data, sort_keys=False))
-    nodes = []
+    nodes: list[NodeProc] = []
     try:
         for command in commands:
             args = command.split()[1:]
@@ -36,12 +37,22 @@ def web_ab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             if args[args.index("-u") + 1] == "A":
                 args += ["web.listen"]
             node = NodeProc(args[args.index("-u") + 1], args, tmp_path)
+            nodes.append(node)
             if ".listen" in command:
                 node.listening()
-            nodes.append(node)
         for node in nodes:
             node.wait_for(CONVERGED.format(n=2), 30)
-        addr = nodes[0].wait_for(r"web listening on (\S+)").group(1)
+        return nodes, nodes[0].wait_for(r"web listening on (\S+)").group(1)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+
+
+@pytest.fixture
+def web_ab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    nodes, addr = _start_abc(tmp_path, {"http_username": USER, "http_password": PASSWORD, "http_realm": REALM})
+    try:
         yield f"http://{addr}", tmp_path
     finally:
         for node in nodes:
@@ -94,21 +105,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make debs installs it)")
 def test_headless_chromium_renders_the_graph_and_a_show_page(tmp_path: Path) -> None:
-    cfg, commands = graph_config(tmp_path, "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 300\n")
-    nodes = []
+    nodes, addr = _start_abc(tmp_path, {})
     try:
-        for command in commands:
-            args = command.split()[1:]
-            args[args.index("-d") + 1] = str(cfg)
-            if args[args.index("-u") + 1] == "A":
-                args += ["web.listen"]
-            node = NodeProc(args[args.index("-u") + 1], args, tmp_path)
-            if ".listen" in command:
-                node.listening()
-            nodes.append(node)
-        for node in nodes:
-            node.wait_for(CONVERGED.format(n=2), 30)
-        addr = nodes[0].wait_for(r"web listening on (\S+)").group(1)
         for page in ("graph", "show/peers"):
             shot = tmp_path / (page.replace("/", "_") + ".png")
             assert CHROMIUM is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -399,3 +400,13 @@ def test_counters_show_the_daemons_flow_counters_on_the_nodes_own_row(net: SimNe
     counters = {r["user"]: r for r in rows(net, "A", "show counters", flow=lambda: flow)}
     assert {k: counters["A.*"][k] for k in flow} == flow
     assert counters[label(net, "A", "B")]["buffered"] is None
+
+
+def test_message_commands_create_and_export_a_log_from_the_console(net: SimNetwork, tmp_path: Path) -> None:
+    root = str(tmp_path / "message")
+    res = execute(ctx(net, "A"), f"message.create {root} ring 1 7")
+    assert res.error is None, res.error
+    assert (tmp_path / "message" / "ring" / "1").exists() or any((tmp_path / "message").rglob("*"))
+    bad = execute(ctx(net, "A"), f"message.create {root} ring x notanumber")
+    assert bad.error is not None and "notanumber" in bad.error
+    assert execute(ctx(net, "A"), "message.prune").error is not None  # too few words: a clear error

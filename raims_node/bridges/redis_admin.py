@@ -1,0 +1,423 @@
+"""Introspection commands of the Redis transport (issue 23 item 6): CLIENT LIST | INFO |
+KILL | REPLY, COMMAND COUNT | DOCS and INFO, in redis-server 7.4's reply formats.
+
+A session reaches the transport's other connections through its `RedisHost` (one per
+listening transport, made by redis.py; a unit test makes its own): the live sessions,
+the start time, the connection and command counters. The handlers here take the
+session through `ClientView`, so this module imports no session code.
+
+- CLIENT LIST [TYPE normal|pubsub|master|replica] [ID id...] and CLIENT INFO answer
+  redis-server's `id=.. addr=.. laddr=.. fd=.. name=.. age=.. idle=.. flags=.. db=..
+  sub=.. psub=.. ssub=.. multi=.. watch=.. qbuf=.. ... cmd=.. user=default redir=-1
+  resp=.. lib-name=.. lib-ver=..` lines (a verbatim string in RESP3). Fields raims
+  has no notion of (argv-mem, rbs, events...) show what redis-server shows for an idle
+  client; flags are N, P (subscribed), x (in MULTI), b (blocked).
+- CLIENT KILL ip:port (old form: +OK or `No such client`) and CLIENT KILL with filters
+  ID, ADDR, LADDR, USER, TYPE, MAXAGE, SKIPME (answer: how many were killed). A killed
+  connection closes after its queued output; killing oneself closes after the reply.
+- CLIENT REPLY ON|OFF|SKIP as redis-server: OFF silences every reply until ON (whose
+  +OK is sent), SKIP silences the next command's; pub/sub messages and (un)subscribe
+  confirmations are pushes and still flow (as redis-server 7.0.15 does). A QUIT under OFF
+  closes at once (redis-server 7.0 leaves that connection open: nothing to write).
+- COMMAND COUNT counts the top-level commands this connection can run (the data
+  commands with a key-value map); COMMAND DOCS [name...] answers summary, since, group
+  (and subcommands for containers). Decision: data commands' summaries are generic
+  ("<NAME>, a <group> command of the node's key-value map"); no argument specs.
+- INFO [section...]: server, clients, stats, and with a map persistence and keyspace
+  (from raims_node.kv.server, which also answers INFO for a map without a transport).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from raims_node.kv.commands import COMMANDS, Engine
+from raims_node.kv.reply import Map, Verbatim, encode
+from raims_node.kv.server import keyspace_lines
+
+OK = b"+OK\r\n"
+ERR_SYNTAX = "syntax error"
+ERR_BAD_NAME = "Client names cannot contain spaces, newlines or special characters."
+
+
+class ClientView(Protocol):
+    """What the introspection commands read of a Redis session (redis_session.py)."""
+
+    client_id: int
+    name: bytes | None
+    lib_name: bytes | None
+    lib_ver: bytes | None
+    db: int
+    resp: int
+    addr: str
+    laddr: str
+    fd: int
+    created: float
+    last_active: float
+    last_cmd: str
+    reply_off: bool
+    reply_skip_next: bool
+
+    @property
+    def host(self) -> RedisHost: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
+    def buffered(self) -> int: ...
+
+    @property
+    def input_buffered(self) -> int: ...
+
+    def sub_names(self) -> tuple[Collection[bytes], Collection[bytes], Collection[bytes]]: ...
+
+    def multi_state(self) -> tuple[int, int, bool]: ...
+
+    def engine(self) -> Engine | None: ...
+
+    def kill(self) -> None: ...
+
+    def command_tree(self) -> dict[str, list[str]]: ...
+
+    def _write(self, data: bytes) -> bool: ...
+
+    def _error(self, message: str | bytes, code: str = "ERR") -> None: ...
+
+
+@dataclass(slots=True)
+class RedisHost:
+    """One Redis transport as its sessions see it."""
+
+    sessions: Callable[[], Iterable[ClientView]] = tuple
+    clock: Callable[[], float] = time.time
+    started: float = field(default_factory=time.time)
+    port: int = 0
+    connections: int = 0
+    commands: int = 0
+
+
+def sub_counts(c: ClientView) -> tuple[int, int, int]:
+    """Channels, patterns and shard channels `c` holds."""
+    channels, patterns, shards = c.sub_names()
+    return len(channels), len(patterns), len(shards)
+
+
+# ------------------------------------------------------------ CLIENT ID / SETNAME / GETNAME / SETINFO
+
+def valid_attr(value: bytes) -> bool:
+    """Client names and library attributes: printable ASCII without spaces."""
+    return all(33 <= c <= 126 for c in value)
+
+
+def client_id(s: ClientView, args: list[bytes]) -> None:
+    s._write(b":%d\r\n" % s.client_id)
+
+
+def client_setname(s: ClientView, args: list[bytes]) -> None:
+    if not valid_attr(args[2]):
+        s._error(ERR_BAD_NAME)
+        return
+    s.name = args[2] or None
+    s._write(OK)
+
+
+def client_getname(s: ClientView, args: list[bytes]) -> None:
+    s._write(encode(s.name, s.resp))
+
+
+def client_setinfo(s: ClientView, args: list[bytes]) -> None:
+    attr, value = args[2], args[3]
+    if attr.lower() not in (b"lib-name", b"lib-ver"):
+        s._error(b"Unrecognized option '%s'" % attr)
+    elif not valid_attr(value):
+        s._error(b"%s cannot contain spaces, newlines or special characters." % attr)
+    else:
+        if attr.lower() == b"lib-name":
+            s.lib_name = value or None
+        else:
+            s.lib_ver = value or None
+        s._write(OK)
+
+
+# ------------------------------------------------------------ CLIENT LIST / INFO
+
+def _flags(s: ClientView) -> str:
+    multi, _watch, blocked = s.multi_state()
+    flags = ("P" if any(sub_counts(s)) else "") + ("x" if multi >= 0 else "") + ("b" if blocked else "")
+    return flags or "N"
+
+
+def client_line(s: ClientView, now: float) -> bytes:
+    sub, psub, ssub = sub_counts(s)
+    multi, watch, _ = s.multi_state()
+    qbuf = s.input_buffered
+    omem = s.buffered
+    fields = (
+        f"id={s.client_id} addr={s.addr} laddr={s.laddr} fd={s.fd} name={_txt(s.name)} "
+        f"age={int(now - s.created)} idle={int(now - s.last_active)} flags={_flags(s)} db={s.db} "
+        f"sub={sub} psub={psub} ssub={ssub} multi={multi} watch={watch} qbuf={qbuf} "
+        f"qbuf-free={max(0, 20474 - qbuf) if qbuf else 0} argv-mem=0 multi-mem=0 rbs=1024 rbp=0 "
+        f"obl=0 oll={1 if omem else 0} omem={omem} tot-mem={22400 + qbuf + omem} events=r "
+        f"cmd={s.last_cmd} user=default redir=-1 resp={s.resp} "
+        f"lib-name={_txt(s.lib_name)} lib-ver={_txt(s.lib_ver)}\n")
+    return fields.encode("utf-8", "surrogateescape")
+
+
+def _txt(b: bytes | None) -> str:
+    return "" if b is None else b.decode("utf-8", "surrogateescape")
+
+
+def _live(s: ClientView) -> list[ClientView]:
+    return sorted((c for c in s.host.sessions() if not c.closing), key=lambda c: c.client_id)
+
+
+def client_list(s: ClientView, args: list[bytes]) -> None:
+    clients = _live(s)
+    i = 2
+    while i < len(args):
+        opt = args[i].lower()
+        if opt == b"type" and i + 1 < len(args):
+            kind = args[i + 1].lower()
+            if kind not in (b"normal", b"pubsub", b"master", b"replica", b"slave"):
+                s._error(b"Unknown client type '%s'" % args[i + 1])
+                return
+            clients = [c for c in clients if _kind(c) == kind]
+            i += 2
+        elif opt == b"id" and i + 1 < len(args):
+            ids = set()
+            for raw in args[i + 1:]:
+                if not raw.isdigit() or int(raw) <= 0:
+                    s._error("Invalid client ID")
+                    return
+                ids.add(int(raw))
+            clients = [c for c in clients if c.client_id in ids]
+            i = len(args)
+        else:
+            s._error(ERR_SYNTAX)
+            return
+    now = s.host.clock()
+    s._write(encode(Verbatim(b"".join(client_line(c, now) for c in clients)), s.resp))
+
+
+def _kind(c: ClientView) -> bytes:
+    return b"pubsub" if any(sub_counts(c)) else b"normal"
+
+
+def client_info(s: ClientView, args: list[bytes]) -> None:
+    s._write(encode(Verbatim(client_line(s, s.host.clock())), s.resp))
+
+
+# ------------------------------------------------------------ CLIENT KILL / REPLY
+
+def client_kill(s: ClientView, args: list[bytes]) -> None:
+    clients = _live(s)
+    if len(args) == 3:  # the old form: CLIENT KILL addr
+        victims = [c for c in clients if c.addr == args[2].decode("utf-8", "replace")]
+        if not victims:
+            s._error("No such client")
+            return
+        s._write(OK)
+        _kill(victims)
+        return
+    if len(args) % 2:
+        s._error(ERR_SYNTAX)
+        return
+    skipme = True
+    now = s.host.clock()
+    for i in range(2, len(args), 2):
+        opt, raw = args[i].lower(), args[i + 1]
+        value = raw.decode("utf-8", "replace")
+        if opt == b"id":
+            if not raw.isdigit() or int(raw) <= 0:
+                s._error("client-id should be greater than 0")
+                return
+            clients = [c for c in clients if c.client_id == int(raw)]
+        elif opt == b"addr":
+            clients = [c for c in clients if c.addr == value]
+        elif opt == b"laddr":
+            clients = [c for c in clients if c.laddr == value]
+        elif opt == b"user":
+            if raw != b"default":
+                s._error(b"No such user '%s'" % raw)
+                return
+        elif opt == b"type":
+            kind = raw.lower()
+            if kind not in (b"normal", b"pubsub", b"master", b"replica", b"slave"):
+                s._error(b"Unknown client type '%s'" % raw)
+                return
+            clients = [c for c in clients if _kind(c) == kind]
+        elif opt == b"skipme":
+            if raw.lower() not in (b"yes", b"no"):
+                s._error(ERR_SYNTAX)
+                return
+            skipme = raw.lower() == b"yes"
+        elif opt == b"maxage":
+            if not raw.lstrip(b"-").isdigit():
+                s._error("value is not an integer or out of range")
+                return
+            clients = [c for c in clients if now - c.created >= int(raw)]
+        else:
+            s._error(ERR_SYNTAX)
+            return
+    if skipme:
+        clients = [c for c in clients if c is not s]
+    s._write(b":%d\r\n" % len(clients))
+    _kill(clients)
+
+
+def _kill(victims: Sequence[ClientView]) -> None:
+    for c in victims:
+        c.kill()
+
+
+def client_reply(s: ClientView, args: list[bytes]) -> None:
+    mode = args[2].lower()
+    if mode == b"on":
+        s.reply_off = s.reply_skip_next = False
+        s._write(OK)
+    elif mode == b"off":
+        s.reply_off = True
+    elif mode == b"skip":
+        if not s.reply_off:
+            s.reply_skip_next = True
+    else:
+        s._error(ERR_SYNTAX)
+
+
+# ------------------------------------------------------------ COMMAND
+
+_SINCE_GROUP: dict[str, tuple[str, str, str]] = {
+    "ping": ("Returns the server's liveliness response.", "1.0.0", "connection"),
+    "echo": ("Returns the given string.", "1.0.0", "connection"),
+    "select": ("Changes the selected database.", "1.0.0", "connection"),
+    "quit": ("Closes the connection.", "1.0.0", "connection"),
+    "reset": ("Resets the connection.", "6.2.0", "connection"),
+    "hello": ("Handshakes with the Redis server.", "6.0.0", "connection"),
+    "client": ("A container for client connection commands.", "2.4.0", "connection"),
+    "client|id": ("Returns the unique client ID of the connection.", "5.0.0", "connection"),
+    "client|setname": ("Sets the connection name.", "2.6.9", "connection"),
+    "client|getname": ("Returns the name of the connection.", "2.6.9", "connection"),
+    "client|setinfo": ("Sets information specific to the client or connection.", "7.2.0", "connection"),
+    "client|list": ("Lists open connections.", "2.4.0", "connection"),
+    "client|info": ("Returns information about the connection.", "6.2.0", "connection"),
+    "client|kill": ("Terminates open connections.", "2.4.0", "connection"),
+    "client|reply": ("Instructs the server whether to reply to commands.", "3.2.0", "connection"),
+    "subscribe": ("Listens for messages published to channels.", "2.0.0", "pubsub"),
+    "unsubscribe": ("Stops listening to messages posted to channels.", "2.0.0", "pubsub"),
+    "psubscribe": ("Listens for messages published to channels that match one or more patterns.",
+                   "2.0.0", "pubsub"),
+    "punsubscribe": ("Stops listening to messages published to channels that match one or more "
+                     "patterns.", "2.0.0", "pubsub"),
+    "ssubscribe": ("Listens for messages published to shard channels.", "7.0.0", "pubsub"),
+    "sunsubscribe": ("Stops listening to messages posted to shard channels.", "7.0.0", "pubsub"),
+    "publish": ("Posts a message to a channel.", "2.0.0", "pubsub"),
+    "spublish": ("Post a message to a shard channel", "7.0.0", "pubsub"),
+    "pubsub": ("A container for Pub/Sub commands.", "2.8.0", "pubsub"),
+    "pubsub|channels": ("Returns the active channels.", "2.8.0", "pubsub"),
+    "pubsub|numsub": ("Returns a count of subscribers to channels.", "2.8.0", "pubsub"),
+    "pubsub|numpat": ("Returns a count of unique pattern subscriptions.", "2.8.0", "pubsub"),
+    "pubsub|shardchannels": ("Returns the active shard channels.", "7.0.0", "pubsub"),
+    "pubsub|shardnumsub": ("Returns the count of subscribers of shard channels.", "7.0.0", "pubsub"),
+    "command": ("Returns detailed information about all commands.", "2.8.13", "server"),
+    "command|count": ("Returns a count of commands.", "2.8.13", "server"),
+    "command|docs": ("Returns documentary information about one, multiple or all commands.",
+                     "7.0.0", "server"),
+    "info": ("Returns information and statistics about the server.", "1.0.0", "server"),
+    "multi": ("Starts a transaction.", "1.2.0", "transactions"),
+    "exec": ("Executes all commands in a transaction.", "1.2.0", "transactions"),
+    "discard": ("Discards a transaction.", "2.0.0", "transactions"),
+    "watch": ("Monitors changes to keys to determine the execution of a transaction.", "2.2.0",
+              "transactions"),
+    "unwatch": ("Forgets about watched keys of a transaction.", "2.2.0", "transactions"),
+}
+_GROUPS = {"strings": "string", "keys": "generic", "hashes": "hash", "lists": "list", "sets": "set",
+           "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server"}
+_TX = ("multi", "exec", "discard", "watch", "unwatch")
+
+
+def full_tree(s: ClientView) -> dict[str, list[str]]:
+    """Every top-level command this connection runs -> its subcommands' full names."""
+    tree = s.command_tree()
+    if s.engine() is not None:
+        for raw in COMMANDS:
+            tree.setdefault(raw.decode(), [])
+        for name in _TX:
+            tree.setdefault(name, [])
+    return tree
+
+
+def _doc(name: str) -> Map:
+    entry = _SINCE_GROUP.get(name)
+    if entry is None:
+        cmd = COMMANDS.get(name.encode())
+        group = _GROUPS.get(cmd.handler.__module__.rpartition(".")[2], "generic") if cmd else "generic"
+        entry = (f"{name.upper()}, a {group} command of the node's key-value map.", "1.0.0", group)
+    summary, since, group = entry
+    return Map([(b"summary", summary.encode()), (b"since", since.encode()), (b"group", group.encode())])
+
+
+def command_count(s: ClientView, args: list[bytes]) -> None:
+    s._write(b":%d\r\n" % len(full_tree(s)))
+
+
+def command_docs(s: ClientView, args: list[bytes]) -> None:
+    tree = full_tree(s)
+    names = [a.decode("utf-8", "replace").lower() for a in args[2:]] or sorted(tree)
+    pairs = []
+    for name in names:
+        if name not in tree:
+            continue
+        doc = _doc(name)
+        if tree[name]:
+            doc.pairs.append((b"subcommands", Map([(sub.encode(), _doc(sub)) for sub in tree[name]])))
+        pairs.append((name.encode(), doc))
+    s._write(encode(Map(pairs), s.resp))
+
+
+# ------------------------------------------------------------ INFO
+
+def info(s: ClientView, args: list[bytes]) -> None:
+    wanted = {a.lower() for a in args[1:]} or {b"default"}
+    every = bool(wanted & {b"all", b"everything", b"default"})
+    host = s.host
+    now = host.clock()
+    engine = s.engine()
+    clients = _live(s)
+    sections: list[bytes] = []
+    if every or b"server" in wanted:
+        up = int(now - host.started)
+        sections.append(
+            b"# Server\r\nredis_version:7.4.0\r\nredis_mode:standalone\r\nos:%s\r\narch_bits:64\r\n"
+            b"process_id:%d\r\ntcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n"
+            b"raims_map:%s\r\n" % (os.uname().sysname.encode(), os.getpid(), host.port, up, up // 86400,
+                                   b"yes" if engine is not None and engine.store.writable else b"no"))
+    if every or b"clients" in wanted:
+        blocked = sum(1 for c in clients if c.multi_state()[2])
+        pubsub = sum(1 for c in clients if any(sub_counts(c)))
+        watching = sum(1 for c in clients if c.multi_state()[1])
+        sections.append(b"# Clients\r\nconnected_clients:%d\r\nmaxclients:10000\r\nblocked_clients:%d\r\n"
+                        b"pubsub_clients:%d\r\nwatching_clients:%d\r\n" % (
+                            len(clients), blocked, pubsub, watching))
+    if engine is not None and (every or b"persistence" in wanted):
+        sections.append(b"# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:%d\r\n"
+                        % engine.store.dirty)
+    if every or b"stats" in wanted:
+        names: tuple[set[bytes], set[bytes], set[bytes]] = (set(), set(), set())
+        for c in clients:
+            for kind, held in zip(names, c.sub_names(), strict=True):
+                kind.update(held)
+        sections.append(b"# Stats\r\ntotal_connections_received:%d\r\ntotal_commands_processed:%d\r\n"
+                        b"expired_keys:%d\r\npubsub_channels:%d\r\npubsub_patterns:%d\r\n"
+                        b"pubsub_shardchannels:%d\r\n" % (
+                            host.connections, host.commands,
+                            engine.store.expired_keys if engine is not None else 0,
+                            len(names[0]), len(names[1]), len(names[2])))
+    if every or b"keyspace" in wanted:
+        lines = keyspace_lines(engine) if engine is not None else []
+        sections.append(b"# Keyspace\r\n" + b"".join(line + b"\r\n" for line in lines))
+    s._write(encode(Verbatim(b"\r\n".join(sections)), s.resp))
