@@ -6,10 +6,12 @@ console, websocket and bridge sessions) subscribe through `subscribe` / `psubscr
 and receive `Deliver` actions through their `on_deliver` method.
 
 Decisions where the manual is vague:
-- A connector tries its addresses in order, each with the transport's `timeout`
-  (default `tcp_timeout`), and keeps retrying with a back-off capped at
-  RECONNECT_MAX_S for as long as the transport runs; a lost outbound link reconnects
-  the same way. A listener that cannot bind is fatal at startup, as the manual says.
+- Outbound links (the joiner of a `connect` list, its `timeout`, mesh members and
+  discovered peers): transports/dialer.py. A listener that cannot bind is fatal at
+  startup, as the manual says.
+- `listen` defaults to `*` (every address), as the manual's tables say; a transport
+  with a `device` listens on the device's address. `host:port` (and `eth0:port`, an
+  interface name) in `listen` / `connect` overrides `port` (transports/addr.py).
 - A mesh transport started with `connect` still listens, on an ephemeral port of the
   listen address, so that the members it learns of can reach it.
 - A `mesh` or `tcp` transport with a `device` (manual "TCP Mesh", "TCP Point-to-point")
@@ -35,18 +37,23 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from raims_node.bridges.glue import BridgeServer, BridgeStartError
+from raims_node.bloom.shard import Shard
+from raims_node.bridges.acks import AckWaits
+from raims_node.bridges.glue import BridgeStartError
 from raims_node.bridges.hub import BridgeHub
 from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.config.keyset import credentials, read_secrets
+from raims_node.config.params import log_stamp
 from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
+from raims_node.nstats import NodeStats
 from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
-from raims_node.router.node import NS, Node, NodeParams
+from raims_node.router.node import NS, OPT_ACK, OPT_TRACE, Node, NodeParams
+from raims_node.transports.addr import WILDCARD, AddressError, split_address
 from raims_node.transports.backpressure import Backpressure
+from raims_node.transports.dialer import DaemonError, Dial, Dialer, Running, reachable
 from raims_node.transports.guard import LinkGuard
 from raims_node.transports.name import (
     Advert,
@@ -61,8 +68,6 @@ log = logging.getLogger("raims.daemon")
 
 TICK_S = 0.05
 STALL_GRACE_S = 0.5  # a tick this late restarts the links' heartbeat timeouts
-RECONNECT_MIN_S = 0.1
-RECONNECT_MAX_S = 2.0
 DISCOVERED_TRIES = 3
 LINK_TYPES = ("tcp", "mesh")
 # the advertised roles each role dials, by name discovery
@@ -70,34 +75,6 @@ DIALS = {"mesh": ("mesh",), "connect": ("listen",), "any": ("listen", "mesh")}
 BRIDGE_TYPES = tuple(CLIENT_PROTOCOLS)  # client protocols: listeners only, no links
 
 
-class DaemonError(Exception):
-    """Startup failed (bad transport, port in use, unknown user)."""
-
-
-@dataclass
-class Dial:
-    """An outbound link to a member or a discovered peer: its link once up, and the
-    start time of the peer's advertisement (0: not learned by discovery)."""
-
-    start_ns: int = 0
-    link: LinkProtocol | None = None
-
-
-@dataclass
-class Running:
-    """A started transport: its listeners, connectors and links."""
-
-    cfg: TransportConfig
-    tport_id: int
-    listen: bool
-    connect: bool
-    servers: list[asyncio.Server] = field(default_factory=list)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    bound: list[str] = field(default_factory=list)  # "host:port" of each listener
-    bridge: BridgeServer | None = None  # a client-protocol transport (nats, redis)
-    role: str | None = None  # advertised on its device: listen | connect | mesh | any
-    device_ip: str | None = None
-    dialing: dict[tuple[str, int], Dial] = field(default_factory=dict)  # once-only outbound links
 
 
 def params_from(tree: ConfigTree) -> NodeParams:
@@ -119,6 +96,9 @@ class Daemon:
         self.creds = credentials(tree, user, svc)
         self.kdf = read_secrets(tree).kdf()
         self.node = Node(self.creds, now_ns=time.time_ns(), params=params_from(tree))
+        self.nstats = NodeStats(self.node)
+        self.dialer = Dialer(self)
+        self.ack_waits = AckWaits()
         self.node.rem_handler = self.run_command
         self.naming = NamesGlue(self.node, self.publish, self._apply)  # service names, `_NAMES.*`
         self.links: dict[int, LinkProtocol] = {}
@@ -181,8 +161,10 @@ class Daemon:
             run.listen = True
         if not listen:
             run.connect = True
-            for addr in self._connect_addrs(cfg):
-                run.tasks.append(asyncio.create_task(self.connector(run, addr)))
+            addrs = self.dialer.connect_addrs(cfg)
+            if addrs and (run.joiner is None or run.joiner.done()):  # a timed-out join starts again
+                run.joiner = asyncio.create_task(self.dialer.joiner(run, addrs))
+                run.tasks.append(run.joiner)
         if names is not None:
             self.discovery.advertise(names, run, role or ("mesh" if cfg.type == "mesh" else "listen" if listen else "connect"))
         return run
@@ -249,6 +231,8 @@ class Daemon:
                     self.node.hold_liveness(cid, cid in self.flow.read_paused, now_ns)
             last = now
             self._apply(self.node.tick(time.time_ns()))
+            self._publish_stats()
+            self._answer_acks()
             if self.kv is not None:
                 self.kv.tick()
             self.naming.tick()
@@ -256,6 +240,16 @@ class Daemon:
             for link in list(self.links.values()):
                 link.check_write_timeout(now)
             self.guard.tick(now, self.links)
+
+    def _publish_stats(self) -> None:
+        """The `_N.` statistics (nstats.py), every few heartbeats, to whoever subscribes."""
+        now_ns = time.time_ns()
+        if not self.nstats.due(now_ns, self.node.params.heartbeat_ns):
+            return
+        ports = [(name, run.tport_id, [lk for lk in self.links.values() if lk.tport_id == run.tport_id])
+                 for name, run in self.running.items() if run.bridge is None]
+        for subject, payload in self.nstats.build(now_ns, ports):
+            self._apply(self.node.publish(subject, payload, now_ns))
 
     # ------------------------------------------------------------------ sockets
 
@@ -290,12 +284,16 @@ class Daemon:
 
     async def _listen(self, run: Running, ephemeral: bool) -> None:
         cfg = run.cfg
-        local = run.device_ip or "127.0.0.1"
-        hosts = cfg.listen or [local]
-        port = 0 if ephemeral else (cfg.port or 0)
+        local = run.device_ip or "127.0.0.1"  # an ephemeral mesh listener's default
+        hosts = cfg.listen or [run.device_ip or WILDCARD]
         loop = asyncio.get_running_loop()
-        for host in hosts:
-            bind = None if host in ("*", "") else host
+        for text in hosts:
+            try:
+                host, own_port = split_address(text, cfg.port)
+            except AddressError as exc:
+                raise DaemonError(f"transport {cfg.tport!r} listen: {exc}") from None
+            port = 0 if ephemeral else (own_port or 0)
+            bind = None if host in (WILDCARD, "") else host
             if ephemeral and bind is None:
                 bind = local
             try:
@@ -310,63 +308,7 @@ class Daemon:
                 run.bound.append(addr)
                 self.say(f"listening on {addr}")
         if cfg.type == "mesh" and run.bound:
-            self.node.set_mesh_url(run.tport_id, run.bound[0])
-
-    def _connect_addrs(self, cfg: TransportConfig) -> list[tuple[str, int]]:
-        out = []
-        for addr in cfg.connect:
-            host, _, port_text = addr.rpartition(":") if addr.count(":") == 1 else (addr, "", "")
-            port = int(port_text) if port_text.isdigit() else cfg.port
-            if port is None:
-                raise DaemonError(f"transport {cfg.tport!r} connect {addr!r} has no port")
-            out.append((host or addr, port))
-        return out
-
-    async def connector(self, run: Running, addr: tuple[str, int], once: bool = False, tries: int = 0,
-                         dial: Dial | None = None) -> None:
-        """Keep one outbound link to `addr` up while the transport runs. `once`: a link
-        to a mesh member or a discovered peer (`dial`, registered by the caller), not
-        opened twice to one address and left when it closes (`tries` > 0: also after that
-        many failed connects)."""
-        if once and dial is None:
-            if addr in run.dialing:
-                return
-            dial = run.dialing[addr] = Dial()
-        try:
-            await self._keep_link(run, addr, dial, tries)
-        finally:
-            if dial is not None and run.dialing.get(addr) is dial:
-                del run.dialing[addr]
-
-    async def _keep_link(self, run: Running, addr: tuple[str, int], dial: Dial | None, tries: int) -> None:
-        loop = asyncio.get_running_loop()
-        timeout = run.cfg.timeout or self.tree.parameters.time("tcp_timeout")
-        delay = RECONNECT_MIN_S
-        failed = 0
-        while not self.stopping:
-            try:
-                _, proto = await asyncio.wait_for(
-                    loop.create_connection(lambda: self._protocol(run, True), addr[0], addr[1],
-                                           family=self._family()), timeout)
-            except (TimeoutError, OSError) as exc:
-                log.debug("connect %s:%d failed: %s", addr[0], addr[1], exc)
-                failed += 1
-                if failed == tries:
-                    return
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_S)
-                continue
-            assert isinstance(proto, LinkProtocol)
-            if dial is not None:
-                dial.link = proto
-            opened = loop.time()
-            while proto.closed_reason is None:
-                await asyncio.sleep(0.1)
-            if dial is not None:
-                return
-            # a link that fails at once (refused keys, bad stream) backs off like a refused connect
-            delay = min(delay * 2, RECONNECT_MAX_S) if loop.time() - opened < 2 * RECONNECT_MAX_S else RECONNECT_MIN_S
-            await asyncio.sleep(delay)
+            self.node.set_mesh_url(run.tport_id, reachable(run.bound[0]))
 
     # ------------------------------------------------------------------ LinkOwner
 
@@ -389,7 +331,7 @@ class Daemon:
 
     def flow_counters(self) -> dict[str, int]:
         servers = [run.bridge for run in self.running.values() if run.bridge is not None]
-        return self.flow.counters(self.bridges.buffered, servers)
+        return self.flow.counters(self.bridges.buffered, servers) | self.nstats.counters()
 
     def link_lost(self, conn_id: int, reason: str) -> None:
         self.guard.lost(conn_id)
@@ -424,12 +366,12 @@ class Daemon:
                 if run is not None and not self.stopping:
                     host, _, port = act.url.rpartition(":")
                     run.tasks.append(asyncio.create_task(
-                        self.connector(run, (host.strip("[]"), int(port)), once=True)))
+                        self.dialer.connector(run, (host.strip("[]"), int(port)), once=True)))
 
     apply = _apply  # public for the operator's console (operator.py)
 
     def say(self, text: str, level: int = logging.INFO) -> None:
-        line = f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  {text}"
+        line = f"{log_stamp(time.time(), self.tree.parameters)}  {text}"
         self.log_lines.append(line)
         del self.log_lines[:-1000]
         log.log(level, "%s", text)
@@ -447,8 +389,8 @@ class Daemon:
         self._apply(self.node.subscribe(owner, sid, subject, time.time_ns(), queue))
 
     def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str = "rv",
-                   queue: str | None = None) -> None:
-        self._apply(self.node.psubscribe(owner, sid, pattern, syntax, time.time_ns(), queue))
+                   queue: str | None = None, shard: Shard | None = None) -> None:
+        self._apply(self.node.psubscribe(owner, sid, pattern, syntax, time.time_ns(), queue, shard))
 
     def unsubscribe(self, owner: object, sid: str) -> None:
         self._apply(self.node.unsubscribe(owner, sid, time.time_ns()))
@@ -466,6 +408,26 @@ class Daemon:
         delivered = node.counters.delivered - before
         self._apply(actions)
         return delivered
+
+    def publish_acked(self, subject: str, payload: bytes, headers: bytes | None, no_echo: object | None,
+                      kind: str, inbox: str) -> int:
+        """Publish asking for `kind` answers ("ack" | "trace"), sent on as messages to the
+        node subject `inbox` (bridges/acks.py)."""
+        node = self.node
+        now_ns = time.time_ns()
+        before = node.counters.delivered
+        self.ack_waits.add(subject, inbox, now_ns)
+        actions = node.publish(subject, payload, now_ns, None, headers, no_echo=no_echo,
+                               opt=OPT_TRACE if kind == "trace" else OPT_ACK)
+        delivered = node.counters.delivered - before
+        self._apply(actions)
+        return delivered
+
+    def _answer_acks(self) -> None:
+        if self.ack_waits.waits:
+            now_ns = time.time_ns()
+            for inbox, payload in self.ack_waits.answers(self.node.acks, now_ns):
+                self._apply(self.node.publish(inbox, payload, now_ns))
 
     # ------------------------------------------------------------------ state for show ports
 
@@ -571,7 +533,7 @@ class DeviceDiscovery:
                 dial = run.dialing[addr] = Dial(ad.start_ns)
                 run.tasks = [t for t in run.tasks if not t.done()]
                 run.tasks.append(asyncio.create_task(
-                    self.daemon.connector(run, addr, once=True, tries=DISCOVERED_TRIES, dial=dial)))
+                    self.daemon.dialer.connector(run, addr, once=True, tries=DISCOVERED_TRIES, dial=dial)))
             elif dial.start_ns < ad.start_ns:
                 if dial.start_ns and dial.link is not None:
                     dial.link.close(f"{ad.user} at {ad.url} restarted")

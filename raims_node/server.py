@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,16 @@ def _setup_logging(logfile: str | None, verbose: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     root.propagate = False
+
+
+def _set_timestamp(tree: ConfigTree) -> None:
+    """`timestamp: GMT`: the log lines' stamps in UTC (manual: not offset by the local zone)."""
+    from raims_node.config.params import gmt_logs
+
+    if gmt_logs(tree.parameters):
+        for handler in logging.getLogger("raims").handlers:
+            if handler.formatter is not None:
+                handler.formatter.converter = time.gmtime
 
 
 def _split_tports(tree: ConfigTree, tports: list[str] | None) -> tuple[list[str], list[str]]:
@@ -304,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.user:
             _check_user(tree, args.config, user, svc)
         credentials(tree, user, svc)
+        _set_timestamp(tree)
     except (ConfigError, CryptoError) as exc:
         text = str(exc)
         if args.config not in text:

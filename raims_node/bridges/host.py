@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from raims_node.bloom.shard import Shard
 from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.router.node import Node
 
@@ -52,7 +53,7 @@ class NodeHost(Protocol):
     def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> None: ...
 
     def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str = "rv",
-                   queue: str | None = None) -> None: ...
+                   queue: str | None = None, shard: Shard | None = None) -> None: ...
 
     def unsubscribe(self, owner: object, sid: str) -> None: ...
 
@@ -60,6 +61,9 @@ class NodeHost(Protocol):
 
     def publish(self, subject: str, payload: bytes, reply: str | None = None, headers: bytes | None = None,
                 no_echo: object | None = None) -> int: ...
+
+    def publish_acked(self, subject: str, payload: bytes, headers: bytes | None, no_echo: object | None,
+                      kind: str, inbox: str) -> int: ...
 
     async def start_transport(self, name: str, listen: bool) -> object: ...
 

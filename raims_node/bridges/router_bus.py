@@ -14,6 +14,16 @@ Mapping into the Rai MS network (decisions):
   outside the `{service}.` space, so that no pattern of the namespace (glob `*`, NATS
   `>`) can match them, as the contract requires, and PUBSUB CHANNELS / SHARDCHANNELS
   list disjoint sets.
+- The node's statistics subjects (`_N.`, nstats.py) are the network's, not a
+  namespace's: a client subject or pattern starting `_N.` maps to itself, so that a
+  NATS, Redis or sbus client of any service can subscribe to `_N.>`.
+- Shardcast for clients (manual "Anycast and Shardcast"): a wildcard subscription whose
+  queue group is `_SHARD.<i>.<n>` (1 <= i <= n) takes shard i of n of the pattern's
+  subjects instead of joining a queue group (NATS `SUB foo.> _SHARD.1.4 sid`); the other
+  shards are left to other subscribers. A bad shard is refused as a bad pattern. Redis
+  and sbus subscriptions have no queue argument, so no shardcast there yet.
+- `ack` / `trace` for clients: a reply subject `_ACK.<inbox>` or `_TRACE.<inbox>`
+  (bridges/acks.py).
 - The service name must be a plain dotted name (no wildcard or glob characters): it is
   pasted in front of patterns of both syntaxes, where such characters would change
   their meaning.
@@ -51,9 +61,12 @@ Mapping into the Rai MS network (decisions):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from raims_node.bloom import BloomFilter, SubjectHashes
+from raims_node.bloom.shard import InvalidShard, Shard
+from raims_node.bridges.acks import ack_request
 from raims_node.bridges.bus import SHARD_PREFIX, ClientHandle, PatternSyntax
 from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.host import NodeHost
@@ -66,6 +79,9 @@ SUBJECT_HEADROOM = 32
 ROUTE_CACHE_LIMIT = 65536
 _FORBIDDEN_IN_SERVICE = frozenset("*>?[]\\ \t\r\n")
 
+
+STATS_PREFIX = "_N."  # the node statistics subjects, shared by every namespace
+_SHARD_QUEUE = re.compile(r"_SHARD\.(\d{1,5})\.(\d{1,5})")  # a queue group asking for shard i of n
 
 class InvalidService(BridgeError):
     """A service name that cannot prefix subjects and patterns."""
@@ -114,12 +130,16 @@ class RouterBus:
         """The node's subject for a client subject of this namespace."""
         if subject.startswith(SHARD_PREFIX):
             return self._shard_head + subject[len(SHARD_PREFIX):]
+        if subject.startswith(STATS_PREFIX):
+            return subject
         return self.prefix + subject
 
     def outside(self, internal: str) -> str:
         """The client subject of a node subject of this namespace (inverse of `inside`)."""
         if internal.startswith(self._shard_head):
             return SHARD_PREFIX + internal[len(self._shard_head):]
+        if internal.startswith(STATS_PREFIX):
+            return internal
         return internal[self._plen:]
 
     def _carriable(self, internal: str, extra: int = 0) -> bool:
@@ -146,11 +166,18 @@ class RouterBus:
 
     def psubscribe(self, client: ClientHandle, sid: str, pattern: str,
                    syntax: PatternSyntax, queue: str | None = None) -> None:
-        internal = self.prefix + pattern
+        internal = pattern if pattern.startswith(STATS_PREFIX) else self.prefix + pattern
         if not self._carriable(internal, len(queue) if queue else 0):
             return
+        shard = None
+        if queue is not None and (m := _SHARD_QUEUE.fullmatch(queue)):
+            try:
+                shard, queue = Shard(int(m.group(1)), int(m.group(2))), None
+            except InvalidShard:
+                self.bad_patterns += 1
+                return
         try:
-            self.host.psubscribe(self._owner(client), sid, internal, syntax, queue)
+            self.host.psubscribe(self._owner(client), sid, internal, syntax, queue, shard)
         except SubjectError:  # the node checks the pattern before changing anything
             self.bad_patterns += 1
 
@@ -182,6 +209,11 @@ class RouterBus:
             return sum(names.request(client, self.prefix, subject, reply, headers, p) for p in payloads)
         internal, remote = self._route(subject)
         no_echo = self._owners.get(client) if client is not None and not client.echo else None
+        asked = ack_request(reply)
+        if asked is not None:  # bridges/acks.py: answers come back on the inbox
+            kind, inbox = asked
+            return sum(self.host.publish_acked(internal, p, headers, no_echo, kind, self.inside(inbox)) + remote
+                       for p in payloads)
         if remote:
             if not self._carriable(internal) or (reply is not None and not self._carriable(reply)):
                 return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -318,3 +319,14 @@ class Parameters(Mapping[str, ParamValue]):
     @property
     def tcp_timeout(self) -> float:
         return self.time("tcp_timeout")
+
+
+def gmt_logs(params: Parameters) -> bool:
+    """The `timestamp` parameter: GMT stamps log lines in UTC, LOCAL in the local zone."""
+    return str(params.text("timestamp") or "LOCAL").upper() == "GMT"
+
+
+def log_stamp(now: float, params: Parameters) -> str:
+    """HH:MM:SS.mmm of `now` as the log lines show it."""
+    parts = time.gmtime(now) if gmt_logs(params) else time.localtime(now)
+    return f"{time.strftime('%H:%M:%S', parts)}.{int(now * 1000) % 1000:03d}"

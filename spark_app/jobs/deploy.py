@@ -144,6 +144,7 @@ def _link_transport(end: LinkEnd, host: str, port: int, partners: Sequence[str])
     route: dict[str, Any] = {"listen": host, "port": port if end.listen else 0}
     if not end.listen:
         route["connect"] = list(partners)
+        route["timeout"] = 0  # a rollout's nodes start in waves: keep dialing (manual: 0 = for ever)
     route["cost"] = end.cost[0] if len(set(end.cost)) == 1 else list(end.cost)
     return {"tport": end.tport, "type": end.type, "route": route}
 
