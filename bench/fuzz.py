@@ -42,11 +42,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from raims_node import RaimsError  # noqa: E402
+from raims_node.bridges import sbus_proto  # noqa: E402
 from raims_node.bridges.nats_proto import NatsParser  # noqa: E402
 from raims_node.bridges.resp import RespParser  # noqa: E402
 from raims_node.config.tree import load_text  # noqa: E402
 from raims_node.crypto.handshake import Handshake, Rejected  # noqa: E402
 from raims_node.crypto.mac import MacKey  # noqa: E402
+from raims_node.kv.commands import COMMANDS as KV_COMMANDS  # noqa: E402
+from raims_node.kv.commands import Engine, KVClient  # noqa: E402
+from raims_node.kv.store import KVStore  # noqa: E402
 from raims_node.router.actions import Send  # noqa: E402
 from raims_node.router.node import Node  # noqa: E402
 from raims_node.wire import (  # noqa: E402
@@ -144,6 +148,21 @@ def _resp_seeds() -> list[bytes]:
         b"*3\r\n$7\r\nPUBLISH\r\n$1\r\nx\r\n$-1\r\n",
         b"HELLO 3\r\n*2\r\n$10\r\nPSUBSCRIBE\r\n$3\r\na.*\r\n",
     ]
+
+
+def _kv_seeds() -> list[bytes]:
+    """Data commands of the key-value map, RESP-encoded (the `kv` target)."""
+    commands = [
+        [b"SET", b"k", b"v", b"EX", b"10", b"NX"], [b"GETEX", b"k", b"PX", b"5"], [b"INCRBYFLOAT", b"n", b"1.5e3"],
+        [b"LPUSH", b"l", b"a", b"b"], [b"LRANGE", b"l", b"0", b"-1"], [b"BLPOP", b"l", b"0.01"],
+        [b"HSET", b"h", b"f", b"v"], [b"SADD", b"s", b"x"], [b"SINTERSTORE", b"d", b"s", b"t"],
+        [b"ZADD", b"z", b"GT", b"CH", b"1.5", b"m"], [b"ZRANGE", b"z", b"(1", b"+inf", b"BYSCORE", b"LIMIT", b"0", b"2"],
+        [b"ZUNIONSTORE", b"d", b"2", b"z", b"s", b"WEIGHTS", b"2", b"3"], [b"SCAN", b"0", b"MATCH", b"*[a-", b"COUNT", b"5"],
+        [b"KEYS", b"a*a*a*a*a*b"], [b"EXPIRE", b"k", b"-1", b"GT"], [b"RENAME", b"k", b"k2"], [b"SETRANGE", b"k", b"9", b"x"],
+        [b"GETRANGE", b"k", b"-5", b"99"], [b"LMOVE", b"l", b"m", b"LEFT", b"RIGHT"], [b"SELECT", b"3"],
+    ]
+    return [b"".join(b"*%d\r\n" % len(c) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in c) for c in commands[i::4])
+            for i in range(4)]
 
 
 def _names_seeds() -> list[bytes]:
@@ -315,8 +334,32 @@ def _targets(rng: random.Random) -> dict[str, Callable[[bytes], object]]:
         else:
             names_svc.request("c", "_nats.", NAMES_VERBS[pick - 1], "r", None, data[1:], 0)
 
+    def sbus(data: bytes) -> None:
+        """One sbus packet (seed 001), and the key and pattern mappings it may go through."""
+        sbus_proto.parse(data)
+        sbus_proto.network_sub(data)
+        sbus_proto.key_creds(data)
+        sbus_proto.subject_of(data)
+
+    engine = Engine(KVStore(databases=4))
+    kv_client = KVClient()
+
+    def kv(data: bytes) -> None:
+        """RESP-framed data commands run on a key-value map; a handler that raises is a
+        crash even though the engine answers it with an error."""
+        parser = RespParser()
+        for chunk in _chunks(rng, data):
+            for args in parser.feed(chunk):
+                if args and args[0].lower() in KV_COMMANDS:
+                    before = engine.internal_errors
+                    engine.execute(kv_client, args)
+                    if kv_client.blocked is not None:  # a blocking pop parks: give up as a timeout would
+                        engine.unblock(kv_client)
+                    if engine.internal_errors != before:
+                        raise AssertionError(f"kv command {args[0]!r} raised inside its handler")
+
     return {"wire": wire, "stream": stream, "handshake": handshake, "router": router, "router_signed": signed,
-            "nats": nats, "resp": resp, "config": config, "names": names}
+            "nats": nats, "resp": resp, "config": config, "names": names, "sbus": sbus, "kv": kv}
 
 
 class _SignedRouter:
@@ -368,7 +411,8 @@ class _SignedRouter:
 
 
 CORPUS_OF = {"wire": "frames", "stream": "frames", "handshake": "frames", "router": "frames",
-             "router_signed": "frames", "nats": "nats", "resp": "resp", "config": "config", "names": "names"}
+             "router_signed": "frames", "nats": "nats", "resp": "resp", "config": "config", "names": "names",
+             "sbus": "sbus", "kv": "kv"}
 NAMES_VERBS = ["BIND", "UNBIND", "LOOKUP", "INQUIRE", "SUBSCRIBE", "UNSUBSCRIBE", "TO.1.2", "MCAST.1.2.3"]
 
 
@@ -414,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     n = args.n or (QUICK_N if args.quick else DEFAULT_N)
     rng = random.Random(args.seed)
     corpora = {"frames": _sim_frames(), "nats": _nats_seeds(), "resp": _resp_seeds(), "config": _config_seeds(),
-               "names": _names_seeds()}
+               "names": _names_seeds(), "kv": _kv_seeds(),
+               "sbus": [b"SUB a/*/c/", b"UNSUB ", b"MSG a/b/c/ payload", b"CMSG !/cred/whoami", b"SUB !/cred/0/0/1/x"]}
     targets = _targets(rng)
     only = [t for t in args.only.split(",") if t] or list(targets)
     results = [run_target(t, targets[t], corpora[CORPUS_OF[t]], n, rng) for t in only]
