@@ -9,8 +9,9 @@ and runs one line at a time with `run(line)`. Show commands are the command tabl
 (commands.py); everything is rendered from rows, text here, JSON elsewhere.
 
 Decisions where the manual is vague:
-- `ping`, `tping` and `mping` wait for the replies they expect (one per peer asked; for
-  `mping` one per peer known) for at most REPLY_WAIT_S, then show a row per reply, and
+- `ping`, `tping` and `mping` ask every peer at once and wait for the replies they
+  expect (one per peer asked; for `mping` one per peer known) for at most REPLY_WAIT_S
+  in all, then show a row per reply, and
   the peers that did not answer with an empty latency; `cancel` ends the wait at once.
 - `sub S F` appends each message to file F as a line `subject: payload` instead of
   printing it; `unsub S F` stops it.
@@ -288,14 +289,23 @@ class ConsoleSession:
         users = [user] if user else sorted(p.user for p in host.node.peers.values() if p.session_key)
         before = len(host.node.acks)
         rows: list[Row] = []
+        waits: dict[str, tuple[int, _Wait]] = {}  # every peer pinged at once, one wait for all
         for u in users:
             token = host.ping(u, self, trace)
             if token is None:
                 rows.append({"user": u, "lat": None, "tport": "no such peer"})
-                continue
-            got = await self._collect(str(token), _Wait(1))
-            host.cancel(token)
-            rows += got or [{"user": u, "lat": None, "tport": "no reply"}]
+            else:
+                waits[u] = (token, self._waits.setdefault(str(token), _Wait(1)))
+        try:
+            await asyncio.wait_for(asyncio.gather(*(w.done.wait() for _, w in waits.values())), REPLY_WAIT_S)
+        except TimeoutError:
+            pass
+        finally:
+            for token, _ in waits.values():
+                self._waits.pop(str(token), None)
+                host.cancel(token)
+        for u, (_, w) in waits.items():
+            rows += w.rows or [{"user": u, "lat": None, "tport": "no reply"}]
         if trace:
             for kind, u, subject, _, tport, _ in list(host.node.acks)[before:]:
                 if kind == "trace":
