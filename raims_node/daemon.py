@@ -399,12 +399,12 @@ class Daemon:
         self._apply(self.node.drop_owner(owner, time.time_ns()))
 
     def publish(self, subject: str, payload: bytes, reply: str | None = None, headers: bytes | None = None,
-                no_echo: object | None = None) -> int:
-        """Publish from a local client (never delivered back to `no_echo`); the number of
-        local subscriptions it was delivered to."""
+                no_echo: object | None = None, opt: int = 0) -> int:
+        """Publish from a local client (never delivered back to `no_echo`; `opt` asks for
+        acks or a trace); the number of local subscriptions it was delivered to."""
         node = self.node
         before = node.counters.delivered
-        actions = node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo)
+        actions = node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo, opt=opt)
         delivered = node.counters.delivered - before
         self._apply(actions)
         return delivered
@@ -413,15 +413,8 @@ class Daemon:
                       kind: str, inbox: str) -> int:
         """Publish asking for `kind` answers ("ack" | "trace"), sent on as messages to the
         node subject `inbox` (bridges/acks.py)."""
-        node = self.node
-        now_ns = time.time_ns()
-        before = node.counters.delivered
-        self.ack_waits.add(subject, inbox, now_ns)
-        actions = node.publish(subject, payload, now_ns, None, headers, no_echo=no_echo,
-                               opt=OPT_TRACE if kind == "trace" else OPT_ACK)
-        delivered = node.counters.delivered - before
-        self._apply(actions)
-        return delivered
+        self.ack_waits.add(subject, inbox, time.time_ns())
+        return self.publish(subject, payload, None, headers, no_echo, OPT_TRACE if kind == "trace" else OPT_ACK)
 
     def _answer_acks(self) -> None:
         if self.ack_waits.waits:

@@ -69,12 +69,7 @@ class OperatorHost:
 
     def publish(self, subject: str, payload: bytes, reply: str | None = None, headers: bytes | None = None,
                 no_echo: object | None = None, opt: int = 0) -> int:
-        d = self.daemon
-        before = d.node.counters.delivered
-        actions = d.node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo, opt=opt)
-        delivered = d.node.counters.delivered - before
-        d.apply(actions)
-        return delivered
+        return self.daemon.publish(subject, payload, reply, headers, no_echo, opt)
 
     # replies from peers
     def remote(self, user: str, command: str, owner: object) -> bool:

@@ -500,13 +500,17 @@ class BridgeServer:
             for sock in server.sockets:
                 addr = sock.getsockname()
                 self.bound.append(f"[{addr[0]}]:{addr[1]}" if ":" in addr[0] else f"{addr[0]}:{addr[1]}")
+        await self.join_network()
+        return self.bound
+
+    async def join_network(self) -> None:
+        """Join the transport's `network`, if it names one (hub.py); closed on failure."""
         if self.settings.network is not None:
             try:
                 await self.hub.join_network(self.name, self.settings.service, self.settings.network)
             except BaseException:
                 self.close()
                 raise
-        return self.bound
 
     def opened(self, proto: SessionProtocol) -> None:
         self.conns.add(proto)

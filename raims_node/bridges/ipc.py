@@ -312,12 +312,7 @@ class IpcServer(BridgeServer):
                                    f"{exc.strerror or exc}") from None
         self.loop.add_reader(self._sock.fileno(), self._accept)
         self.bound = [str(path)]
-        if self.settings.network is not None:
-            try:
-                await self.hub.join_network(self.name, self.settings.service, self.settings.network)
-            except BaseException:
-                self.close()
-                raise
+        await self.join_network()
         return self.bound
 
     def _accept(self) -> None:

@@ -43,12 +43,10 @@ from raims_node.console.table import Command, resolve
 from raims_node.names.service import NameService
 from raims_node.router.actions import Deliver
 from raims_node.router.node import Node
+from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE
 
 REPLY_WAIT_S = 2.0
 _LAT = {"lat": Kind.DURATION}
-OPT_ACK = 1
-OPT_TRACE = 2
-OPT_ANY = 4
 
 _SESSION_VERBS = (
     "ping", "tping", "mping", "remote", "connect", "listen", "shutdown", "network", "configure transport",
