@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from raims_node.linkstate.db import NeedsSync
 from raims_node.router.actions import NodeEvent
+from raims_node.router.batch import Z_BAT, flood_key
 from raims_node.router.events import Ev
 from raims_node.router.interest import Interest
 from raims_node.router.links import Links
@@ -25,9 +26,10 @@ from raims_node.router.messages import (
 from raims_node.router.peer import Peer
 from raims_node.router.rpc import Rpc
 from raims_node.router.state import Conn, NodeState
-from raims_node.wire import Fid, decode_frame
+from raims_node.wire import Fid, Frame, MsgType, decode_frame, peek
 from raims_node.wire import subjects as S
 
+Z_BAT_B = Z_BAT.encode()
 EARLY_LIMIT = 64  # link updates held per peer while waiting for the ones before them
 
 
@@ -37,19 +39,43 @@ class Flood:
         self.links = links
         self.interest = interest
         self.rpc = rpc
+        self._in_batch = False
 
-    def on_bcast(self, conn: Conn, data: bytes, peer: Peer, now_ns: int) -> None:
+    def on_bcast(self, conn: Conn, data: bytes, peer: Peer, now_ns: int, relay: bool = True) -> None:
+        """A flood from `peer` (MAC checked), flooded on unless `relay` is False (an
+        update inside an origin batch, which travels as a whole)."""
         st = self.st
         frame = decode_frame(data)
+        subj = frame.subject
         d = frame.as_dict()
+        if subj == Z_BAT and Fid.SEQNO not in d:
+            if relay and not self._in_batch:
+                self._in_batch = True
+                try:
+                    self._on_batch(conn, frame, now_ns)
+                finally:
+                    self._in_batch = False
+            else:
+                st.counters.bad_frames += 1  # a hop batch never nests in another
+            return
+        batch = st.batch
+        if relay:
+            key = flood_key(frame.bridge, frame.digest)
+            batch.has_from(conn.conn_id, key)
+            batch.remember(key)
         if st.seen((peer.bridge, get_int(d, Fid.SEQNO))):
             st.counters.dup_bcast += 1
             return
-        for other in st.conns.values():  # flood on before acting: neighbours converge sooner
-            if other.active and other is not conn:
-                st.emit(other.conn_id, data)
+        if relay:
+            batch.log(key, data, now_ns)
+            for other in st.conns.values():  # flood on before acting: neighbours converge sooner
+                if other.active and other is not conn:
+                    batch.hold(other.conn_id, key, data, now_ns)
+        if subj == Z_BAT:
+            if relay:
+                self._on_origin_batch(conn, frame, peer, now_ns)
+            return
         via = conn.peer or peer.bridge
-        subj = frame.subject
         if subj == S.Z_ADJ:
             self._on_adj_change(peer, d, via, now_ns)
         elif subj == S.Z_ADD:
@@ -68,6 +94,34 @@ class Flood:
             self.interest.on_sub_change(peer, subj, d, via, now_ns)
         elif subj == S.Z_NAMES:
             self.in_names(peer, d, via, now_ns)
+
+    def _on_batch(self, conn: Conn, frame: Frame, now_ns: int) -> None:
+        """A `_Z.BAT` of a neighbour (batch.py): each inner flood as if it came alone."""
+        st = self.st
+        batch = st.batch
+        for fid, inner in frame.fields:
+            if fid != Fid.DATA or not isinstance(inner, bytes):
+                continue
+            head = peek(inner)
+            key = flood_key(head.bridge, head.digest)
+            batch.has_from(conn.conn_id, key)
+            if batch.seen(key):
+                st.counters.dup_bcast += 1
+            elif head.msg_type != MsgType.RTR_ALERT:
+                st.counters.bad_frames += 1  # only floods travel in a batch
+            elif st.conns.get(conn.conn_id) is conn:
+                self.rpc.receive(conn, inner, head, now_ns)
+
+    def _on_origin_batch(self, conn: Conn, frame: Frame, peer: Peer, now_ns: int) -> None:
+        """The updates of `peer`, batched at the origin and covered by its MAC."""
+        for fid, inner in frame.fields:
+            if fid != Fid.DATA or not isinstance(inner, bytes):
+                continue
+            head = peek(inner)
+            if head.bridge != peer.bridge or head.msg_type != MsgType.RTR_ALERT or head.subject == Z_BAT_B:
+                self.st.counters.bad_frames += 1
+                continue
+            self.on_bcast(conn, inner, peer, now_ns, relay=False)
 
     def send_names(self, dest: bytes | None, data: bytes, now_ns: int) -> None:
         """A names frame (issue 21): flooded to every node when `dest` is None, else to

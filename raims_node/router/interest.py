@@ -80,6 +80,14 @@ class Interest:
         self.st.events.add(now_ns, Ev.RESIZE_BLOOM, user=self.st.user)
         self.bcast_bloom(now_ns)
 
+    def bcast_bloom_soon(self, now_ns: int) -> None:
+        """`_Z.BLM` after one batch hold (router/batch.py): the neighbours a node
+        authenticates with at start-up come within a few ms, and one filter flood serves
+        them all."""
+        st = self.st
+        if st.bloom_due_ns is None:
+            st.bloom_due_ns = now_ns + st.batch.hold_ns
+
     def bcast_bloom(self, now_ns: int) -> None:
         st = self.st
         st.bcast(S.Z_BLM, [(Fid.SUB_SEQNO, st.sub_seqno), (Fid.BLOOM, st.bloom.to_bytes())], now_ns)
@@ -117,12 +125,16 @@ class Interest:
             st.request("adj", peer.bridge, via, now_ns)
             return
         peer.sub_seqno = seqno
+        peer.bloom_raw = None
         st.filters_version += 1
         st.put_sub_seqno(peer)
 
     def set_bloom(self, peer: Peer, seqno: int, raw: object) -> None:
         if isinstance(raw, bytes) and seqno >= peer.sub_seqno:
+            if raw == peer.bloom_raw and seqno == peer.sub_seqno and peer.bloom is not None:
+                return  # the filter held (floods and sync replies repeat it while converging)
             peer.bloom = BloomFilter.from_bytes(raw)
+            peer.bloom_raw = raw
             self.st.filters_version += 1
             peer.sub_seqno = seqno
             peer.bloom_stale = False

@@ -208,7 +208,7 @@ class Links:
             st.events.add(now_ns, Ev.SEND_ADD_ROUTE, tport=conn.tport.name, user=user)
             # our filter, flooded: nodes learning of us through this neighbour may get
             # its sync reply before it holds our filter
-            self.interest.bcast_bloom(now_ns)
+            self.interest.bcast_bloom_soon(now_ns)
         st.send_inbox(b, "add_rte", st.peer_db_fields(b), now_ns)
         st.request("adj", b, b, now_ns)
         st.changed("add_user")
@@ -229,6 +229,8 @@ class Links:
         conn.peer = peer.bridge
         conn.active = True
         conn.last_recv_ns = now_ns
+        for key, data in st.batch.since(conn.opened_ns):  # what crossed while it shook hands
+            st.batch.hold(conn.conn_id, key, data, now_ns)
         peer.neighbor = True
         st.events.add(now_ns, Ev.ADD_USER_ROUTE, tport=conn.tport.name, user=peer.user, data="neighbor")
         if st.conn_for(conn.tport.tport_id, peer.bridge) is conn:

@@ -472,11 +472,16 @@ class Node:
         db = self.state.db
         if self._consistency_version != db.version:
             self._consistency_version = db.version
-            self._consistency_ok = db.consistency().ok
+            self._consistency_ok = db.is_consistent()
         return self._consistency_ok
+
+    def next_wake_ns(self) -> int | None:
+        """When held floods are due (router/batch.py): call `tick` then; None: nothing held."""
+        return self.state.next_wake_ns()
 
     def _flush(self, now_ns: int) -> list[Action]:
         st = self.state
+        st.flush_floods(now_ns)
         if not st.converged:
             if st.unconverged_since_ns < 0:
                 st.unconverged_since_ns = now_ns

@@ -22,6 +22,7 @@ class Peer:
     sub_seqno: int = 0
     bloom: object | None = None  # raims_node.bloom filter replica
     bloom_stale: bool = False  # a subscription update was missed; resync pending
+    bloom_raw: bytes | None = None  # the bytes `bloom` was built from, while no delta changed it
     subjects: set[str] = field(default_factory=set)  # replicated from _S.JOIN / LEAV
     patterns: set[tuple[str, str]] = field(default_factory=set)  # (syntax, text) from _P.PSUB / STOP
     neighbor: bool = False  # authenticated over one of our own connections

@@ -37,6 +37,7 @@ from raims_node.router.state import Conn, NodeState, Pending
 from raims_node.wire import Fid, Fields, Header, peek
 
 RPC_RETRIES = 3
+SYNC_RETRY_NS = 20_000_000  # after a failed sync reply, 20-40 ms before asking again
 
 Receive = Callable[[Conn, bytes, Header, int], None]  # the facade's full receive path, for parked frames
 
@@ -54,7 +55,8 @@ class Rpc:
         pending = st.sync.pending
         for key, p in list(pending.items()):
             if now_ns >= p.deadline_ns:
-                if p.tries >= RPC_RETRIES or p.about not in st.peers and p.kind == "adj":
+                if p.tries >= RPC_RETRIES or p.about not in st.peers and p.kind == "adj" or \
+                        p.kind == "sync" and not st.db.referenced(p.about):
                     del pending[key]
                     st.changed("sync_timeout")
                     continue
@@ -116,6 +118,13 @@ class Rpc:
         if not isinstance(wrapped, bytes):
             st.events.add(now_ns, Ev.RECV_SYNC_FAIL, user=peer.user, peer=st.name(about))
             st.changed("sync_fail")
+            if about not in st.peers and about != st.bridge:
+                # the replier lacks the key too (it is learning it as we are): ask the
+                # next neighbour after a short jittered pause instead of waiting for a
+                # heartbeat to show the difference
+                st.sync.pending[("sync", about)] = Pending(
+                    "sync", about, st.next_neighbor(peer.bridge) or peer.bridge,
+                    now_ns + st.rng.randrange(SYNC_RETRY_NS, 2 * SYNC_RETRY_NS))
             return
         s = parse_summary([(f, v) for f, v in d.items()])
         if about == st.bridge:

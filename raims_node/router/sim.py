@@ -66,6 +66,7 @@ class SimNetwork:
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self._next_tick = start_ns
+        self._wake: dict[str, int] = {}  # per node, the time of its scheduled wake (held floods)
         self.frames_sent = 0
         self.frames_dropped = 0
         self.trace: list[tuple[int, str, str, str]] = []  # (time, from, to, subject)
@@ -194,6 +195,23 @@ class SimNetwork:
                     self.disconnect(owner[1].name)
             elif self.on_action is not None:
                 self.on_action(who, act)
+        self._schedule_wake(who)
+
+    def _schedule_wake(self, who: str) -> None:
+        """Wake the node when its held floods are due (router/batch.py), between ticks."""
+        sim = self.nodes[who]
+        at = sim.node.next_wake_ns()
+        if at is None or at >= self._next_tick or self._wake.get(who, at + 1) <= at:
+            return
+        self._wake[who] = at
+
+        def wake() -> None:
+            if self._wake.get(who) == at:
+                del self._wake[who]
+            if sim.alive and self.nodes.get(who) is sim:
+                self._apply(who, sim.node.tick(self.now))
+
+        self._schedule(at, wake)
 
     def _send(self, who: str, act: Send) -> None:
         owner = self._conn_owner.get(act.conn_id)
@@ -209,9 +227,7 @@ class SimNetwork:
         dest, dest_conn = (link.b, link.conn_b) if act.conn_id == link.conn_a else (link.a, link.conn_a)
         data = act.data
         if self.record_trace:
-            from raims_node.wire import peek
-
-            self.trace.append((self.now, who, dest, peek(data).subject.decode()))
+            self.trace.extend((self.now, who, dest, subject) for subject in _subjects(data))
 
         def arrive() -> None:
             sim = self.nodes[dest]
@@ -302,3 +318,16 @@ class SimNetwork:
             if peer is None or peer.bloom is None or not peer.bloom.matches(subject):  # type: ignore[attr-defined]
                 return False
         return True
+
+
+def _subjects(data: bytes) -> list[str]:
+    """The subjects a frame carries: its own, or those of the floods in a `_Z.BAT`
+    (router/batch.py), so that a trace shows the manual's messages."""
+    from raims_node.router.batch import Z_BAT
+    from raims_node.wire import Fid, decode_frame, peek
+
+    subject = peek(data).subject.decode()
+    if subject != Z_BAT:
+        return [subject]
+    return [s for fid, inner in decode_frame(data).fields
+            if fid == Fid.DATA and isinstance(inner, bytes) for s in _subjects(inner)]

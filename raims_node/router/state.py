@@ -23,12 +23,13 @@ from raims_node.linkstate.db import LinkStateDB
 from raims_node.linkstate.records import Cost, LinkRecord, PeerRecord
 from raims_node.linkstate.routes import RouteTable
 from raims_node.router.actions import Action, Close, Log, Send
+from raims_node.router.batch import Z_BAT, FloodBatcher, flood_key, split_batches
 from raims_node.router.events import Ev, EventRecorder
 from raims_node.router.localsubs import LocalSubs
 from raims_node.router.messages import PeerSummary, summary_fields
 from raims_node.router.peer import Peer
 from raims_node.router.seqwin import PubWindow, SubWindow
-from raims_node.wire import Fid, Fields, MsgType, encode_frame
+from raims_node.wire import DIGEST_LEN, DIGEST_OFFSET, Fid, Fields, MsgType, encode_frame
 from raims_node.wire import subjects as S
 
 NS = 1_000_000_000
@@ -166,6 +167,8 @@ class NodeState:
         self.hs = Handshake(creds, self.bridge, now_ns, interval_s=max(1, params.heartbeat_ns // NS),
                             session_key=self.session_key)
         self._bcast_seen: OrderedDict[tuple[bytes, int], None] = OrderedDict()
+        self.batch = FloodBatcher()
+        self.bloom_due_ns: int | None = None  # our filter is flooded then (Interest.bcast_bloom_soon)
         self._macs: dict[bytes, MacKey] = {}
 
     # ------------------------------------------------------------------ sending
@@ -201,9 +204,46 @@ class NodeState:
         count(self.counters.pub_send, S.publish_type(subject).name.lower())
         self.seen((self.bridge, self.bcast_seqno))
         data = bytes(frame)
+        self.batch.remember(flood_key(self.bridge, data[DIGEST_OFFSET:DIGEST_OFFSET + DIGEST_LEN]))
+        self.batch.hold_own(data, now_ns)
+
+    def _flood_own(self, data: bytes, now_ns: int) -> None:
+        key = flood_key(self.bridge, data[DIGEST_OFFSET:DIGEST_OFFSET + DIGEST_LEN])
+        self.batch.remember(key)
+        self.batch.log(key, data, now_ns)
         for conn in self.conns.values():
             if conn.active:
-                self.emit(conn.conn_id, data)
+                self.batch.hold(conn.conn_id, key, data, now_ns)
+
+    def flush_floods(self, now_ns: int) -> None:
+        """Send the floods whose hold ended (batch.py): alone, or together in `_Z.BAT`."""
+        if self.bloom_due_ns is not None and self.bloom_due_ns <= now_ns:
+            self.bloom_due_ns = None
+            self.bcast(S.Z_BLM, [(Fid.SUB_SEQNO, self.sub_seqno), (Fid.BLOOM, self.bloom.to_bytes())], now_ns)
+        own = self.batch.own_due(now_ns)
+        if len(own) == 1:
+            self._flood_own(own[0], now_ns)
+        elif own:
+            for group in split_batches(own):  # an origin batch: one update of ours
+                self.bcast_seqno += 1
+                self.seen((self.bridge, self.bcast_seqno))
+                frame = encode_frame(MsgType.RTR_ALERT, Z_BAT, self.bridge, [
+                    (Fid.SEQNO, self.bcast_seqno), (Fid.TIME, now_ns), *((Fid.DATA, f) for f in group)])
+                self.mac.sign(frame)
+                self._flood_own(bytes(frame), now_ns)
+        for conn_id, frames in self.batch.due(now_ns):
+            conn = self.conns.get(conn_id)
+            if conn is None or not conn.active:
+                self.batch.drop_conn(conn_id)
+                continue
+            if len(frames) == 1:
+                self.emit(conn_id, frames[0])
+                continue
+            for group in split_batches(frames):
+                frame = encode_frame(MsgType.RTR_ALERT, Z_BAT, self.bridge, [(Fid.DATA, f) for f in group])
+                self.mac.sign(frame)
+                self.batch.batches += 1
+                self.emit(conn_id, bytes(frame))
 
     def seen(self, key: tuple[bytes, int]) -> bool:
         """Whether a flood (origin, seqno) was seen before; remembers it."""
@@ -317,8 +357,22 @@ class NodeState:
                 return c
         return None
 
+    def next_wake_ns(self) -> int | None:
+        """When a held flood or our delayed filter flood is due."""
+        due = self.batch.next_due_ns()
+        if self.bloom_due_ns is not None and (due is None or self.bloom_due_ns < due):
+            return self.bloom_due_ns
+        return due
+
     def routable(self, b: bytes) -> bool:
-        return self.neighbor_conn(b) is not None or bool(self.routes.next_hops(b, 0))
+        """Whether a request may go to `b` itself: a neighbour, or a peer whose link set
+        we hold and which lists a link to a peer we hold. A hint for where to ask (the
+        routes are not recomputed for it while the database changes at every update; an
+        unroutable request is retried round the neighbours)."""
+        if self.neighbor_conn(b) is not None:
+            return True
+        db = self.db
+        return db.is_synced(b) and any(db.is_synced(x.peer_bridge) for x in db.links(b))
 
     def name(self, b: bytes | None) -> str:
         if b is None:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-GOLDEN = "8102 88c0e8c89a00f3d4931d36f207f188f97d53600af27a112e5b168346a5b53594 1280"
+GOLDEN = "4462 43abe0e68bf43d10d5412f8bc668fcce3a6f31165bf04c8adc95eb5b0c20224f 1280"
 ROOT = Path(__file__).resolve().parents[2]
 
 
