@@ -1,6 +1,6 @@
 """Simulated network: convergence time, and the router's forwarding rate.
 
-Convergence: 16, 64, 128 and 256 nodes on a ring plus random chords (2n links, average
+Convergence: 16, 64, 128 and 256 nodes (1,024 with `--sizes`) on a ring plus random chords (2n links, average
 degree 4, so every node has two disjoint paths), link latencies of 1-4 ms, every link
 connected at time 0 and the nodes started within one second: the virtual seconds until
 the simulator reports every node converged with identical databases, and the CPU
@@ -175,7 +175,8 @@ def forwarding_rates(net: SimNetwork, seed: int) -> list[dict[str, object]]:
         cpu0 = time.process_time()
         r = rate(fn, FORWARD_CALLS)
         rows.append({"measure": name, "nodes": FORWARD_NODES, "value": round(r), "unit": "decisions/s",
-                     "cpu_s": round(time.process_time() - cpu0, 2), "note": note})
+                     "cpu_s": round(time.process_time() - cpu0, 2), "frames_per_node": "-",
+                     "cpu_ms_per_node": "-", "note": note})
     return rows
 
 
@@ -184,7 +185,10 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 128, 256])
     ap.add_argument("--budget", type=float, default=100.0, help="CPU seconds for all convergence runs (0: none)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--quick", action="store_true", help="16 and 64 nodes only")
     args = ap.parse_args()
+    if args.quick:
+        args.sizes = [16, 64]
     rows: list[dict[str, object]] = []
     left = args.budget
     forward_net = None
@@ -195,7 +199,8 @@ def main() -> None:
         note = f"{net.frames_sent:,} frames, " + (
             "converged" if ok else f"stopped: {known_share(net):.0%} of peers known")
         rows.append({"measure": "converge", "nodes": n, "value": round(virtual_s, 3), "unit": "virtual s",
-                     "cpu_s": round(cpu_s, 2), "note": note})
+                     "cpu_s": round(cpu_s, 2), "frames_per_node": round(net.frames_sent / n),
+                     "cpu_ms_per_node": round(cpu_s / n * 1000, 1), "note": note})
         if n == FORWARD_NODES and ok:
             forward_net = net
     if forward_net is None:
