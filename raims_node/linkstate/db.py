@@ -94,6 +94,7 @@ class LinkStateDB:
         self._mismatch: set[tuple[bytes, bytes]] = set()  # (lower, higher) pairs whose counts differ
         self._refs: Counter[bytes] = Counter()  # held links leading to each bridge
         self._bad_refs: set[bytes] = set()  # referenced but not synced (or not stored)
+        self._sorted: dict[bytes, tuple[LinkRecord, ...]] = {}  # links(), until the set changes
 
     @property
     def version(self) -> int:
@@ -114,8 +115,11 @@ class LinkStateDB:
 
     def links(self, bridge: bytes) -> tuple[LinkRecord, ...]:
         """The links `bridge` advertised, by tport id then peer bridge."""
-        held = self._links.get(bridge, {})
-        return tuple(held[k] for k in sorted(held))
+        cached = self._sorted.get(bridge)
+        if cached is None:
+            held = self._links.get(bridge, {})
+            cached = self._sorted[bridge] = tuple(held[k] for k in sorted(held))
+        return cached
 
     def referenced(self, bridge: bytes) -> bool:
         """Whether a held link leads to `bridge`."""
@@ -139,6 +143,7 @@ class LinkStateDB:
         if bridge not in self._peers:
             return False
         del self._peers[bridge]
+        self._sorted.pop(bridge, None)
         for link in self._links.pop(bridge, {}).values():
             self._count(bridge, link.peer_bridge, -1)
         self._synced.discard(bridge)
@@ -162,6 +167,7 @@ class LinkStateDB:
         for link in new.values():
             self._count(bridge, link.peer_bridge, 1)
         self._links[bridge] = new
+        self._sorted.pop(bridge, None)
         self._synced.add(bridge)
         self._bad_refs.discard(bridge)
         self._peers[bridge] = replace(peer, link_seqno=link_seqno)
@@ -183,6 +189,7 @@ class LinkStateDB:
         if link_seqno != peer.link_seqno + 1:
             return NeedsSync(bridge, peer.link_seqno, link_seqno)
         held = self._links.setdefault(bridge, {})
+        self._sorted.pop(bridge, None)
         key = (link.tport_id, link.peer_bridge)
         old = held.pop(key, None)
         if old is not None:

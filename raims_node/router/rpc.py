@@ -38,6 +38,7 @@ from raims_node.wire import Fid, Fields, Header, peek
 
 RPC_RETRIES = 3
 SYNC_RETRY_NS = 20_000_000  # after a failed sync reply, 20-40 ms before asking again
+WAITING_LIMIT = 64  # requesters answered when our own sync reply about a peer arrives
 
 Receive = Callable[[Conn, bytes, Header, int], None]  # the facade's full receive path, for parked frames
 
@@ -59,9 +60,13 @@ class Rpc:
                         p.kind == "sync" and not st.db.referenced(p.about):
                     del pending[key]
                     st.changed("sync_timeout")
+                    if p.kind == "sync":
+                        self.answer_waiting(p.about, now_ns)
                     continue
                 p.tries += 1
                 p.deadline_ns = now_ns + st.params.rpc_timeout_ns
+                if p.kind == "sync":
+                    self.answer_waiting(p.about, now_ns)  # no wait in a cycle of askers
                 # a retry asks the origin when a path to it is known, else the next
                 # neighbour: the one asked may lag as far behind
                 routable = p.kind == "adj" and st.routable(p.about)
@@ -98,6 +103,20 @@ class Rpc:
         about = get_bytes(d, Fid.SYNC_BRIDGE)
         st.events.add(now_ns, Ev.RECV_SYNC_REQ, user=peer.user, peer=st.name(about))
         target = st.peers.get(about)
+        if about != st.bridge and (target is None or target.session_key is None) and \
+                ("sync", about) in st.sync.pending and st.db.referenced(about):
+            # we are learning it ourselves (the request followed a flood we passed on
+            # before acting): answer when our own reply comes, not with a failure
+            waiting = st.sync.waiting.setdefault(about, [])
+            if len(waiting) < WAITING_LIMIT and peer.bridge not in waiting:
+                waiting.append(peer.bridge)
+                return
+        self.answer_sync(peer, about, now_ns)
+
+    def answer_sync(self, peer: Peer, about: bytes, now_ns: int) -> None:
+        """A `sync_rpy` about `about` to `peer`: its state and key, or a failure."""
+        st = self.st
+        target = st.peers.get(about)
         if about == st.bridge:
             key = st.session_key
         elif target is not None and target.session_key is not None:
@@ -105,7 +124,8 @@ class Rpc:
         else:
             st.send_inbox(peer.bridge, "sync_rpy", [(Fid.SYNC_BRIDGE, about), (Fid.AUTH_STAGE, 0)], now_ns)
             return
-        assert peer.session_key is not None
+        if peer.session_key is None:
+            return
         fields = self._state_fields(about)
         fields.append((Fid.SESS_KEY, wrap_session_key(key, peer.session_key, about)))
         st.send_inbox(peer.bridge, "sync_rpy", fields, now_ns)
@@ -118,6 +138,7 @@ class Rpc:
         if not isinstance(wrapped, bytes):
             st.events.add(now_ns, Ev.RECV_SYNC_FAIL, user=peer.user, peer=st.name(about))
             st.changed("sync_fail")
+            self.answer_waiting(about, now_ns)
             if about not in st.peers and about != st.bridge:
                 # the replier lacks the key too (it is learning it as we are): ask the
                 # next neighbour after a short jittered pause instead of waiting for a
@@ -131,6 +152,7 @@ class Rpc:
             return
         existing = st.peers.get(about)
         if existing is not None and existing.start_ns > s.start_ns:
+            self.answer_waiting(about, now_ns)
             return  # stale: we know a newer incarnation
         fresh = existing is None or existing.start_ns != s.start_ns
         if existing is None or existing.start_ns != s.start_ns:
@@ -142,10 +164,18 @@ class Rpc:
         self._apply_state(existing, d, s, peer.bridge, now_ns)
         if fresh:
             st.out.append(NodeEvent("peer_up", about, existing.user))
+        self.answer_waiting(about, now_ns)
         for conn_id, data in st.sync.parked.pop(about, ()):
             conn = st.conns.get(conn_id)
             if conn is not None and conn.active:
                 self.receive(conn, data, peek(data), now_ns)
+
+    def answer_waiting(self, about: bytes, now_ns: int) -> None:
+        """Answer the sync requests about `about` held while we learned it ourselves."""
+        for b in self.st.sync.waiting.pop(about, ()):
+            peer = self.st.peers.get(b)
+            if peer is not None:
+                self.answer_sync(peer, about, now_ns)
 
     def in_adj_req(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         st = self.st

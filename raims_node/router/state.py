@@ -119,6 +119,7 @@ class SyncBook:
     parked: dict[bytes, list[tuple[int, bytes]]] = field(default_factory=dict)
     early: dict[bytes, dict[int, tuple[bool, LinkRecord]]] = field(default_factory=dict)
     link_wanted: dict[bytes, int] = field(default_factory=dict)  # peer -> newest link seqno seen
+    waiting: dict[bytes, list[bytes]] = field(default_factory=dict)  # peer -> who asked us for it
 
     def forget(self, b: bytes) -> None:
         for key in [k for k in self.pending if k[1] == b]:
@@ -126,6 +127,7 @@ class SyncBook:
         self.parked.pop(b, None)
         self.link_wanted.pop(b, None)
         self.early.pop(b, None)
+        self.waiting.pop(b, None)
 
 
 class NodeState:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-GOLDEN = "4462 43abe0e68bf43d10d5412f8bc668fcce3a6f31165bf04c8adc95eb5b0c20224f 1280"
+GOLDEN = "4401 9e758073ee924faba3c928f7c6bba9fd52c8fbf7de9542ebcdb54efb451e7843 1280"
 ROOT = Path(__file__).resolve().parents[2]
 
 
