@@ -6,6 +6,11 @@ the subscription deltas `_S.*` / `_P.*`. Every one is flooded to every authentic
 neighbour but the one it came from, before it is acted on (neighbours converge sooner),
 and suppressed as a duplicate by (origin, seqno). Our own floods are sent by
 `NodeState.bcast`.
+
+Between neighbours, floods travel in batches (`router/batch.py`, issue 24): a `_Z.BAT`
+without `seqno` is a neighbour's hop batch, whose inner floods are each received as if
+they came alone; a `_Z.BAT` with a `seqno` is an origin batch, one flood of its origin
+whose inner updates are applied in order and not flooded on separately.
 """
 
 from __future__ import annotations
