@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from raims_node.bloom import BloomFilter, SubjectHashes  # noqa: E402
 from raims_node.config.gen_key import new_network_config  # noqa: E402
-from raims_node.config.keyset import credentials  # noqa: E402
+from raims_node.config.keyset import ServiceKeys  # noqa: E402
 from raims_node.config.tree import from_dict  # noqa: E402
 from raims_node.crypto.credentials import Credentials  # noqa: E402
 from raims_node.linkstate import path_for_hash  # noqa: E402
@@ -54,8 +54,8 @@ CHECK_EVERY = 256  # simulator steps between CPU budget checks
 
 
 def creds_for(names: list[str]) -> Callable[[str], Credentials]:
-    tree = from_dict(new_network_config("bench", names))
-    return lambda user: credentials(tree, user, "bench")
+    keys = ServiceKeys.from_tree(from_dict(new_network_config("bench", names)), "bench")
+    return keys.credentials  # the key set parsed once: per user it is O(users), 1,024 users O(n^2)
 
 
 def build(n: int, seed: int) -> SimNetwork:
