@@ -21,7 +21,8 @@ the frames of a convergence grow with the number of nodes times the updates. Her
 - A link that becomes active gets the floods this node handled since the connection
   opened: they crossed the network while its handshake ran, when no flood could use it,
   and a node whose other links were not up yet would otherwise have been their dead end
-  (a lost `_Z.ADJ` leaves every node behind it waiting for a resync).
+  (a lost `_Z.ADJ` leaves every node behind it waiting for a resync). Floods are kept
+  only while some connection is not yet authenticated.
 
 - Our own updates are batched the same way at their origin: the first after a quiet
   `OWN_HOLD_NS` leaves at once, unchanged; those that follow within the hold leave
@@ -131,6 +132,9 @@ class FloodBatcher:
         recent.append((now_ns, key, data))
         while recent and (len(recent) > RECENT_LIMIT or recent[0][0] < now_ns - RECENT_NS):
             recent.popleft()
+
+    def clear_log(self) -> None:
+        self._recent.clear()
 
     def since(self, t_ns: int) -> list[tuple[FloodKey, bytes]]:
         """The floods handled at or after `t_ns` (kept for RECENT_NS), oldest first."""

@@ -72,7 +72,7 @@ class Flood:
             st.counters.dup_bcast += 1
             return
         if relay:
-            batch.log(key, data, now_ns)
+            st.log_flood(key, data, now_ns)
             for other in st.conns.values():  # flood on before acting: neighbours converge sooner
                 if other.active and other is not conn:
                     batch.hold(other.conn_id, key, data, now_ns)

@@ -212,10 +212,17 @@ class NodeState:
     def _flood_own(self, data: bytes, now_ns: int) -> None:
         key = flood_key(self.bridge, data[DIGEST_OFFSET:DIGEST_OFFSET + DIGEST_LEN])
         self.batch.remember(key)
-        self.batch.log(key, data, now_ns)
+        self.log_flood(key, data, now_ns)
         for conn in self.conns.values():
             if conn.active:
                 self.batch.hold(conn.conn_id, key, data, now_ns)
+
+    def log_flood(self, key: bytes, data: bytes, now_ns: int) -> None:
+        """Keep a flood for the links still shaking hands (batch.py); none: keep nothing."""
+        if any(not c.active for c in self.conns.values()):
+            self.batch.log(key, data, now_ns)
+        else:
+            self.batch.clear_log()
 
     def flush_floods(self, now_ns: int) -> None:
         """Send the floods whose hold ended (batch.py): alone, or together in `_Z.BAT`."""
