@@ -224,6 +224,9 @@ class RouterBus:
         match = node.subs.match
         if len(payloads) > 1:
             subs = match(internal)
+            if all(sub.owner is no_echo for sub in subs):  # no one but the publisher (an sbus run)
+                node.counters.published += len(payloads)
+                return 0
             if len(subs) == 1 and subs[0].queue is None and subs[0].owner is not no_echo:
                 owner = subs[0].owner  # one subscriber (the usual stream): the run written at once
                 if type(owner) is _Owner and owner.bus is self:

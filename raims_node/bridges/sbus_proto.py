@@ -297,6 +297,7 @@ class Outbox:
         self._seq = 0
         self._answers: deque[bytes] = deque()
         self._answered = False  # pop returned an answer
+        self._batch_answers = 0  # answers among the last pop_batch (its tail)
 
     def __len__(self) -> int:
         return len(self._fifo) + len(self._heap) + len(self._answers)
@@ -347,6 +348,18 @@ class Outbox:
         self._push(packet)
         return "queued"
 
+    def offer_all(self, packets: list[bytes]) -> Verdict:
+        """`offer` each of `packets` in order; "error" as soon as one is refused so
+        (the rest are not offered), else "queued" when any was kept."""
+        verdict: Verdict = "discarded"
+        for packet in packets:
+            v = self.offer(packet)
+            if v == "error":
+                return v
+            if v == "queued":
+                verdict = v
+        return verdict
+
     def force(self, packet: bytes) -> None:
         """Queue one of the server's answers to the client's own control messages
         (ping, whoami): whatever the modes, it is kept, and sent once the packets
@@ -375,6 +388,36 @@ class Outbox:
             return None
         self.bytes -= len(packet)
         return packet
+
+    def pop_batch(self, k: int) -> list[bytes]:
+        """Up to `k` packets, as `pop` would return them one by one; what the socket does
+        not take goes back with `unpop_batch`."""
+        fifo = self._fifo
+        if not self._heap and self.order == "queue" and len(fifo) >= k:  # the usual case, at once
+            out = [fifo.popleft() for _ in range(k)]
+            self.bytes -= sum(map(len, out))
+            self._batch_answers = 0
+            return out
+        out = []
+        answers = 0
+        while len(out) < k:
+            packet = self.pop()
+            if packet is None:
+                break
+            answers += self._answered
+            out.append(packet)
+        self._batch_answers = answers
+        return out
+
+    def unpop_batch(self, rest: list[bytes]) -> None:
+        """Put back the tail `rest` of the last `pop_batch` (in its order)."""
+        answers = min(self._batch_answers, len(rest))
+        cut = len(rest) - answers
+        for packet in reversed(rest[cut:]):
+            self._answers.appendleft(packet)
+        self._answered = False
+        for packet in reversed(rest[:cut]):
+            self.unpop(packet)
 
     def unpop(self, packet: bytes) -> None:
         """Put back the packet `pop` returned (the socket refused it)."""

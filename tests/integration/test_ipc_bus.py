@@ -107,7 +107,8 @@ def bus() -> Iterator[OneNode]:
         path = str(tmp / "bus.sock")
         data["transports"] += [
             {"tport": "bus", "type": "ipc", "route": {"path": path, "service": SERVICE,
-                                                      "max_queue_packets": QUEUE_PACKETS}},
+                                                      "max_queue_packets": QUEUE_PACKETS,
+                                                      "sndbuf": 0}},  # the kernel's: ~280 packets in flight
             {"tport": "nats", "type": "nats", "route": {"port": nats, "service": SERVICE}},
             {"tport": "redis", "type": "redis", "route": {"port": redis, "service": SERVICE}},
         ]
