@@ -37,7 +37,27 @@ Server behaviour where the seed lets the server choose:
   `raims/ping` (answered with the same payload after every packet sent before it:
   the client's flush) and `raims/visible` (payload a routing key; answer
   `KEY\\x00N`, N = 1 when a subscriber anywhere in the network would receive it, sbus
-  clients on this bus included; the client's wait_visible). Other keys are counted.
+  clients on this bus included; the client's wait_visible), `raims/ack` and
+  `raims/trace` (below). Other keys are counted.
+
+raims conventions for the manual's shardcast, ack and trace (issue 28; NATS and Redis
+clients have theirs, bridges/router_bus.py):
+- `SUB _SHARD/<i>/<n>/<pattern>` (1 <= i <= n <= 65536) takes shard i of n of what
+  `<pattern>` matches, as the manual's "Anycast and Shardcast" describes: a key is
+  delivered when the pattern matches and the shard holds the hash of its bus subject
+  inside the node (`<service>.a.b.c`), the hash the network splits by, so sbus, NATS
+  (`SUB foo.> _SHARD.1.2`) and Redis (`PSUBSCRIBE _SHARD.1.2.foo.*`) subscribers of one
+  service share the shards consistently on every node. UNSUB names the pattern as it was
+  subscribed; `!/cred/` patterns cannot be sharded (refused, counted); a bad shard is a
+  bad pattern.
+- `CMSG raims/ack\\x00INBOX\\x00KEY\\x00MESSAGE` (or `raims/trace`) publishes MESSAGE on KEY
+  exactly as `MSG KEY\\x00MESSAGE` would and asks the network for the manual's acks
+  (every node that delivers it to a subscriber answers) or trace (every router it passes
+  answers); each answer comes back as a MSG packet on routing key INBOX, which the
+  client subscribes first, with the JSON payload of bridges/acks.py. KEY and INBOX must
+  map to bus subjects (else counted in `unmappable_acks`). As for NATS and Redis
+  clients, the answers come from the network: deliveries to sbus clients of the
+  publishing node's own bus are not acknowledged.
 
 The asyncio side is `loop.add_reader` / `add_writer` on non-blocking sockets (no
 Transport exists for SOCK_SEQPACKET). Speed (issue 20: the kernel's per-packet work is
@@ -58,24 +78,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import socket
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from raims_node.bloom import InvalidShard, Shard, subject_hash
 from raims_node.bridges import mmsg
 from raims_node.bridges import sbus_proto as sp
+from raims_node.bridges.acks import ACK_PREFIX, TRACE_PREFIX
 from raims_node.bridges.glue import BridgeServer, BridgeSettings, BridgeStartError, parse_network
 from raims_node.bridges.ipc_client import READ_BATCH, SEND_BATCH, IpcClient
+from raims_node.bridges.ipc_socket import bind_socket, socket_dir, socket_path
 from raims_node.config.params import parse_bytes, parse_count
-from raims_node.subject import Pattern, SubjectError, compile_pattern, subject_text
+from raims_node.subject import Pattern, SubjectError, compile_pattern, subject_bytes, subject_text
 
 if TYPE_CHECKING:
     from raims_node.bridges.glue import HubView, SessionProtocol
+    from raims_node.bridges.router_bus import RouterBus
     from raims_node.config.tree import TransportConfig
 
 log = logging.getLogger("raims.bridge.ipc")
@@ -85,20 +107,12 @@ DEFAULT_MAX_PACKET = 192 * 1024
 DEFAULT_MODE = 0o666
 DEFAULT_SNDBUF = 256 * 1024
 ROUTE_CACHE_LIMIT = 65536
+__all__ = ["IpcServer", "IpcSettings", "socket_dir", "socket_path"]
+
 CTL_PING = b"raims/ping"
 CTL_VISIBLE = b"raims/visible"
-
-
-def socket_dir() -> Path:
-    """Where named buses (and the endpoints files) live on this host for this user."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        return Path(runtime) / "raims"
-    return Path(os.environ.get("TMPDIR") or "/tmp") / f"raims-{os.getuid()}"
-
-
-def socket_path(name: str) -> Path:
-    return socket_dir() / f"{name}.sock"
+CTL_ACK = b"raims/ack"
+CTL_TRACE = b"raims/trace"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +164,7 @@ class IpcServer(BridgeServer):
         self.rview = memoryview(self.rbuf)
         self.counters = {name: 0 for name in (
             "bad_packets", "bad_bang", "bad_patterns", "cred_refused", "unknown_unsubs", "unknown_cmsgs",
-            "too_large", "unmappable_in")}
+            "too_large", "unmappable_in", "unmappable_acks")}
         self._sock: socket.socket | None = None
         self._ids = 0
         # batched syscalls (mmsg.py) where the platform has them
@@ -161,8 +175,8 @@ class IpcServer(BridgeServer):
         self._flush_soon = False
         # local fan-out: routing key -> (receivers, bus subject or None)
         self._routes: dict[bytes, tuple[tuple[IpcClient, ...], str | None]] = {}
-        # bus subscriptions: NetSub -> [sid, holders, compiled RV pattern or None]
-        self._net: dict[sp.NetSub, tuple[str, list[int], Pattern | None]] = {}
+        # bus subscriptions: (NetSub, shard) -> [sid, holders, compiled RV pattern or None]
+        self._net: dict[tuple[sp.NetSub, Shard | None], tuple[str, list[int], Pattern | None]] = {}
         self._net_seq = 0
         self._canon: dict[str, str] = {}  # bus subject -> the one sid that delivers it
         self._keys: dict[str, bytes] = {}  # bus subject -> routing key (b"": none)
@@ -181,7 +195,7 @@ class IpcServer(BridgeServer):
     async def listen(self) -> list[str]:
         path = Path(self.settings.path)
         try:
-            self._sock = _bind(path, self.settings.mode)
+            self._sock = bind_socket(path, self.settings.mode)
         except OSError as exc:
             raise BridgeStartError(f"transport {self.name!r} listen {path} failed: "
                                    f"{exc.strerror or exc}") from None
@@ -342,19 +356,31 @@ class IpcServer(BridgeServer):
         return route
 
     def subscribe(self, client: IpcClient, pattern: bytes) -> None:
-        if pattern.startswith(sp.CRED_PREFIX):
+        split = sp.shard_split(pattern)
+        shard = None
+        if split is not None:  # `_SHARD/<i>/<n>/<pattern>`: shard i of n (module docstring)
+            try:
+                shard = Shard(split[0], split[1])
+            except InvalidShard:
+                self.counters["bad_patterns"] += 1
+                return
+            if split[2].startswith(sp.CRED_PREFIX):
+                self.counters["cred_refused"] += 1  # secret keys are never sharded
+                return
+        elif pattern.startswith(sp.CRED_PREFIX):
             try:
                 pattern = sp.cred_pattern(pattern, client.creds)
             except sp.CredRefused as exc:
                 self.counters["cred_refused"] += 1
                 log.debug("%s client %d: %s", self.name, client.client_id, exc)
                 return
+        body = pattern if split is None else split[2]
         try:
-            compiled = compile_pattern(subject_text(pattern), "sbus")
+            compiled = compile_pattern(subject_text(body), "sbus")
         except SubjectError:
             self.counters["bad_patterns"] += 1
             return
-        client.patterns.append((pattern, compiled))
+        client.patterns.append((pattern, compiled if shard is None else ShardMatch(compiled, shard, self.bus)))
         self._routes.clear()
         self._net_hold(pattern)
 
@@ -384,6 +410,8 @@ class IpcServer(BridgeServer):
             target = payload or b""
             answer = target + b"\x00" + (b"1" if self.visible(target) else b"0")
             client.answer(sp.encode_cmsg(CTL_VISIBLE, answer))
+        elif key in (CTL_ACK, CTL_TRACE):
+            publish_acked(self, key, payload)
         else:
             self.counters["unknown_cmsgs"] += 1
 
@@ -398,43 +426,65 @@ class IpcServer(BridgeServer):
 
     # ------------------------------------------------------------ the bus side
 
+    def _net_key(self, pattern: bytes) -> tuple[sp.NetSub, Shard | None] | None:
+        """The bus subscription of an sbus pattern (with its shard, for `_SHARD/`)."""
+        split = sp.shard_split(pattern)
+        if split is None:
+            net = sp.network_sub(pattern)
+            return None if net is None else (net, None)
+        net = sp.network_sub(split[2])
+        return None if net is None else (net, Shard(split[0], split[1]))
+
     def _net_hold(self, pattern: bytes) -> None:
-        net = sp.network_sub(pattern)
-        if net is None:
+        found = self._net_key(pattern)
+        if found is None:
             return
-        entry = self._net.get(net)
+        entry = self._net.get(found)
         if entry is not None:
             entry[1][0] += 1
             return
+        net, shard = found
         self._net_seq += 1
         sid = f"{self._net_seq:012d}"  # ordered: the smallest matching sid delivers
         compiled = None
         try:
-            if net.wild:
+            if net.wild or shard is not None:
                 compiled = compile_pattern(net.text, "rv")
-                self.bus.psubscribe(self, sid, net.text, "rv")
+                queue = None if shard is None else f"_SHARD.{shard.index}.{shard.count}"
+                self.bus.psubscribe(self, sid, net.text, "rv", queue)
             else:
                 self.bus.subscribe(self, sid, net.text)
         except SubjectError:
             self.counters["bad_patterns"] += 1
             return
-        self._net[net] = (sid, [1], compiled)
+        self._net[found] = (sid, [1], compiled)
         self._canon.clear()
 
     def _net_release(self, pattern: bytes) -> None:
-        net = sp.network_sub(pattern)
-        entry = None if net is None else self._net.get(net)
-        if net is None or entry is None:
+        found = self._net_key(pattern)
+        entry = None if found is None else self._net.get(found)
+        if found is None or entry is None:
             return
         entry[1][0] -= 1
         if entry[1][0] == 0:
-            del self._net[net]
+            del self._net[found]
             self._canon.clear()
             self.bus.unsubscribe(self, entry[0])
 
     def _canonical(self, subject: str) -> str:
-        sids = [sid for net, (sid, _, compiled) in self._net.items()
-                if (compiled.matches(subject) if compiled is not None else net.text == subject)]
+        """The sid of ours that delivers `subject`: the smallest whose pattern (and shard)
+        takes it."""
+        h: int | None = None
+        sids = []
+        for (net, shard), (sid, _, compiled) in self._net.items():
+            if not (compiled.matches(subject) if compiled is not None else net.text == subject):
+                continue
+            if shard is not None:
+                if h is None:
+                    h = subject_hash(subject_bytes(self.bus.inside(subject)))
+                if not shard.holds(h):
+                    continue
+            sids.append(sid)
         canon = min(sids) if sids else ""
         if len(self._canon) >= ROUTE_CACHE_LIMIT:
             self._canon.clear()
@@ -486,30 +536,42 @@ class IpcServer(BridgeServer):
         }
 
 
-def _bind(path: Path, mode: int) -> socket.socket:
-    """A listening SOCK_SEQPACKET socket at `path` (module docstring: stale paths)."""
-    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    if path.exists() or path.is_symlink():
-        if not stat.S_ISSOCK(path.lstat().st_mode):
-            raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            path.unlink()  # left by a daemon that is gone
-        else:
-            raise OSError(errno.EADDRINUSE, f"{path}: another server is listening")
-        finally:
-            probe.close()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        sock.bind(str(path))
-        os.chmod(path, mode)
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+def publish_acked(server: IpcServer, ctl: bytes, payload: bytes | None) -> None:
+    """`CMSG raims/ack|raims/trace` with payload `INBOX\x00KEY\x00MESSAGE`: MESSAGE is
+    published on KEY as a MSG would be, asking the network for acks (trace) that come
+    back as MSG packets on INBOX (module docstring)."""
+    asked = sp.ack_request(payload)
+    if asked is None:
+        server.counters["bad_packets"] += 1
+        return
+    inbox, key, message = asked
+    subject, inbox_subject = sp.subject_of(key), sp.subject_of(inbox)
+    if subject is None or inbox_subject is None:
+        server.counters["unmappable_acks"] += 1
+        return
+    route = server._routes.get(key) or server._route(key)
+    if route is not None:
+        packet = sp.encode_msg(key, message)
+        for receiver in route[0]:
+            receiver.send(packet)
+    head = ACK_PREFIX if ctl == CTL_ACK else TRACE_PREFIX
+    server.bus.publish(server, subject, head + inbox_subject, None, message)
 
 
+class ShardMatch:
+    """An sbus pattern taking shard i of n: a key matches when the pattern does and the
+    shard holds the hash of the key's node subject (the bus subject the network hashes,
+    so sbus, NATS and Redis shard subscribers split alike; a key that maps to no subject
+    is hashed as it is)."""
+
+    __slots__ = ("bus", "pattern", "shard")
+
+    def __init__(self, pattern: Pattern, shard: Shard, bus: RouterBus) -> None:
+        self.pattern, self.shard, self.bus = pattern, shard, bus
+
+    def matches(self, text: str) -> bool:
+        if not self.pattern.matches(text):
+            return False
+        subject = sp.subject_of(text.encode("utf-8", "surrogateescape"))
+        internal = text if subject is None else self.bus.inside(subject)
+        return self.shard.holds(subject_hash(subject_bytes(internal)))

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from raims_node.bridges import mmsg
 from raims_node.bridges import sbus_proto as sp
-from raims_node.subject import Pattern
 
 if TYPE_CHECKING:
     import asyncio
@@ -26,6 +25,12 @@ READ_BURST = 512  # packets per readable wakeup at most
 READ_BATCH = 64  # packets per recvmmsg
 SEND_BATCH = 256  # packets per sendmmsg
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+class Matcher(Protocol):
+    """A compiled sbus pattern (subject.Pattern, or ipc.ShardMatch for `_SHARD/`)."""
+
+    def matches(self, subject: str) -> bool: ...
 
 
 class QueueLimits(Protocol):
@@ -74,7 +79,7 @@ class IpcClient:
         self.client_id = client_id
         pid, uid, gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
         self.creds = sp.Creds(gid, uid, pid)
-        self.patterns: list[tuple[bytes, Pattern]] = []
+        self.patterns: list[tuple[bytes, Matcher]] = []  # as the client wrote them (UNSUB), compiled
         s = server.limits
         self.outbox = sp.Outbox(s.max_queue_bytes, s.max_queue_packets)
         self.msgs_in = self.msgs_out = self.bytes_in = self.bytes_out = 0

@@ -25,6 +25,9 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
   RESET; anything else gets redis-server's "Can't execute ..." error. PING there
   answers `["pong", arg or ""]`. RESP3 has no such mode.
 - PUBLISH/SPUBLISH answer the bus's count of receivers reached (local plus remote).
+  PUBLISH takes an optional third argument, raims' extension: the message's reply
+  subject (NATS subscribers see it; `_ACK.<inbox>` / `_TRACE.<inbox>` ask for acks or a
+  trace, bridges/acks.py).
 - RESET drops every subscription without confirmations, returns to RESP2, db 0, no
   name, and answers `+RESET`. QUIT answers `+OK` and closes.
 
@@ -527,6 +530,19 @@ def _table(*commands: _Command) -> Mapping[bytes, _Command]:
 
 
 _S = RedisSession
+
+
+def _publish_with_reply(session: RedisSession, args: list[bytes]) -> None:
+    """PUBLISH channel message [reply]: raims' optional third argument is the message's
+    reply subject (`_ACK.<inbox>` / `_TRACE.<inbox>` ask for acks or a trace, acks.py)."""
+    if len(args) == 3:
+        session._publish(args)
+    elif len(args) > 4:
+        session._arity_error("publish")
+    else:
+        session.msgs_in += 1
+        session._write(encode_int(session.bus.publish(session, _text(args[1]), _text(args[3]), None, args[2])))
+
 _DATA = _Command("data", -1, None)  # a data command: the DataSide runs it
 _COMMANDS = _table(
     _Command("ping", -1, _S._ping, pubsub_ok=True),
@@ -541,7 +557,7 @@ _COMMANDS = _table(
     _Command("punsubscribe", -1, _S._punsubscribe, pubsub_ok=True),
     _Command("ssubscribe", -2, _S._ssubscribe, pubsub_ok=True),
     _Command("sunsubscribe", -1, _S._sunsubscribe, pubsub_ok=True),
-    _Command("publish", 3, _S._publish),
+    _Command("publish", -3, _publish_with_reply),
     _Command("spublish", 3, _S._spublish),
     _Command("client", -2, None, subcommands=_table(
         _Command("client|id", 2, admin.client_id),

@@ -20,10 +20,16 @@ Mapping into the Rai MS network (decisions):
 - Shardcast for clients (manual "Anycast and Shardcast"): a wildcard subscription whose
   queue group is `_SHARD.<i>.<n>` (1 <= i <= n) takes shard i of n of the pattern's
   subjects instead of joining a queue group (NATS `SUB foo.> _SHARD.1.4 sid`); the other
-  shards are left to other subscribers. A bad shard is refused as a bad pattern. Redis
-  and sbus subscriptions have no queue argument, so no shardcast there yet.
+  shards are left to other subscribers. Protocols without a queue argument put the
+  shard in front of the pattern: a pattern `_SHARD.<i>.<n>.<rest>` is the pattern
+  `<rest>` taking shard i of n (Redis `PSUBSCRIBE _SHARD.1.4.foo.*`; any syntax; the
+  client's deliveries still name the pattern as it was given). sbus clients write
+  `SUB _SHARD/<i>/<n>/<pattern>` (bridges/ipc.py). A bad shard is refused as a bad
+  pattern.
 - `ack` / `trace` for clients: a reply subject `_ACK.<inbox>` or `_TRACE.<inbox>`
-  (bridges/acks.py).
+  (bridges/acks.py): NATS `PUB s _ACK.<inbox> n`, Redis `PUBLISH s m _ACK.<inbox>` (a
+  third argument, raims' extension, is the reply subject), sbus `CMSG raims/ack` /
+  `raims/trace` (bridges/ipc.py).
 - The service name must be a plain dotted name (no wildcard or glob characters): it is
   pasted in front of patterns of both syntaxes, where such characters would change
   their meaning.
@@ -82,6 +88,7 @@ _FORBIDDEN_IN_SERVICE = frozenset("*>?[]\\ \t\r\n")
 
 STATS_PREFIX = "_N."  # the node statistics subjects, shared by every namespace
 _SHARD_QUEUE = re.compile(r"_SHARD\.(\d{1,5})\.(\d{1,5})")  # a queue group asking for shard i of n
+_SHARD_HEAD = re.compile(r"_SHARD\.(\d{1,5})\.(\d{1,5})\.(?=.)")  # a pattern taking shard i of n
 
 class InvalidService(BridgeError):
     """A service name that cannot prefix subjects and patterns."""
@@ -166,6 +173,8 @@ class RouterBus:
 
     def psubscribe(self, client: ClientHandle, sid: str, pattern: str,
                    syntax: PatternSyntax, queue: str | None = None) -> None:
+        if queue is None and pattern.startswith(SHARD_PREFIX) and (m := _SHARD_HEAD.match(pattern)):
+            queue, pattern = f"_SHARD.{m.group(1)}.{m.group(2)}", pattern[m.end():]  # Redis PSUBSCRIBE
         internal = pattern if pattern.startswith(STATS_PREFIX) else self.prefix + pattern
         if not self._carriable(internal, len(queue) if queue else 0):
             return

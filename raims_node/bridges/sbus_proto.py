@@ -233,6 +233,32 @@ def network_sub(pattern: bytes) -> NetSub | None:
     return NetSub(b".".join(tokens).decode(_CODEC, _ERRORS), wild)
 
 
+# ---------------------------------------------------------------- raims conventions
+
+SHARD_HEAD: Final = b"_SHARD/"
+_SHARD_RX: Final = re.compile(rb"_SHARD/(\d{1,5})/(\d{1,5})/", re.DOTALL)
+
+
+def shard_split(pattern: bytes) -> tuple[int, int, bytes] | None:
+    """(i, n, rest) of a shardcast pattern `_SHARD/<i>/<n>/<rest>`; None for any other
+    pattern (the shard's range is the caller's to check)."""
+    if not pattern.startswith(SHARD_HEAD):
+        return None
+    m = _SHARD_RX.match(pattern)
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2)), pattern[m.end():]
+
+
+def ack_request(payload: bytes | None) -> tuple[bytes, bytes, bytes] | None:
+    """(inbox key, routing key, message) of a `CMSG raims/ack` or `raims/trace` payload
+    `INBOX\x00KEY\x00MESSAGE`; None when it has not that form."""
+    parts = (payload or b"").split(NUL, 2)
+    if len(parts) != 3 or not parts[0] or not parts[1]:
+        return None
+    return parts[0], parts[1], parts[2]
+
+
 # ---------------------------------------------------------------- flood control
 
 Soft = Literal["queue", "discard", "block", "error"]
