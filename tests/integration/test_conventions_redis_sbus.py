@@ -276,3 +276,29 @@ def test_sbus_publish_with_ack_or_trace(graph: Graph, kind: str) -> None:
         a.close()
         d.close()
     _check_answers(got, kind, f"svc.sa.{kind}")
+
+
+def test_sbus_client_gets_stats_of_every_peer(graph: Graph) -> None:
+    """`SUB _N/` on A's sbus: the `_N.` statistics of B, C and D arrive as MSG packets on
+    keys `_N/PEER/<user>/...`, `_N/ALL/<user>` (the `_N.` space is every service's)."""
+    a = Raw(str(graph["A"]["path"]))
+    try:
+        a.sub(b"_N/")
+        a.sync()
+        a.s.settimeout(1.0)
+        seen: set[str] = set()
+
+        def more() -> bool:
+            try:
+                packet = a.s.recv(1 << 16)
+            except TimeoutError:
+                return False
+            key = packet[4:packet.index(b"\x00")].decode()
+            assert packet.startswith(b"MSG _N/"), packet[:40]
+            json.loads(packet[packet.index(b"\x00") + 1:])
+            seen.add(key)
+            return all(f"_N/ALL/{n}" in seen and any(k.startswith(f"_N/PEER/{n}/") for k in seen) for n in "BCD")
+
+        assert _until(more, 15), sorted(seen)
+    finally:
+        a.close()
