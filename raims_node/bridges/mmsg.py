@@ -132,7 +132,8 @@ class Sender:
 
     def send(self, fd: int, packets: list[bytes]) -> int:
         """How many of `packets` (from the first) the kernel took; 0 when the socket
-        would block; OSError on a socket error before any was taken."""
+        would block; OSError on a socket error before any was taken (an error after some
+        were taken shows on the next call, which starts at the failing packet)."""
         done, total = 0, len(packets)
         iov, call, batch = self._iov_view, self._call, self.batch
         while done < total:
@@ -141,6 +142,8 @@ class Sender:
             if packer is None:
                 packer = self._packers[k] = struct.Struct(f"{2 * k}N")
             chunk = packets[done:done + k] if done or k < total else packets
+            if not all(type(p) is bytes for p in chunk):  # the address trick below is for bytes only
+                chunk = [bytes(p) for p in chunk]
             # iovec {base, len} of each: a bytes object's data sits _BYTES_DATA past its id
             packer.pack_into(iov, 0, *[x for p in chunk for x in (id(p) + _BYTES_DATA, len(p))])
             n = call(fd, self._addr, k, MSG_DONTWAIT)
