@@ -9,7 +9,8 @@ slots of one anonymous mmap (pages are touched only as far as packets reach, so 
 list of packets to the kernel at once and says how many it took (the rest are the
 caller's, e.g. an outbox, on EAGAIN).
 
-`available()` is False where libc lacks the calls (not Linux): callers fall back to
+`available()` is False where libc lacks the calls (not Linux), or when the environment
+sets RAIMS_NO_MMSG=1 (to compare, or to test the fallback): callers then use
 `recv_into` / `send` per packet. Both classes are not thread-safe (one per event loop).
 """
 
@@ -44,7 +45,7 @@ class _Mmsghdr(ctypes.Structure):
 _HDR = ctypes.sizeof(_Mmsghdr)
 _LEN_AT = _Mmsghdr.msg_len.offset
 _libc: ctypes.CDLL | None = None
-if sys.platform.startswith("linux"):
+if sys.platform.startswith("linux") and os.environ.get("RAIMS_NO_MMSG", "") in ("", "0"):
     try:
         _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         _libc.recvmmsg.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_void_p]
