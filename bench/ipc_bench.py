@@ -10,6 +10,9 @@ last delivery, best of --repeat runs:
   NATS client's pipelining;
 - NATS: bridge_bench's raw pipelined clients (batches of 1000 PUB lines, a thread
   counting the delivered bytes).
+- bare relay: the same sbus clients through a process that only moves packets from the
+  publisher's socket to the subscriber's with recvmmsg / sendmmsg (no parsing, no
+  routing): the floor one packet per message sets on this machine, for comparison.
 Target (issue 20): sbus >= 1.5x NATS.
 
     .venv/bin/python bench/ipc_bench.py [--quick] [--repeat N]
@@ -18,6 +21,7 @@ Target (issue 20): sbus >= 1.5x NATS.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -111,6 +115,60 @@ def _publisher(path: str, n: int, go: Connection, out: Connection) -> None:
     s.close()
 
 
+def _relay(path: str, n: int, ready: Connection) -> None:
+    """A bare relay standing in for the server: accept a publisher and a subscriber, move
+    each packet read from the first to the second with recvmmsg / sendmmsg, no routing.
+    The floor of one packet per message through a middle process, for comparison."""
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    lsock.bind(path)
+    lsock.listen(2)
+    ready.send(True)
+    sub, _ = lsock.accept()
+    sub.recv(4096)  # its SUB
+    sub.recv(4096)  # its ping, answered
+    sub.send(b"CMSG raims/ping\x00ready")
+    pub, _ = lsock.accept()
+    rx, tx = mmsg.Receiver(64, 4096), mmsg.Sender(256)
+    moved, pfd, sfd = 0, pub.fileno(), sub.fileno()
+    while moved < n:
+        try:
+            sizes = rx.recv(pfd)
+        except BlockingIOError:
+            select.select([pfd], [], [], TIMEOUT_S)
+            continue
+        packets = [rx.mem[i * rx.slot:i * rx.slot + k] for i, k in enumerate(sizes) if k]
+        if not packets:
+            break
+        done = 0
+        while done < len(packets):
+            k = tx.send(sfd, packets[done:])
+            done += k
+            if k == 0:
+                select.select([], [sfd], [], TIMEOUT_S)
+        moved += len(packets)
+    sub.close()
+    pub.close()
+    lsock.close()
+
+
+def relay_rate(tmp: Path, n: int) -> float:
+    path = str(tmp / "relay.sock")
+    ctx = mp.get_context("fork")
+    ready_r, ready_w = ctx.Pipe(False)
+    relay = ctx.Process(target=_relay, args=(path, n, ready_w))
+    relay.start()
+    try:
+        if not ready_r.poll(TIMEOUT_S):
+            raise RuntimeError("relay did not start")
+        return sbus_rate(path, n)
+    finally:
+        relay.join(5)
+        if relay.is_alive():
+            relay.kill()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
 def sbus_rate(path: str, n: int) -> float:
     ctx = mp.get_context("fork")
     ready_r, ready_w = ctx.Pipe(False)
@@ -158,23 +216,29 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="raims-ipc-bench-"))
     node, path, port = start_node(tmp)
     try:
-        sbus = nats = 0.0
-        for _ in range(repeat):  # interleaved, so that load on the machine hits both alike
+        sbus = nats = relay = 0.0
+        for _ in range(repeat):  # interleaved, so that load on the machine hits all alike
             sbus = max(sbus, sbus_rate(path, n))
             nats = max(nats, raw_rate("nats", port, port, n))
+            if mmsg.available():
+                relay = max(relay, relay_rate(tmp, n))
     finally:
         node.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     ratio = sbus / nats
-    rows = [("sbus (SOCK_SEQPACKET)", sbus), ("NATS bridge (pipelined)", nats)]
+    rows = [("sbus (SOCK_SEQPACKET)", sbus), ("NATS bridge (pipelined)", nats),
+            ("bare relay (floor)", relay)]
     print(f"{n} 100-byte messages through one node, best of {repeat}; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
     print(f"{'client':<26}{'msgs/s':>12}")
     for name, rate in rows:
         print(f"{name:<26}{rate:>12,.0f}")
     print(f"{'ratio sbus/NATS':<26}{ratio:>12.2f}   (target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'})")
+    if relay:
+        print(f"{'sbus / bare relay':<26}{sbus / relay:>12.2f}   (the server's share of the one-packet-per-message floor)")
     print(json.dumps({"bench": "ipc", "messages": n, "sbus_msgs_per_s": round(sbus), "nats_msgs_per_s": round(nats),
-                      "ratio": round(ratio, 3), "target": TARGET, "meets": ratio >= TARGET}))
+                      "ratio": round(ratio, 3), "target": TARGET, "meets": ratio >= TARGET,
+                      "relay_msgs_per_s": round(relay)}))
 
 
 if __name__ == "__main__":
