@@ -249,11 +249,12 @@ class IpcServer(BridgeServer):
 
     def packets(self, client: IpcClient, packets: list[bytes | None]) -> None:
         """A batch of packets from `client`, in order (None: one too large; b"": the end).
-        MSGs go to the local receivers' pending batches; consecutive MSGs to one bus
-        subject go into the network as one run."""
-        routes, bus = self._routes, self.bus
+        Consecutive MSGs on one routing key form a run, handed at once to the local
+        receivers' pending batches and to the network (`_run`)."""
+        routes = self._routes
         run: list[bytes] = []
-        run_subject = ""
+        run_key: bytes | None = None
+        run_route: tuple[tuple[IpcClient, ...], str | None] | None = None
         self._in_batch = True
         try:
             for packet in packets:
@@ -266,30 +267,38 @@ class IpcServer(BridgeServer):
                     nul = packet.find(b"\x00", 4)
                     if nul >= 0:
                         key = packet[4:nul]
-                        route = routes.get(key) or self._route(key)
-                        if route is None:
-                            continue
-                        receivers, subject = route
-                        for receiver in receivers:
-                            receiver.send(packet)
-                        if subject is not None:
-                            if subject != run_subject and run:
-                                bus.publish_run(self, run_subject, run)
+                        if key != run_key:
+                            if run:
+                                self._run(run_route, run, len(run_key or b""))
                                 run = []
-                            run_subject = subject
-                            run.append(packet[nul + 1:])
+                            run_key, run_route = key, routes.get(key) or self._route(key)
+                        if run_route is not None:
+                            run.append(packet)
                         continue
                 if run:  # what was published before goes first
-                    bus.publish_run(self, run_subject, run)
+                    self._run(run_route, run, len(run_key or b""))
                     run = []
+                run_key = None
                 if not packet:
                     client.close()
                     break
                 self.packet(client, packet)
             if run:
-                bus.publish_run(self, run_subject, run)
+                self._run(run_route, run, len(run_key or b""))
         finally:
             self._in_batch = False
+
+    def _run(self, route: tuple[tuple[IpcClient, ...], str | None] | None, run: list[bytes], key_len: int) -> None:
+        """MSG packets on one routing key (of `key_len` bytes): to the local receivers, and
+        their payloads into the network as one run when the key maps to a subject."""
+        if route is None:
+            return
+        receivers, subject = route
+        for receiver in receivers:
+            receiver.send_many(run)
+        if subject is not None:
+            body = key_len + 5  # b"MSG " + key + b"\x00"
+            self.bus.publish_run(self, subject, [packet[body:] for packet in run])
 
     def packet(self, client: IpcClient, packet: bytes) -> None:
         """One packet from `client` other than a well-formed MSG."""

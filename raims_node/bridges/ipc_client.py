@@ -172,6 +172,16 @@ class IpcClient:
             self.server.dirty(self)
         self.pending.append(packet)
 
+    def send_many(self, packets: list[bytes]) -> None:
+        """`send` each of `packets`, in order."""
+        if self._writing or self.closed:
+            if not self.closed:
+                self._queue_all(packets)
+            return
+        if not self.pending:
+            self.server.dirty(self)
+        self.pending.extend(packets)
+
     def answer(self, packet: bytes) -> None:
         """A reply to the client's own control message: after what was delivered before
         it, and queued whatever the flood modes."""
