@@ -136,7 +136,7 @@ class IpcClient:
             packets.append(mem[off:off + n] if n <= limit else None)
             self.bytes_in += n
             off += slot
-        self.msgs_in += len(packets)
+        self.msgs_in += len(packets) - (packets[-1] == b"" if packets else 0)
         return packets
 
     def _recv_plain(self) -> list[bytes | None]:
