@@ -13,6 +13,8 @@ last delivery, best of --repeat runs:
 - bare relay: the same sbus clients through a process that only moves packets from the
   publisher's socket to the subscriber's with recvmmsg / sendmmsg (no parsing, no
   routing): the floor one packet per message sets on this machine, for comparison.
+The node's CPU time per message (user + system, /proc) is printed beside each rate: on
+a shared machine it moves far less with the load than the rates do.
 Target (issue 20): sbus >= 1.5x NATS.
 
     .venv/bin/python bench/ipc_bench.py [--quick] [--repeat N]
@@ -178,11 +180,11 @@ def sbus_rate(path: str, n: int) -> float:
     sub = ctx.Process(target=_subscriber, args=(path, n, ready_w, sub_w))
     pub = ctx.Process(target=_publisher, args=(path, n, go_r, pub_w))
     sub.start()
-    pub.start()
     try:
         if not ready_r.poll(TIMEOUT_S):
             raise RuntimeError("sbus subscriber did not start")
         ready_r.recv()
+        pub.start()  # after the subscriber: the bare relay takes its first client as the subscriber
         go_w.send(True)
         if not sub_r.poll(TIMEOUT_S):
             raise RuntimeError(f"sbus subscriber got less than {n} messages")
@@ -190,9 +192,21 @@ def sbus_rate(path: str, n: int) -> float:
         return n / (t1 - t0)
     finally:
         for p in (pub, sub):
+            if p.pid is None:
+                continue
             p.join(5)
             if p.is_alive():
                 p.kill()
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used: a figure the machine's load
+    changes far less than a rate."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_node(tmp: Path) -> tuple[NodeProc, str, int]:
@@ -217,28 +231,35 @@ def main() -> None:
     node, path, port = start_node(tmp)
     try:
         sbus = nats = relay = 0.0
+        sbus_cpu, nats_cpu = float("inf"), float("inf")
+        pid = node.proc.pid
         for _ in range(repeat):  # interleaved, so that load on the machine hits all alike
+            c0 = _cpu_s(pid)
             sbus = max(sbus, sbus_rate(path, n))
+            c1 = _cpu_s(pid)
             nats = max(nats, raw_rate("nats", port, port, n))
+            c2 = _cpu_s(pid)
+            sbus_cpu, nats_cpu = min(sbus_cpu, (c1 - c0) / n * 1e6), min(nats_cpu, (c2 - c1) / n * 1e6)
             if mmsg.available():
                 relay = max(relay, relay_rate(tmp, n))
     finally:
         node.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     ratio = sbus / nats
-    rows = [("sbus (SOCK_SEQPACKET)", sbus), ("NATS bridge (pipelined)", nats),
-            ("bare relay (floor)", relay)]
+    rows = [("sbus (SOCK_SEQPACKET)", sbus, sbus_cpu), ("NATS bridge (pipelined)", nats, nats_cpu),
+            ("bare relay (floor)", relay, None)]
     print(f"{n} 100-byte messages through one node, best of {repeat}; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
-    print(f"{'client':<26}{'msgs/s':>12}")
-    for name, rate in rows:
-        print(f"{name:<26}{rate:>12,.0f}")
+    print(f"{'client':<26}{'msgs/s':>12}{'node cpu us/msg':>18}")
+    for name, rate, cpu in rows:
+        print(f"{name:<26}{rate:>12,.0f}{'' if cpu is None else f'{cpu:.2f}':>18}")
     print(f"{'ratio sbus/NATS':<26}{ratio:>12.2f}   (target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'})")
     if relay:
         print(f"{'sbus / bare relay':<26}{sbus / relay:>12.2f}   (the server's share of the one-packet-per-message floor)")
     print(json.dumps({"bench": "ipc", "messages": n, "sbus_msgs_per_s": round(sbus), "nats_msgs_per_s": round(nats),
                       "ratio": round(ratio, 3), "target": TARGET, "meets": ratio >= TARGET,
-                      "relay_msgs_per_s": round(relay)}))
+                      "relay_msgs_per_s": round(relay), "sbus_node_cpu_us_per_msg": round(sbus_cpu, 2),
+                      "nats_node_cpu_us_per_msg": round(nats_cpu, 2)}))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("raims.bridge.ipc")
 
-READ_BURST = 512  # packets per readable wakeup at most
-READ_BATCH = 64  # packets per recvmmsg
+READ_BURST = 1024  # packets per readable wakeup at most
+READ_BATCH = 128  # packets per recvmmsg
 SEND_BATCH = 256  # packets per sendmmsg
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
