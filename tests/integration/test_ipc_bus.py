@@ -436,7 +436,8 @@ def test_flood_order_stack_and_random(bus: OneNode) -> None:
     packets = r.drain()
     assert sorted(_numbers(packets)) == list(range(n))
     numbers = _numbers(packets)
-    k = next(i for i in range(1, n) if numbers[i] < numbers[i - 1])
+    k = next((i for i in range(1, n) if numbers[i] < numbers[i - 1]), None)
+    assert k is not None, f"nothing was queued: {numbers[:3]}...{numbers[-3:]}"
     tail = [len(x) for x in packets[k:]]
     assert tail == sorted(tail, reverse=True)  # largest first frees memory fastest
 
