@@ -58,13 +58,18 @@ def show_urls(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     node = ctx.node
     names = Names(node)
     by_tport: dict[str, str] = {}
+    conn_urls: dict[int, str] = {}  # a multicast transport's peers: their unicast inboxes
     for r in ctx.ports():
         by_tport[str(r.get("tport", "")).rpartition(".")[0]] = str(r.get("address") or "")
+        urls = r.get("urls")
+        if isinstance(urls, dict):
+            conn_urls.update(urls)
     rows: list[Row] = []
     for c in node.conns.values():
         if c.active and c.peer is not None:
             rows.append({"user": names.user(c.peer), "bridge": bridge_b64(c.peer), "tport": f"{c.tport.name}.{c.tport.tport_id}",
-                         "type": c.tport.type, "url": f"{c.tport.type}://{by_tport.get(c.tport.name, '')}"})
+                         "type": c.tport.type,
+                         "url": conn_urls.get(c.conn_id) or f"{c.tport.type}://{by_tport.get(c.tport.name, '')}"})
     return CommandResult(["user", "bridge", "tport", "type", "url"], rows)
 
 
