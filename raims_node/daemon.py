@@ -463,6 +463,7 @@ class Daemon:
             })
             if run.pgm is not None:  # show urls: each peer's unicast inbox
                 rows[-1]["urls"] = run.pgm.urls()
+                rows[-1]["pgm"] = run.pgm.counters()
         del now
         for extra in self.extra_ports:
             rows.extend(extra())

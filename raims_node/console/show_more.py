@@ -73,6 +73,23 @@ def show_urls(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     return CommandResult(["user", "bridge", "tport", "type", "url"], rows)
 
 
+PGM_COLUMNS = ["tport", "peers", "odata", "spm", "naks_sent", "naks_recv", "ncf", "rdata_sent", "rdata", "lost",
+               "nak_out_of_window", "dup", "bad"]
+
+
+def show_pgm(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    """`show pgm [T]`: the counters of each PGM transport (transports/pgm_core.py);
+    `lost` counts the unrecoverable packets."""
+    rows: list[Row] = []
+    for r in ctx.ports():
+        counts = r.get("pgm")
+        if isinstance(counts, dict) and _match(str(r.get("tport", "")), args):
+            urls = r.get("urls")
+            rows.append({"tport": as_cell(r.get("tport")), "peers": len(urls) if isinstance(urls, dict) else 0,
+                         **{c: as_cell(counts.get(c)) for c in PGM_COLUMNS[2:]}})
+    return CommandResult(PGM_COLUMNS, rows)
+
+
 def show_reachable(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     node = ctx.node
     names = Names(node)

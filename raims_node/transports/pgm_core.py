@@ -118,7 +118,8 @@ Event = PeerUp | PeerDown | Frames | Loss
 @dataclass
 class Counters:
     odata: int = 0
-    rdata: int = 0
+    rdata: int = 0  # repairs received
+    rdata_sent: int = 0
     spm: int = 0
     naks_sent: int = 0
     naks_recv: int = 0
@@ -476,6 +477,7 @@ class PgmCore:
                 continue
             tx.repaired[sqn] = now
             self._emit(tx.dest, as_rdata(odata))
+            self.counters.rdata_sent += 1
         if tx.dest is None and repaired:
             self._emit(None, encode_ncf(self.tsi, self.inbox, 0, repaired))
             self.counters.ncf += 1
