@@ -8,7 +8,8 @@ node's Handshake.receive), router (Node.on_frame on a link not yet authenticated
 the node counts any escaped exception as internal_errors), router_signed (frames
 re-signed with their source's key, so that they reach the router's decoders), nats
 (NatsParser), resp (RespParser), config (YAML/JSON configuration text), names (the
-name service's requests and replication frames). Each gets N inputs (default
+name service's requests and replication frames), pgm (a PGM datagram decoded and received
+by a core that knows its sender). Each gets N inputs (default
 200,000; --quick 5,000): a third generated from scratch (random bytes, random token
 sequences for the text protocols, random frames built with the real encoder), the
 rest mutated from a seed corpus of genuine inputs (frames captured from a simulated
@@ -53,6 +54,7 @@ from raims_node.kv.commands import Engine, KVClient  # noqa: E402
 from raims_node.kv.store import KVStore  # noqa: E402
 from raims_node.router.actions import Send  # noqa: E402
 from raims_node.router.node import Node  # noqa: E402
+from raims_node.transports.pgm_wire import PgmWireError, decode  # noqa: E402
 from raims_node.wire import (  # noqa: E402
     DIGEST_LEN,
     DIGEST_OFFSET,
@@ -64,6 +66,7 @@ from raims_node.wire import (  # noqa: E402
     encode_frame,
     peek,
 )
+from tests.unit.test_pgm_core import Lan as PgmLan  # noqa: E402
 
 HANG_S = 2.0
 DEFAULT_N = 200_000
@@ -358,8 +361,56 @@ def _targets(rng: random.Random) -> dict[str, Callable[[bytes], object]]:
                     if engine.internal_errors != before:
                         raise AssertionError(f"kv command {args[0]!r} raised inside its handler")
 
+    pgm_lan = _pgm_lan()
+
+    def pgm(data: bytes) -> bool:
+        """One PGM datagram (transports/pgm_wire.py) decoded, then received by a core
+        that knows the sender (its windows, NAK timers and record reader run on it);
+        True when the parser refused it (a typed error, which the core counts)."""
+        refused = False
+        try:
+            decode(data)
+        except PgmWireError:
+            refused = True
+        core = pgm_lan.cores[1]
+        before = core.counters.bad
+        core.receive(data, pgm_lan.now)
+        core.tick(pgm_lan.now + 0.5)
+        core.take()
+        if refused != (core.counters.bad != before) and data[4:12] != core.tsi:
+            raise AssertionError("the core and the parser disagree on a datagram")
+        return refused
+
     return {"wire": wire, "stream": stream, "handshake": handshake, "router": router, "router_signed": signed,
-            "nats": nats, "resp": resp, "config": config, "names": names, "sbus": sbus, "kv": kv}
+            "nats": nats, "resp": resp, "config": config, "names": names, "sbus": sbus, "kv": kv, "pgm": pgm}
+
+
+def _pgm_lan() -> PgmLan:
+    from raims_node.transports.pgm_core import PgmParams
+
+    lan = PgmLan(2, PgmParams(mtu=1500))
+    lan.run(1.0)
+    return lan
+
+
+def _pgm_seeds() -> list[bytes]:
+    """Datagrams of a simulated two-node PGM exchange: SPMs, data (records spanning
+    packets), NAKs, NCFs and repairs under 10 % loss."""
+    from raims_node.transports.pgm_core import PgmParams
+
+    captured: list[bytes] = []
+    rng = random.Random(3)
+
+    def drop(src: int, dst: int, pkt: bytes) -> bool:
+        captured.append(pkt)
+        return rng.random() < 0.1
+
+    lan = PgmLan(2, PgmParams(mtu=1500), drop=drop)
+    lan.run(1.0)
+    for k in range(60):
+        lan.publish(0, b"\x00" + bytes(k * 50))
+    lan.run(2.0)
+    return captured[:400]
 
 
 class _SignedRouter:
@@ -412,7 +463,7 @@ class _SignedRouter:
 
 CORPUS_OF = {"wire": "frames", "stream": "frames", "handshake": "frames", "router": "frames",
              "router_signed": "frames", "nats": "nats", "resp": "resp", "config": "config", "names": "names",
-             "sbus": "sbus", "kv": "kv"}
+             "sbus": "sbus", "kv": "kv", "pgm": "pgm"}
 NAMES_VERBS = ["BIND", "UNBIND", "LOOKUP", "INQUIRE", "SUBSCRIBE", "UNSUBSCRIBE", "TO.1.2", "MCAST.1.2.3"]
 
 
@@ -458,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.n or (QUICK_N if args.quick else DEFAULT_N)
     rng = random.Random(args.seed)
     corpora = {"frames": _sim_frames(), "nats": _nats_seeds(), "resp": _resp_seeds(), "config": _config_seeds(),
-               "names": _names_seeds(), "kv": _kv_seeds(),
+               "names": _names_seeds(), "kv": _kv_seeds(), "pgm": _pgm_seeds(),
                "sbus": [b"SUB a/*/c/", b"UNSUB ", b"MSG a/b/c/ payload", b"CMSG !/cred/whoami", b"SUB !/cred/0/0/1/x"]}
     targets = _targets(rng)
     only = [t for t in args.only.split(",") if t] or list(targets)

@@ -74,6 +74,7 @@ RDATA_HOLD_S = 0.02
 PEER_EXPIRY_S = 10.0
 MAX_RECORD = 64 << 20
 FIRST_SQN = 1
+INF = float("inf")
 UDP_IP_OVERHEAD = 28
 Addr = tuple[str, int]
 
@@ -183,6 +184,8 @@ class RxStream:
         self.held: dict[int, tuple[bytes, int]] = {}  # out of order: sqn -> (payload, first)
         self.missing: dict[int, list[float]] = {}  # sqn -> [due, state, tries, since]
         self.gone: set[int] = set()  # declared lost, not yet passed by `next`
+        self.due = INF  # no missing entry is due before (a lower bound: `_naks` walks them only then)
+        self.floor = start  # sqns below it that are not held are lost (the source's trail passed them)
         self.reader = RecordReader(MAX_RECORD)
 
 
@@ -317,25 +320,32 @@ class PgmCore:
         for peer in self.peers.values():
             for rx in (peer.group, peer.uni):
                 if rx is not None and rx.missing:
-                    due = min(due, min(m[0] for m in rx.missing.values()))
+                    due = min(due, rx.due)
         return due
 
     def _tx_streams(self) -> list[TxStream]:
         return [self.group] + [p.tx for p in self.peers.values() if p.tx is not None]
 
     def _naks(self, peer: Peer, rx: RxStream, uni: bool, now: float) -> None:
+        if now < rx.due:
+            return
         ask: list[int] = []
         lost = 0
+        due = INF
+        rxw_secs = self.p.rxw_secs
         for sqn, m in list(rx.missing.items()):
-            if now - m[3] > self.p.rxw_secs:
+            if now - m[3] > rxw_secs:
                 lost += self._give_up(rx, sqn)
-            elif m[0] <= now:
+                continue
+            if m[0] <= now:
                 if m[2] >= NAK_RETRIES:
                     lost += self._give_up(rx, sqn)
                     continue
                 m[1], m[0] = _WAIT_NCF, now + NAK_RPT_IVL_S
                 m[2] += 1
                 ask.append(sqn)
+            due = min(due, m[0], m[3] + rxw_secs)
+        rx.due = due
         for i in range(0, len(ask), MAX_SQNS):
             self._emit(peer.inbox, encode_nak(self.tsi, self.inbox, uni, peer.tsi, rx.sid, ask[i:i + MAX_SQNS]))
             self.counters.naks_sent += 1
@@ -356,6 +366,8 @@ class PgmCore:
 
     def receive(self, data: bytes, now: float) -> None:
         self.counters.bytes_in += len(data)
+        if data[4:12] == self.tsi:
+            return  # our own, looped back (mcast_loop)
         try:
             pkt = decode(data)
         except PgmWireError:
@@ -405,16 +417,20 @@ class PgmCore:
         if lead > rx.lead:
             for sqn in range(max(rx.lead + 1, rx.next, lead - self.p.rxw_sqns + 1), lead + 1):
                 if sqn not in rx.held:
-                    rx.missing[sqn] = [now + self.rng.uniform(0, NAK_BO_IVL_S), _BACKOFF, 0, now]
+                    nak_at = now + self.rng.uniform(0, NAK_BO_IVL_S)
+                    rx.missing[sqn] = [nak_at, _BACKOFF, 0, now]
+                    rx.due = min(rx.due, nak_at)
             rx.lead = lead
         floor = max(trail, lead - self.p.rxw_sqns + 1)
-        if floor > rx.next:
-            lost = 0
-            for sqn in range(rx.next, floor):
-                if sqn not in rx.held and sqn not in rx.gone:
-                    rx.missing.pop(sqn, None)
-                    rx.gone.add(sqn)
-                    lost += 1
+        if floor > rx.floor and floor > rx.next:
+            # what is below the floor and not held is lost: counted without walking the
+            # range (a trail may jump far), skipped at delivery (`_deliver`)
+            start = max(rx.next, rx.floor)
+            lost = (floor - start) - sum(1 for s in rx.held if start <= s < floor) \
+                - sum(1 for s in rx.gone if start <= s < floor)
+            rx.floor = floor
+            for sqn in [s for s in rx.missing if s < floor]:
+                del rx.missing[sqn]
             if lost:
                 self.counters.lost += lost
                 self.events.append(Loss(peer.tsi, uni, lost))
@@ -429,8 +445,8 @@ class PgmCore:
         self._advance(peer, rx, pkt.unicast, pkt.trail, max(sqn - 1, rx.lead), now)
         rx.lead = max(rx.lead, sqn)
         rx.missing.pop(sqn, None)
-        if sqn in rx.gone:
-            return  # given up on: too late
+        if sqn in rx.gone or sqn < rx.floor:
+            return  # given up on (counted lost): too late
         if sqn >= rx.next:
             rx.held[sqn] = (pkt.payload, pkt.first)
 
@@ -449,6 +465,12 @@ class PgmCore:
             elif nxt in rx.gone:
                 rx.gone.discard(nxt)
                 reader.lose()
+            elif nxt < rx.floor:  # lost below the window's floor: jump to what is held, or the floor
+                reader.lose()
+                later = [s for s in rx.held if s > nxt]
+                rx.next = min(rx.floor, min(later)) if later else rx.floor
+                rx.gone = {s for s in rx.gone if s >= rx.next}
+                continue
             else:
                 break
             rx.next = nxt + 1

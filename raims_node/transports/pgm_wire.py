@@ -32,9 +32,11 @@ peers); unicast records have none.
 
 from __future__ import annotations
 
-import ipaddress
+import socket
 import struct
 from dataclasses import dataclass
+
+from raims_node import RaimsError
 
 MAGIC = b"Pg"
 SPM, ODATA, RDATA, NAK, NCF = 0x00, 0x04, 0x05, 0x08, 0x0A
@@ -55,7 +57,7 @@ REC_HEAD = _REC.size
 MAX_SQNS = 1024  # sqns in one NAK or NCF
 
 
-class PgmWireError(ValueError):
+class PgmWireError(RaimsError, ValueError):
     """A datagram that is not a well-formed PGM packet of ours."""
 
 
@@ -77,8 +79,7 @@ class Packet:
 
 
 def _head(ptype: int, unicast: bool, tsi: bytes, inbox: tuple[str, int]) -> bytes:
-    return _HDR.pack(MAGIC, ptype, F_UNICAST if unicast else 0, tsi,
-                     ipaddress.IPv4Address(inbox[0]).packed, inbox[1])
+    return _HDR.pack(MAGIC, ptype, F_UNICAST if unicast else 0, tsi, socket.inet_aton(inbox[0]), inbox[1])
 
 
 def encode_spm(tsi: bytes, inbox: tuple[str, int], unicast: bool, sid: int, spm_sqn: int, trail: int, lead: int,
@@ -128,7 +129,7 @@ def decode(data: bytes) -> Packet:
     magic, ptype, flags, tsi, ip4, port = _HDR.unpack_from(data)
     if magic != MAGIC:
         raise PgmWireError(f"bad magic {magic!r}")
-    inbox = (str(ipaddress.IPv4Address(ip4)), port)
+    inbox = (socket.inet_ntoa(ip4), port)
     unicast = bool(flags & F_UNICAST)
     off = HDR_LEN
     try:

@@ -181,3 +181,17 @@ def test_address_syntax() -> None:
     for bad in ("eth0;10.0.0.1", "eth0;", "a;b;c;d", "eth0;239.1.2.3;nope"):
         with pytest.raises(PgmError):
             parse_address(bad)
+
+
+def test_a_far_trail_is_counted_without_walking_the_range() -> None:
+    lan = Lan(2, PgmParams(mtu=1500))
+    lan.run(1.0)
+    lan.publish(0, _msg(1))
+    src, rx = lan.cores[0], lan.cores[1]
+    far = 3_000_000_000
+    rx.receive(w.encode_spm(src.tsi, src.inbox, False, 0, 99, far, far, far), lan.now)
+    lan.pump()
+    assert rx.counters.lost == far - 2  # sqns 2 .. far-1: never sent, as far as it knows
+    src.group.next_sqn = far  # the source goes on from there: delivered again
+    lan.publish(0, _msg(2))
+    assert lan.data(1, 0) == [_msg(1), _msg(2)]
