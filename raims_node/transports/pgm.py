@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 import os
 import socket
@@ -171,6 +172,7 @@ class PgmTransport:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._flush_soon = False
+        self._run_soon = False
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -212,6 +214,7 @@ class PgmTransport:
             return
         self.flush()
         self._closed = True
+        self.owner.say(f"pgm {self.name} counters {json.dumps(self.counters())}")
         if self._timer is not None:
             self._timer.cancel()
         for tr in (self._group_tr, self._inbox_tr):
@@ -247,9 +250,13 @@ class PgmTransport:
             self._run()
 
     def datagram(self, data: bytes) -> None:
+        """One datagram into the core; its output is acted on once per loop pass (the
+        datagrams read in one pass reach the router as one batch of frames)."""
         if self.core is not None and not self._closed:
             self.core.receive(data, time.monotonic())
-            self._run()
+            if not self._run_soon:
+                self._run_soon = True
+                asyncio.get_running_loop().call_soon(self._run)
 
     def _tick(self) -> None:
         if self.core is None or self._closed:
@@ -275,15 +282,21 @@ class PgmTransport:
 
     def _run(self) -> None:
         """Send what the core put out, act on its events."""
-        assert self.core is not None
+        self._run_soon = False
+        if self.core is None or self._closed:
+            return
         out, events = self.core.take()
         group = (self.address.send, self.port)
         for dest, pkt in out:
             tr = self._group_tr if dest is None else self._inbox_tr
             if tr is not None and not tr.is_closing():
                 tr.sendto(pkt, group if dest is None else dest)
-        for ev in events:
+        for k, ev in enumerate(events):
             if isinstance(ev, Frames):
+                nxt = events[k + 1] if k + 1 < len(events) else None
+                if isinstance(nxt, Frames) and nxt.tsi == ev.tsi:  # one batch per peer and pass
+                    nxt.frames[:0] = ev.frames
+                    continue
                 link = self.links.get(ev.tsi)
                 if link is not None and link.closed_reason is None:
                     link.frames_in += len(ev.frames)
