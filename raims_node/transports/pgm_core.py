@@ -27,7 +27,7 @@ control and congestion control, OPT_SYN/FIN/RST, sequence wrap-around (2^32 pack
 
 Decisions where the manual is vague:
 - Peers are discovered on the group: any packet from an unknown session (TSI) makes a
-  PeerUp event; a peer silent for PEER_EXPIRY_S makes PeerDown.
+  PeerUp event (up to MAX_PEERS); a peer silent for PEER_EXPIRY_S makes PeerDown.
 - Frames for one peer that are not multicast data (the router's point-to-point frames:
   handshakes, link state, inbox messages) travel in a reliable unicast stream to the
   peer's inbox (the manual's "UDP inbox protocol"), with the same SPM/NAK/RDATA rules.
@@ -35,14 +35,15 @@ Decisions where the manual is vague:
   not named drops it.
 - A receiver starts its window of a source's group session after the group lead the
   source had when it opened the receiver's unicast stream (`glead` of its first packet):
-  nothing for this receiver was multicast before that.
+  nothing for this receiver was multicast before that. When that packet is lost for good
+  (or the peer is found again mid-stream), after the least `glead` its stream carried.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from raims_node.transports.pgm_wire import (
     DATA_OVERHEAD,
@@ -72,6 +73,7 @@ NAK_RDATA_IVL_S = 0.3
 NAK_RETRIES = 20
 RDATA_HOLD_S = 0.02
 PEER_EXPIRY_S = 10.0
+MAX_PEERS = 1024  # sessions one transport keeps (a flood of made-up session ids stops here)
 MAX_RECORD = 64 << 20
 FIRST_SQN = 1
 INF = float("inf")
@@ -129,6 +131,7 @@ class Counters:
     lost: int = 0  # unrecoverable sequence numbers (receiver side)
     dup: int = 0
     bad: int = 0  # datagrams refused by the parser
+    peers_refused: int = 0  # packets of new sessions beyond MAX_PEERS
     not_for_us: int = 0  # group records naming other peers only
     bytes_out: int = 0
     bytes_in: int = 0
@@ -200,7 +203,7 @@ class Peer:
     group: RxStream | None = None
     uni: RxStream | None = None  # its stream to us
     tx: TxStream | None = None  # our stream to it
-    records: list[tuple[list[bytes], bytes]] = field(default_factory=list)
+    glead_min: float = INF  # the least group lead its unicast packets carried (first one lost)
 
 
 class PgmCore:
@@ -379,6 +382,9 @@ class PgmCore:
         if peer is None:
             if self.banned and self.banned.get(pkt.tsi, 0.0) > now:
                 return
+            if len(self.peers) >= MAX_PEERS:
+                self.counters.peers_refused += 1
+                return
             peer = self.peers[pkt.tsi] = Peer(pkt.tsi, pkt.inbox, now)
             self.events.append(PeerUp(pkt.tsi, pkt.inbox))
         peer.heard = now
@@ -406,8 +412,11 @@ class PgmCore:
             rx = peer.uni
             if rx is None or rx.sid != pkt.sid:  # a new stream from this peer
                 rx = peer.uni = RxStream(pkt.sid, FIRST_SQN)
-            if pkt.type != SPM and pkt.sqn == FIRST_SQN and peer.group is None:
-                peer.group = RxStream(0, pkt.glead + 1)
+            if pkt.type != SPM and peer.group is None:
+                if pkt.sqn == FIRST_SQN:
+                    peer.group = RxStream(0, pkt.glead + 1)
+                else:
+                    peer.glead_min = min(peer.glead_min, pkt.glead)
             return rx
         return peer.group
 
@@ -476,6 +485,10 @@ class PgmCore:
             rx.next = nxt + 1
         if frames:
             self.events.append(Frames(peer.tsi, frames))
+        if peer.group is None and rx is peer.uni and rx.next > FIRST_SQN and peer.glead_min < INF:
+            # the stream's first packet is lost for good (or the peer was found again
+            # mid-stream): the group window starts after the earliest glead seen
+            peer.group = RxStream(0, int(peer.glead_min) + 1)
 
     def _on_nak(self, peer: Peer, pkt: Packet, now: float) -> None:
         """A receiver asks us for repairs."""

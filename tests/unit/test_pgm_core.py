@@ -195,3 +195,37 @@ def test_a_far_trail_is_counted_without_walking_the_range() -> None:
     src.group.next_sqn = far  # the source goes on from there: delivered again
     lan.publish(0, _msg(2))
     assert lan.data(1, 0) == [_msg(1), _msg(2)]
+
+
+def test_made_up_sessions_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from raims_node.transports import pgm_core
+
+    monkeypatch.setattr(pgm_core, "MAX_PEERS", 5)
+    core = PgmCore(b"\x01" * 8, ("10.0.0.1", 1), PgmParams(), 0.0)
+    for k in range(20):
+        core.receive(w.encode_spm(k.to_bytes(8, "big"), ("10.0.0.9", 9), False, 0, 1, 1, 0, 0), 0.0)
+    assert len(core.peers) == 5 and core.counters.peers_refused == 15
+
+
+def test_group_window_starts_when_the_first_inbox_packet_is_lost_for_good() -> None:
+    """B never gets A's first unicast packet (its window moved on): B's window of A's
+    group still opens, after the least group lead A's later unicast packets carried."""
+    state = {"drop_uni": True}
+
+    def drop(s: int, d: int, p: bytes) -> bool:
+        return s == 0 and d == 1 and state["drop_uni"] and bool(p[3] & w.F_UNICAST) and p[2] != w.SPM
+
+    lan = Lan(2, PgmParams(mtu=1500, txw_sqns=1), drop=drop)
+    lan.run(1.0)
+    a, b = lan.cores
+    a.send_unicast(b.tsi, b"\x20second", lan.now)
+    a.flush(lan.now)
+    lan.pump()
+    state["drop_uni"] = False
+    a.send_unicast(b.tsi, b"\x20third", lan.now)
+    a.flush(lan.now)
+    lan.run(1.0)
+    assert b.peers[a.tsi].group is not None
+    lan.publish(0, _msg(5))
+    assert lan.data(1, 0)[-1:] == [_msg(5)]
+    assert b.counters.lost >= 1
