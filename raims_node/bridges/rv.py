@@ -1,0 +1,184 @@
+"""The RV transport (`type: rv`): RvSession on asyncio sockets (issue 25 point 1).
+
+Manual "Tib RV": a listener (default port 7500) for TIBCO Rendezvous clients, RV5 and
+RV6+ styles; rv_session.py has the protocol. Fields (manual's table): `listen`,
+`port`, `use_service_prefix` (default true), `no_permanent`, `no_mcast`, `no_fakeip`,
+plus raims's `service`.
+
+Services and networks (decisions):
+- A client names its service (`7500` when it gives none). With `use_service_prefix`
+  its subjects live in the namespace `_rv_<service>` (RouterBus adds `_rv_7500.` to
+  them), so RV services are apart from each other and from NATS/Redis clients; a NATS
+  or Redis transport configured with `service: _rv_7500` shares the namespace (the
+  RV <-> NATS path). With `use_service_prefix: false` every RV service uses the
+  transport's `service` (default `_rv`).
+- The network: a transport named `rv_<service>` in the configuration takes
+  precedence (manual: the client's network is then ignored) and is started when the
+  first client opens the service. Otherwise a client network (glue.parse_network's
+  formats) is joined through a generated link transport named `rv_<service>` (the
+  name the manual's `ports` shows); an empty network, or `no_mcast`, joins nothing and
+  uses the links already running. A network raims cannot join (a PGM group while no
+  PGM transport exists) is refused with RVD.INITREFUSED. The join runs in the
+  background: the client is answered at once and its messages flow once the links
+  are up.
+- The INITRESP `ipaddr` is a random address (the session and inbox names then do
+  not depend on the host's address), or with `no_fakeip` the listener's IPv4
+  address.
+- `no_permanent`: the daemon exits once its last RV client has gone (rvd's
+  `-no-permanent`); `on_idle` is the server's hook for that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from raims_node.bridges.bus import Bus
+from raims_node.bridges.glue import (
+    BridgeServer,
+    BridgeSession,
+    BridgeSettings,
+    ClientNetwork,
+    HubView,
+    SessionProtocol,
+    parse_network,
+)
+from raims_node.bridges.router_bus import check_service
+from raims_node.bridges.rv_session import RvConfig, RvRefused, RvSession
+from raims_node.config.tree import TransportConfig
+
+RV_TPORT_PREFIX = "rv_"
+NAMESPACE_PREFIX = "_rv_"
+
+
+def _flag(value: object) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes", "on")
+
+
+@dataclass(frozen=True, slots=True)
+class RvSettings(BridgeSettings):
+    """A `type: rv` record: the bridge fields and the manual's RV flags."""
+
+    use_service_prefix: bool = True
+    no_mcast: bool = False
+    no_fakeip: bool = False
+    no_permanent: bool = False
+
+
+class RvProtocol(SessionProtocol):
+    server: RvServer
+
+    def new_session(self, client_id: int, client_ip: str | None) -> BridgeSession:
+        session = RvSession(self.server, client_id, self.server.config, wakeup=self.wakeup,
+                            loss_timer=self._loss_timer)
+        self._rv = session
+        return session
+
+    def _loss_timer(self, delay: float) -> None:
+        asyncio.get_running_loop().call_later(max(0.0, delay), self._flush_loss)
+
+    def _flush_loss(self) -> None:
+        if self.transport is not None:
+            self._rv.flush_loss()
+
+
+class RvServer(BridgeServer):
+    kind = "rv"
+    default_service = "_rv"
+    protocol = RvProtocol
+
+    settings: RvSettings
+
+    def __init__(self, hub: HubView, name: str, settings: BridgeSettings) -> None:
+        super().__init__(hub, name, settings)
+        flags = settings if isinstance(settings, RvSettings) else RvSettings(settings.hosts, settings.port,
+                                                                             settings.service)
+        self.use_prefix = flags.use_service_prefix
+        self.no_mcast = flags.no_mcast
+        self.no_fakeip = flags.no_fakeip
+        self.no_permanent = flags.no_permanent
+        self.config = RvConfig(max_payload=hub.max_payload)
+        self.ipaddr = os.urandom(4)
+        self.port = 0
+        self.daemon_gob = f"{time.time_ns():X}"
+        self.on_idle: Callable[[], None] | None = None
+        self.joins: dict[str, asyncio.Task[None]] = {}  # service -> its network join
+        self.clients: dict[str, int] = {}  # service -> open sessions
+        self.ever_connected = False
+
+    @classmethod
+    def settings_of(cls, hub: HubView, cfg: TransportConfig) -> BridgeSettings:
+        base = BridgeSettings.of(cfg, cls.default_service)
+        route = cfg.route
+        return RvSettings(base.hosts, base.port, base.service, base.network, base.user, base.password, base.token,
+                          base.http_port, use_service_prefix=_flag(route.get("use_service_prefix", True)),
+                          no_mcast=_flag(route.get("no_mcast", False)),
+                          no_fakeip=_flag(route.get("no_fakeip", False)),
+                          no_permanent=_flag(route.get("no_permanent", False)))
+
+    async def listen(self) -> list[str]:
+        bound = await super().listen()
+        if self.servers and self.servers[0].sockets:
+            addr = self.servers[0].sockets[0].getsockname()
+            self.port = addr[1]
+            if self.no_fakeip:
+                try:
+                    ip = ipaddress.ip_address(addr[0])
+                    self.ipaddr = ip.packed if ip.version == 4 else bytes(4)
+                except ValueError:
+                    pass
+        return bound
+
+    # ------------------------------------------------------------ RvHost
+
+    def namespace(self, service: str) -> str:
+        return f"{NAMESPACE_PREFIX}{service}" if self.use_prefix else self.settings.service
+
+    def open_service(self, service: str, network: str) -> Bus:
+        """The bus of `service`, its network joined (in the background); RvRefused
+        when the service or network cannot be opened."""
+        try:
+            namespace = self.namespace(service)
+            check_service(namespace)
+            net = None if self.no_mcast else parse_network(network)
+            name = RV_TPORT_PREFIX + service
+            configured = any(t.tport == name for t in self.hub.host.tree.transports)
+            if net is not None and not configured:
+                net.check_joinable()
+        except RvRefused:
+            raise
+        except Exception as exc:  # a typed BridgeError, or a name the bus refuses
+            raise RvRefused(f"service {service!r} network {network!r}: {exc}") from None
+        bus = self.hub.bus(namespace)
+        self.clients[service] = self.clients.get(service, 0) + 1
+        self.ever_connected = True
+        if (configured or net is not None) and service not in self.joins:
+            self.joins[service] = asyncio.get_running_loop().create_task(
+                self._join(service, namespace, net or ClientNetwork("", "any"), name))
+        return bus
+
+    async def _join(self, service: str, namespace: str, net: ClientNetwork, tport: str) -> None:
+        try:
+            await self.hub.join_network(self.name, namespace, net, tport=tport)
+        except Exception as exc:  # logged, the client stays on the links already running
+            self.log.warning("%s: service %s cannot join network %s: %s", self.name, service, net, exc)
+            self.joins.pop(service, None)
+
+    def closed_service(self, service: str) -> None:
+        left = self.clients.get(service, 0) - 1
+        if left > 0:
+            self.clients[service] = left
+        else:
+            self.clients.pop(service, None)
+        if not self.clients and self.no_permanent and self.on_idle is not None:
+            self.on_idle()
+
+    def close(self) -> None:
+        for task in self.joins.values():
+            task.cancel()
+        self.joins.clear()
+        super().close()

@@ -1,0 +1,362 @@
+"""One RV client connection as a sans-IO state machine (issue 25 point 1).
+
+Manual "Tib RV", "Notification of message loss", "rvd Compatibility"; the bytes are
+rv_codec's. The conversation, as the reference daemon holds it:
+
+1. version and info records (rv_codec), then rvmsgs with an `mtype` field;
+2. `I` (init) with `userid`, `service`, `network`: the daemon opens the service (the
+   host's `open_service`: its namespace and network) and answers `RVD.INITRESP`
+   (mtype `R`, data `ipaddr`, `ipport`, `vmaj` 5, `vmin` 4, `vupd` 2, `gob`), or
+   `RVD.INITREFUSED` with an `error` and closes;
+3. a second `I` with the client's `session` and `control` inbox: answered with the
+   advisory `_RV.INFO.SYSTEM.RVD.CONNECTED`. A session of the form
+   `<ip hex>.<gob>` is an RV6+ client using the daemon's session (its session name
+   becomes `<ip hex>.DAEMON.<daemon gob>`); any other session is an RV5 client's own,
+   announced with `_RV.INFO.SYSTEM.SESSION.START.<session>` (and STOP when it ends);
+4. `L` listen (subscribe; `*` and a trailing `>` make a pattern), `C` cancel, `D` data
+   (publish; `return` is the reply subject). Deliveries are `D` (`A` for the `_RV.INFO.
+   SYSTEM.{HOST,SESSION,LISTEN,UNREACHABLE}.` and `_RV.ERROR.SYSTEM.` advisories) with
+   `sub`, `return` and `data`.
+
+Decisions:
+- Inboxes are subjects like any other (`_INBOX.<session>.<n>`): RV5 and RV6 clients
+  listen on `_INBOX.<session>.>`; the network routes replies by interest, which is
+  the point-to-point path. A pattern `>` alone does not match `_INBOX.` subjects (as
+  the reference).
+- Payloads: a `data` field holding a nested message is published as that rvmsg's
+  bytes; an opaque, string or other field as its bytes (a string without its NUL).
+  A delivered payload that is one whole rvmsg goes out as a nested message, any other
+  as opaque: NATS and Redis clients of the same namespace exchange plain bytes.
+- A message matching several of a client's subscriptions is sent to it once (the
+  client library dispatches to its listeners); payloads of 0 or 1 byte are not told
+  apart (Python shares those objects) and may come once per subscription.
+- A subscription is counted per subject: `L` twice needs `C` twice.
+- Loss (the router's sequence windows, `Deliver.loss`): the first loss is reported at
+  once with `_RV.ERROR.SYSTEM.DATALOSS.INBOUND.BCAST` (mtype `A`, data `ADV_CLASS`
+  ERROR, `ADV_SOURCE` SYSTEM, `ADV_NAME` DATALOSS.INBOUND.BCAST, `ADV_DESC` "lost msgs",
+  `lost`, `sub_cnt`, `sub1..9` / `lost1..9`, `scid` the daemon port); losses within the
+  next second are summed and sent by `flush_loss` (the glue's one-second timer), so at
+  most one advisory a second, as the manual says.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from raims_node.bridges.bus import Bus
+from raims_node.bridges.errors import BridgeError
+from raims_node.bridges.flow import FlowLimits, SessionOutput
+from raims_node.bridges.rv_codec import (
+    INFO_AGREE,
+    INFO_REC_LEN,
+    INFO_REQUEST,
+    T_OPAQUE,
+    T_RVMSG,
+    T_STRING,
+    VERSION_REC,
+    VERSION_REC_LEN,
+    RvCodecError,
+    RvFrameReader,
+    RvMsg,
+    Writer,
+    decode,
+    encode_subject,
+    info_rec,
+    is_rvmsg,
+)
+
+DATALOSS_SUBJECT = "_RV.ERROR.SYSTEM.DATALOSS.INBOUND.BCAST"
+INFO_SYSTEM = "_RV.INFO.SYSTEM."
+ADVISORY_HEADS = tuple(INFO_SYSTEM + h for h in ("HOST.", "SESSION.", "LISTEN.", "UNREACHABLE.")) + (
+    "_RV.ERROR.SYSTEM.",)
+LOSS_INTERVAL_S = 1.0
+MAX_LOSS_SUBJECTS = 9
+DEFAULT_SERVICE = "7500"
+ERR_START_FAILED = 17  # the reference's RVD.INITREFUSED error for a network that cannot start
+
+
+class RvRefused(BridgeError):
+    """The service or network a client asked for cannot be opened."""
+
+
+class RvHost(Protocol):
+    """What a session needs of its transport (rv.py's RvServer)."""
+
+    ipaddr: bytes  # 4 bytes: the daemon's (fake) address, INITRESP `ipaddr`
+    port: int
+    daemon_gob: str
+
+    def open_service(self, service: str, network: str) -> Bus: ...
+
+    def closed_service(self, service: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RvConfig:
+    max_payload: int = 8 * 1024 * 1024
+    limits: FlowLimits = field(default_factory=FlowLimits)
+
+
+def advisory(subject: str, name: str, adv_class: str = "INFO", **extra: str) -> bytes:
+    """An `_RV.` advisory's data message."""
+    w = Writer().string("ADV_CLASS", adv_class).string("ADV_SOURCE", "SYSTEM").string("ADV_NAME", name)
+    for k, v in extra.items():
+        w.string(k, v)
+    return w.finish()
+
+
+class RvSession(SessionOutput):
+    """An RV client as the node sees it: feed it bytes, drain `pending_output()`."""
+
+    def __init__(self, host: RvHost, client_id: int, config: RvConfig, *,
+                 wakeup: Callable[[], None] | None = None, loss_timer: Callable[[float], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(config.limits, wakeup, b"", VERSION_REC)
+        self.host = host
+        self.client_id = client_id
+        self.config = config
+        self.echo = True
+        self.msgs_in = 0
+        self.msgs_out = 0
+        self.protocol_errors = 0
+        self.userid = ""
+        self.service = ""
+        self.session = ""
+        self.style = ""  # "rv5" (own session) or "rv6" (the daemon's), once connected
+        self.bus: Bus | None = None
+        self.gob = f"{time.time_ns():X}{os.getpid() & 0xFFFF:04X}{client_id:X}"
+        self._state = "version"  # version -> info -> init -> connect -> data
+        self._reader = RvFrameReader(config.max_payload + 64 * 1024)
+        self._subs: dict[str, int] = {}  # subject -> listen count
+        self._last_payload: bytes | None = None
+        self._last_subject = ""
+        self._loss: dict[str, int] = {}  # subject -> messages lost, not reported yet
+        self._loss_sent = float("-inf")
+        self._loss_timer = loss_timer
+        self._timer_armed = False
+        self._clock = clock
+        self.advisories_sent = 0
+
+    @property
+    def input_buffered(self) -> int:
+        return self._reader.buffered
+
+    @property
+    def iphex(self) -> str:
+        return self.host.ipaddr.hex().upper()
+
+    # ------------------------------------------------------------ input
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        reader = self._reader
+        reader.push(data)
+        try:
+            if self._state == "version":
+                if reader.take(VERSION_REC_LEN) is None:
+                    return
+                self._write(info_rec(INFO_REQUEST))
+                self._state = "info"
+            if self._state == "info":
+                if reader.take(INFO_REC_LEN) is None:
+                    return
+                self._write(info_rec(INFO_AGREE))
+                self._state = "init"
+            for frame in reader.frames():
+                if self._closing:
+                    return
+                if len(frame) > 8:
+                    self._message(decode(frame))
+        except RvCodecError as exc:
+            self.protocol_errors += 1
+            self._close(b"", exc)
+
+    def _message(self, msg: RvMsg) -> None:
+        mtype = msg.text("mtype")
+        self.msgs_in += 1
+        if mtype == "I":
+            self._init(msg)
+            return
+        if self._state != "data":
+            raise RvCodecError(f"mtype {mtype!r} before the session started")
+        bus = self.bus
+        assert bus is not None
+        subject = msg.text("sub")
+        if mtype == "D":
+            if not subject:
+                raise RvCodecError("data message without a subject")
+            reply = msg.text("return") or None
+            bus.publish(self, subject, reply, None, _payload(msg))
+        elif mtype == "L":
+            if not subject:
+                raise RvCodecError("listen without a subject")
+            self._listen(bus, subject, msg.text("return"))
+        elif mtype == "C":
+            count = self._subs.get(subject, 0)
+            if count > 1:
+                self._subs[subject] = count - 1
+            elif count == 1:
+                del self._subs[subject]
+                bus.unsubscribe(self, subject)
+                self._listen_advisory(bus, "STOP", subject, "")
+        else:
+            raise RvCodecError(f"unknown mtype {mtype!r}")
+
+    def _listen(self, bus: Bus, subject: str, reply: str) -> None:
+        count = self._subs.get(subject, 0)
+        self._subs[subject] = count + 1
+        if count:
+            return
+        tokens = subject.split(".")
+        if "*" in tokens or tokens[-1] == ">":
+            bus.psubscribe(self, subject, subject, "rv")
+        else:
+            bus.subscribe(self, subject, subject)
+        self._listen_advisory(bus, "START", subject, reply)
+
+    def _listen_advisory(self, bus: Bus, what: str, subject: str, reply: str) -> None:
+        """`_RV.INFO.SYSTEM.LISTEN.START.<subject>` (STOP), except for the restricted
+        `_RV.` and `_INBOX.` subjects, as the reference."""
+        if subject.startswith(("_RV.", "_INBOX.")):
+            return
+        extra = {"id": self.session, "sub": subject}
+        if reply:
+            extra["refid"] = reply
+        name = f"LISTEN.{what}.{subject}"
+        bus.publish(self, INFO_SYSTEM + name, None, None, advisory(INFO_SYSTEM + name, name, **extra))
+
+    def _init(self, msg: RvMsg) -> None:
+        if self._state == "init":
+            self.userid = msg.text("userid", "nobody")
+            self.service = msg.text("service") or DEFAULT_SERVICE
+            try:
+                self.bus = self.host.open_service(self.service, msg.text("network"))
+            except BridgeError as exc:
+                refused = Writer().subject("sub", "RVD.INITREFUSED").string("mtype", "R")
+                self._close(refused.message("data", Writer().int32("error", ERR_START_FAILED).finish()).finish(),
+                            RvRefused(str(exc)))
+                return
+            data = (Writer().ipdata("ipaddr", self.host.ipaddr).ipdata("ipport", self.host.port.to_bytes(2, "big"))
+                    .int32("vmaj", 5).int32("vmin", 4).int32("vupd", 2).string("gob", self.gob).finish())
+            self._send_raw(Writer().subject("sub", "RVD.INITRESP").string("mtype", "R").message("data", data).finish())
+            self._state = "connect"
+        elif self._state == "connect":
+            session = msg.text("session")
+            if session[9:] == self.gob:
+                self.style, self.session = "rv6", f"{self.iphex}.DAEMON.{self.host.daemon_gob}"
+            else:
+                self.style, self.session = "rv5", session or f"{self.iphex}.{self.gob}"
+            name = "RVD.CONNECTED"
+            self._send_raw(Writer().subject("sub", INFO_SYSTEM + name).string("mtype", "D")
+                           .message("data", advisory(INFO_SYSTEM + name, name)).finish())
+            self._state = "data"
+            if self.style == "rv5":
+                self._session_advisory("START")
+        else:
+            raise RvCodecError("init message after the session started")
+
+    def _session_advisory(self, what: str) -> None:
+        bus = self.bus
+        if bus is None:
+            return
+        name = f"SESSION.{what}.{self.session}"
+        bus.publish(self, INFO_SYSTEM + name, None, None,
+                    advisory(INFO_SYSTEM + name, name, id=self.session, userid=self.userid))
+
+    # ------------------------------------------------------------ output
+
+    def _send_raw(self, data: bytes) -> None:
+        if self._write(data):
+            self.msgs_out += 1
+
+    def deliver(self, sid: str, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
+        if payload is self._last_payload and subject == self._last_subject and len(payload) > 1:
+            return  # the same message through another of this client's subscriptions
+        if sid == ">" and subject.startswith("_INBOX."):
+            return
+        self._last_payload, self._last_subject = payload, subject
+        try:
+            sub = encode_subject(subject)
+        except RvCodecError:
+            self.protocol_errors += 1  # a subject of another protocol RV cannot carry
+            return
+        w = Writer().raw("sub", 2, sub).string("mtype", "A" if subject.startswith(ADVISORY_HEADS) else "D")
+        if reply:
+            w.string("return", reply)
+        if is_rvmsg(payload):
+            w.message("data", payload)
+        else:
+            w.opaque("data", payload)
+        self._send_raw(w.finish())
+
+    # ------------------------------------------------------------ loss
+
+    def data_loss(self, subject: str, lost: int, payload: bytes) -> None:
+        """The router reports `lost` messages missing before `payload` on `subject`."""
+        if payload is self._last_payload and subject == self._last_subject and len(payload) > 1:
+            return  # reported already for another subscription
+        self._loss[subject] = self._loss.get(subject, 0) + lost
+        now = self._clock()
+        if now - self._loss_sent >= LOSS_INTERVAL_S:
+            self._send_loss(now)
+        elif not self._timer_armed and self._loss_timer is not None:
+            self._timer_armed = True
+            self._loss_timer(self._loss_sent + LOSS_INTERVAL_S - now)
+
+    def flush_loss(self) -> None:
+        """The glue's timer: send the losses summed since the last advisory."""
+        self._timer_armed = False
+        if self._loss and not self._closing:
+            self._send_loss(self._clock())
+
+    def _send_loss(self, now: float) -> None:
+        loss, self._loss = self._loss, {}
+        self._loss_sent = now
+        name = "DATALOSS.INBOUND.BCAST"
+        w = (Writer().string("ADV_CLASS", "ERROR").string("ADV_SOURCE", "SYSTEM").string("ADV_NAME", name)
+             .string("ADV_DESC", "lost msgs").uint32("lost", sum(loss.values())).uint32("sub_cnt", len(loss)))
+        for i, (subject, n) in enumerate(list(loss.items())[:MAX_LOSS_SUBJECTS], 1):
+            w.string(f"sub{i}", subject).uint32(f"lost{i}", n)
+        w.ipdata("scid", self.host.port.to_bytes(2, "big"))
+        self.advisories_sent += 1
+        self._send_raw(Writer().subject("sub", DATALOSS_SUBJECT).string("mtype", "A")
+                       .message("data", w.finish()).finish())
+
+    # ------------------------------------------------------------ end
+
+    def _on_close(self) -> None:
+        self._leave()
+
+    def connection_lost(self) -> None:
+        self._leave()
+        self._release()
+
+    def _leave(self) -> None:
+        bus = self.bus
+        if bus is None:
+            return
+        if self.style == "rv5" and self._state == "data":
+            self._session_advisory("STOP")
+        for subject in list(self._subs):
+            self._listen_advisory(bus, "STOP", subject, "")
+        self._subs.clear()
+        bus.drop_client(self)
+        self.bus = None
+        self.host.closed_service(self.service)
+
+
+def _payload(msg: RvMsg) -> bytes:
+    """What a `D` message publishes: a nested message whole, other data as its bytes."""
+    f = msg.get("data")
+    if f is None:
+        return b""
+    if f.type == T_STRING:
+        return f.data[:-1] if f.data.endswith(b"\x00") else f.data
+    if f.type in (T_RVMSG, T_OPAQUE):
+        return f.data
+    return f.data
