@@ -242,3 +242,59 @@ async def test_forced_gap_one_dataloss_advisory(net: BridgeNet) -> None:
         await a.close()
         await b.close()
         await d.close()
+
+
+def test_configured_rv_service_transport_takes_precedence(tmp_path: Path) -> None:
+    """Two nodes with no links but a configured `rv_7500` (A listens, B connects): RV
+    clients of service 7500 asking for a PGM network (which raims cannot join) start
+    `rv_7500` instead, the nodes link and the clients talk."""
+    import yaml
+
+    from tests.integration.harness import NodeProc, graph_config
+    from tests.integration.test_bridges_net import CONVERGED, _listen_ports
+
+    cfg, _ = graph_config(tmp_path, "node A B\n", web=False)
+    data = yaml.safe_load(cfg.read_text())
+    port = _free_port()
+    nodes: dict[str, NodeProc] = {}
+    try:
+        for name, link in (("A", {"listen": "127.0.0.1", "port": port}), ("B", {"connect": f"127.0.0.1:{port}"})):
+            data["transports"] = [dict(RV), {"tport": "rv_7500", "type": "tcp", "route": link}]
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(yaml.safe_dump(data, sort_keys=False))
+            nodes[name] = NodeProc(name, ["-d", str(path), "-u", name, "-t", "rv.listen"], tmp_path)
+        rv_ports = {name: _listen_ports(node, 1)[0] for name, node in nodes.items()}
+
+        async def talk() -> None:
+            a = await RvClient.connect(rv_ports["A"], network="eth0;239.192.0.1")
+            b = await RvClient.connect(rv_ports["B"], network="eth0;239.192.0.1")
+            try:
+                nodes["B"].wait_for(CONVERGED.format(n=1), 30)
+                await a.listen("PREC.x")
+                m = await _until_delivered(a, b, "PREC.x")
+                assert m.data == b"probe"
+            finally:
+                await a.close()
+                await b.close()
+
+        asyncio.run(talk())
+        assert any("rv_7500" in line and "ignored" in line for line in nodes["A"].lines + nodes["B"].lines)
+    finally:
+        for node in nodes.values():
+            node.stop()
+
+
+def test_a_network_raims_cannot_join_is_refused(net: BridgeNet) -> None:
+    async def connect() -> None:
+        await RvClient.connect(net.port("A", "rv"), service="7777", network="eth0;no.such.kind")
+
+    with pytest.raises(ConnectionRefusedError, match="RVD.INITREFUSED"):
+        asyncio.run(connect())
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -133,3 +133,21 @@ def test_rvd_without_arguments(tmp_path: Path) -> None:
     assert result.get("web_status") is not None, result
     assert result.get("rv_client") is True, result
     assert result["exited_on_hup"], result
+
+
+def test_rvd_no_permanent_exits_after_the_last_client(tmp_path: Path) -> None:
+    _gen_rv_yaml(tmp_path)
+    port = _free_port()
+    node = NodeProc("rvd", ["-listen", f"127.0.0.1:{port}", "-no-http", "-foreground", "-no-permanent",
+                            "-cfg", "rv.yaml"], tmp_path)
+    try:
+        node.wait_for(rf"listening on 127.0.0.1:{port}$", 30)
+
+        async def one_client() -> None:
+            c = await RvClient.connect(port)
+            await c.close()
+
+        asyncio.run(one_client())
+        assert node.proc.wait(15) == 0
+    finally:
+        node.stop()
