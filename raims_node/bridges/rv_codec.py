@@ -193,7 +193,8 @@ def _size(data: bytes, i: int, end: int) -> tuple[int, int]:
     return size, i
 
 
-def iter_fields(data: bytes, start: int, end: int) -> Iterator[Field]:
+def spans(data: bytes, start: int, end: int) -> Iterator[tuple[bytes, int, int, int]]:
+    """(raw name with its NUL, type, data start, data end) of each field in data[start:end]."""
     i = start
     while i < end:
         name_len = data[i]
@@ -201,17 +202,16 @@ def iter_fields(data: bytes, start: int, end: int) -> Iterator[Field]:
         if i + name_len >= end:
             raise RvCodecError("field name out of bounds")
         raw = data[i:i + name_len]
-        name = (raw[:-1] if raw.endswith(b"\x00") else raw).decode("utf-8", "surrogateescape")
         i += name_len
         ftype = data[i]
         i += 1
         if ftype == T_RVMSG:
             if i >= end or data[i] != SIZE_LONG or i + 1 + HEADER_LEN > end:
-                raise RvCodecError(f"field {name!r}: a nested message without its size")
+                raise RvCodecError(f"field {raw!r}: a nested message without its size")
             i += 1
             size = int.from_bytes(data[i:i + 4], "big")
             if size < HEADER_LEN or i + size > end:
-                raise RvCodecError(f"field {name!r}: nested message out of bounds")
+                raise RvCodecError(f"field {raw!r}: nested message out of bounds")
         elif ftype in VARIABLE_TYPES:
             size, i = _size(data, i, end)
         elif ftype in FIXED_TYPES:
@@ -220,11 +220,50 @@ def iter_fields(data: bytes, start: int, end: int) -> Iterator[Field]:
             size = data[i]
             i += 1
             if i + size > end:
-                raise RvCodecError(f"field {name!r}: data out of bounds")
+                raise RvCodecError(f"field {raw!r}: data out of bounds")
         else:
-            raise RvCodecError(f"field {name!r}: unknown type {ftype}")
-        yield Field(name, ftype, bytes(data[i:i + size]))
+            raise RvCodecError(f"field {raw!r}: unknown type {ftype}")
+        yield raw, ftype, i, i + size
         i += size
+
+
+def iter_fields(data: bytes, start: int, end: int) -> Iterator[Field]:
+    for raw, ftype, a, b in spans(data, start, end):
+        name = (raw[:-1] if raw.endswith(b"\x00") else raw).decode("utf-8", "surrogateescape")
+        yield Field(name, ftype, bytes(data[a:b]))
+
+
+@dataclass(slots=True)
+class Envelope:
+    """The fields the daemon routes by, read without decoding the rest: `mtype`, the
+    raw `sub` data, `return` as text, and the `data` field's type and bytes."""
+
+    mtype: bytes = b""
+    sub: bytes | None = None
+    reply: str | None = None
+    dtype: int = 0
+    data: bytes = b""
+
+
+_N_MTYPE, _N_SUB, _N_RETURN, _N_DATA = b"mtype\x00", b"sub\x00", b"return\x00", b"data\x00"
+
+
+def envelope(frame: bytes) -> Envelope:
+    """A whole rvmsg's routing fields (its header already checked by the reader)."""
+    env = Envelope()
+    for raw, ftype, a, b in spans(frame, HEADER_LEN, len(frame)):
+        if raw == _N_MTYPE:
+            if ftype == T_STRING:
+                env.mtype = frame[a:b].rstrip(b"\x00")
+        elif raw == _N_SUB:
+            if ftype == T_SUBJECT:
+                env.sub = frame[a:b]
+        elif raw == _N_RETURN:
+            if ftype == T_STRING and b > a:
+                env.reply = frame[a:b].rstrip(b"\x00").decode("utf-8", "surrogateescape") or None
+        elif raw == _N_DATA:
+            env.dtype, env.data = ftype, frame[a:b]
+    return env
 
 
 def decode(data: bytes, depth: int = 0) -> RvMsg:
@@ -313,6 +352,33 @@ class Writer:
     def finish(self) -> bytes:
         return HEADER.pack(HEADER_LEN + len(self._body), MAGIC) + self._body
 
+    def fields(self) -> bytes:
+        """The encoded fields without the header (a prefix to reuse with `join`)."""
+        return bytes(self._body)
+
+
+def join(*parts: bytes) -> bytes:
+    """One rvmsg of encoded fields (`Writer.fields()` pieces)."""
+    body = b"".join(parts)
+    return HEADER.pack(HEADER_LEN + len(body), MAGIC) + body
+
+
+_DATA_OPAQUE = _name("data") + bytes((T_OPAQUE,))
+_DATA_MSG = _name("data") + bytes((T_RVMSG, SIZE_LONG))
+_RETURN = _name("return") + bytes((T_STRING,))
+
+
+def data_field(payload: bytes) -> bytes:
+    """The `data` field of a delivery: a whole rvmsg nested, any other bytes opaque."""
+    if is_rvmsg(payload):
+        return _DATA_MSG + payload
+    return _DATA_OPAQUE + _var_size(len(payload)) + payload
+
+
+def return_field(reply: str) -> bytes:
+    raw = reply.encode("utf-8", "surrogateescape") + b"\x00"
+    return _RETURN + _var_size(len(raw)) + raw
+
 
 # ------------------------------------------------------------------ the stream
 
@@ -340,16 +406,19 @@ class RvFrameReader:
         self._buf += data
 
     def frames(self) -> list[bytes]:
-        """The whole messages buffered; RvCodecError for a bad header (the stream is lost)."""
-        buf, out, off, n = self._buf, [], 0, len(self._buf)
+        """The whole messages buffered; RvCodecError for a bad header (the stream is
+        lost) once the messages before it have been returned."""
+        buf, off, n = self._buf, 0, len(self._buf)
+        out: list[bytes] = []
         while n - off >= HEADER_LEN:
             size, magic = HEADER.unpack_from(buf, off)
-            if magic != MAGIC or size < HEADER_LEN:
+            if magic != MAGIC or size < HEADER_LEN or size > self.max_size:
                 del buf[:off]
+                if out:  # the good messages first; the next call raises
+                    return out
+                if size > self.max_size and magic == MAGIC:
+                    raise RvCodecError(f"rvmsg of {size} bytes is over the limit of {self.max_size}")
                 raise RvCodecError(f"bad rvmsg header (size {size}, magic {magic:#x})")
-            if size > self.max_size:
-                del buf[:off]
-                raise RvCodecError(f"rvmsg of {size} bytes is over the limit of {self.max_size}")
             if n - off < size:
                 break
             out.append(bytes(buf[off:off + size]))

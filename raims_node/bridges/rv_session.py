@@ -51,22 +51,26 @@ from raims_node.bridges.bus import Bus
 from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.flow import FlowLimits, SessionOutput
 from raims_node.bridges.rv_codec import (
+    HEADER,
+    HEADER_LEN,
     INFO_AGREE,
     INFO_REC_LEN,
     INFO_REQUEST,
-    T_OPAQUE,
-    T_RVMSG,
+    MAGIC,
     T_STRING,
     VERSION_REC,
     VERSION_REC_LEN,
+    Envelope,
     RvCodecError,
     RvFrameReader,
     RvMsg,
     Writer,
+    data_field,
     decode,
-    encode_subject,
+    decode_subject,
+    envelope,
     info_rec,
-    is_rvmsg,
+    return_field,
 )
 
 DATALOSS_SUBJECT = "_RV.ERROR.SYSTEM.DATALOSS.INBOUND.BCAST"
@@ -75,6 +79,7 @@ ADVISORY_HEADS = tuple(INFO_SYSTEM + h for h in ("HOST.", "SESSION.", "LISTEN.",
     "_RV.ERROR.SYSTEM.",)
 LOSS_INTERVAL_S = 1.0
 MAX_LOSS_SUBJECTS = 9
+HEAD_CACHE = 4096  # encoded `sub` + `mtype` fields kept per subject delivered
 DEFAULT_SERVICE = "7500"
 ERR_START_FAILED = 17  # the reference's RVD.INITREFUSED error for a network that cannot start
 
@@ -134,6 +139,8 @@ class RvSession(SessionOutput):
         self._subs: dict[str, int] = {}  # subject -> listen count
         self._last_payload: bytes | None = None
         self._last_subject = ""
+        self._heads: dict[str, bytes] = {}
+        self._subjects: dict[bytes, str] = {}  # raw subject field -> subject
         self._loss: dict[str, int] = {}  # subject -> messages lost, not reported yet
         self._loss_sent = float("-inf")
         self._loss_timer = loss_timer
@@ -167,36 +174,86 @@ class RvSession(SessionOutput):
                     return
                 self._write(info_rec(INFO_AGREE))
                 self._state = "init"
-            for frame in reader.frames():
-                if self._closing:
-                    return
-                if len(frame) > 8:
-                    self._message(decode(frame))
+            while not self._closing:
+                frames = reader.frames()
+                if not frames:
+                    break
+                self._frames(frames)
         except RvCodecError as exc:
             self.protocol_errors += 1
             self._close(b"", exc)
 
-    def _message(self, msg: RvMsg) -> None:
-        mtype = msg.text("mtype")
-        self.msgs_in += 1
-        if mtype == "I":
-            self._init(msg)
-            return
-        if self._state != "data":
-            raise RvCodecError(f"mtype {mtype!r} before the session started")
+    def _frames(self, frames: list[bytes]) -> None:
+        """Run the client's messages in order; consecutive `D`s on one subject without
+        a reply are published as one run (routed once, as NATS PUB runs)."""
+        run: list[bytes] = []
+        run_subject = ""
+        try:
+            for frame in frames:
+                if self._closing:
+                    return
+                if len(frame) <= HEADER_LEN:  # a keep-alive
+                    continue
+                if self._state != "data":
+                    self._message(decode(frame))
+                    continue
+                env = envelope(frame)
+                self.msgs_in += 1
+                if env.mtype == b"D" and env.reply is None and env.sub is not None:
+                    subject = self._subject(env.sub)
+                    if run and subject != run_subject:
+                        self._publish_run(run_subject, run)
+                        run = []
+                    run_subject = subject
+                    run.append(_payload(env))
+                    continue
+                if run:
+                    self._publish_run(run_subject, run)
+                    run = []
+                self._routed(env)
+        finally:
+            if run and self.bus is not None:
+                self._publish_run(run_subject, run)
+
+    def _publish_run(self, subject: str, run: list[bytes]) -> None:
         bus = self.bus
         assert bus is not None
-        subject = msg.text("sub")
-        if mtype == "D":
-            if not subject:
-                raise RvCodecError("data message without a subject")
-            reply = msg.text("return") or None
-            bus.publish(self, subject, reply, None, _payload(msg))
-        elif mtype == "L":
-            if not subject:
-                raise RvCodecError("listen without a subject")
-            self._listen(bus, subject, msg.text("return"))
-        elif mtype == "C":
+        if len(run) == 1:
+            bus.publish(self, subject, None, None, run[0])
+        else:
+            bus.publish_run(self, subject, run)
+
+    def _subject(self, raw: bytes) -> str:
+        subject = self._subjects.get(raw)
+        if subject is None:
+            subject = decode_subject(raw)
+            if len(self._subjects) >= HEAD_CACHE:
+                self._subjects.clear()
+            self._subjects[raw] = subject
+        return subject
+
+    def _message(self, msg: RvMsg) -> None:
+        """A message before the session started: only `I` is allowed."""
+        mtype = msg.text("mtype")
+        self.msgs_in += 1
+        if mtype != "I":
+            raise RvCodecError(f"mtype {mtype!r} before the session started")
+        self._init(msg)
+
+    def _routed(self, env: Envelope) -> None:
+        bus = self.bus
+        assert bus is not None
+        mtype = env.mtype
+        if mtype == b"I":
+            raise RvCodecError("init message after the session started")
+        if env.sub is None:
+            raise RvCodecError(f"mtype {mtype!r} without a subject")
+        subject = self._subject(env.sub)
+        if mtype == b"D":
+            bus.publish(self, subject, env.reply, None, _payload(env))
+        elif mtype == b"L":
+            self._listen(bus, subject, env.reply or "")
+        elif mtype == b"C":
             count = self._subs.get(subject, 0)
             if count > 1:
                 self._subs[subject] = count - 1
@@ -274,25 +331,48 @@ class RvSession(SessionOutput):
         if self._write(data):
             self.msgs_out += 1
 
+    def _head(self, subject: str) -> bytes | None:
+        """The encoded `sub` and `mtype` fields of deliveries on `subject` (cached)."""
+        head = self._heads.get(subject)
+        if head is None:
+            try:
+                w = Writer().subject("sub", subject)
+            except RvCodecError:
+                self.protocol_errors += 1  # a subject of another protocol RV cannot carry
+                return None
+            head = w.string("mtype", "A" if subject.startswith(ADVISORY_HEADS) else "D").fields()
+            if len(self._heads) >= HEAD_CACHE:
+                self._heads.clear()
+            self._heads[subject] = head
+        return head
+
     def deliver(self, sid: str, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
         if payload is self._last_payload and subject == self._last_subject and len(payload) > 1:
             return  # the same message through another of this client's subscriptions
         if sid == ">" and subject.startswith("_INBOX."):
             return
         self._last_payload, self._last_subject = payload, subject
-        try:
-            sub = encode_subject(subject)
-        except RvCodecError:
-            self.protocol_errors += 1  # a subject of another protocol RV cannot carry
+        head = self._head(subject)
+        if head is None:
             return
-        w = Writer().raw("sub", 2, sub).string("mtype", "A" if subject.startswith(ADVISORY_HEADS) else "D")
-        if reply:
-            w.string("return", reply)
-        if is_rvmsg(payload):
-            w.message("data", payload)
-        else:
-            w.opaque("data", payload)
-        self._send_raw(w.finish())
+        tail = return_field(reply) + data_field(payload) if reply else data_field(payload)
+        self._send_raw(HEADER.pack(HEADER_LEN + len(head) + len(tail), MAGIC) + head + tail)
+
+    def deliver_run(self, sid: str, subject: str, payloads: list[bytes]) -> None:
+        """A run of one publisher's messages to this one subscription, written at once."""
+        if not payloads or (sid == ">" and subject.startswith("_INBOX.")):
+            return
+        head = self._head(subject)
+        if head is None:
+            return
+        parts: list[bytes] = []
+        pack, size = HEADER.pack, HEADER_LEN + len(head)
+        for payload in payloads:
+            tail = data_field(payload)
+            parts += (pack(size + len(tail), MAGIC), head, tail)
+        self._last_payload, self._last_subject = payloads[-1], subject
+        if self._write(b"".join(parts)):
+            self.msgs_out += len(payloads)
 
     # ------------------------------------------------------------ loss
 
@@ -350,13 +430,9 @@ class RvSession(SessionOutput):
         self.host.closed_service(self.service)
 
 
-def _payload(msg: RvMsg) -> bytes:
-    """What a `D` message publishes: a nested message whole, other data as its bytes."""
-    f = msg.get("data")
-    if f is None:
-        return b""
-    if f.type == T_STRING:
-        return f.data[:-1] if f.data.endswith(b"\x00") else f.data
-    if f.type in (T_RVMSG, T_OPAQUE):
-        return f.data
-    return f.data
+def _payload(env: Envelope) -> bytes:
+    """What a `D` message publishes: a nested message whole (its header included),
+    a string without its NUL, other data as its bytes."""
+    if env.dtype == T_STRING and env.data.endswith(b"\x00"):
+        return env.data[:-1]
+    return env.data

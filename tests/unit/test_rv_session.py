@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from raims_node.bridges.bus import Bus
-from raims_node.bridges.rv_codec import VERSION_REC, decode, info_kind, info_rec
+from raims_node.bridges.rv_codec import VERSION_REC, Writer, decode, info_kind, info_rec
 from raims_node.bridges.rv_session import DATALOSS_SUBJECT, RvConfig, RvRefused, RvSession
 from tests.integration.rv_client import encode
 from tests.unit.test_nats_redis_bus import MemoryBus
@@ -167,3 +167,21 @@ def test_bad_bytes_close_the_session() -> None:
     s2, _ = started()
     s2.data_received(encode({"mtype": "Q"}))
     assert s2.closing
+
+
+def test_runs_are_published_in_order_before_a_bad_header_closes() -> None:
+    bus = MemoryBus()
+    s, _ = started(bus)
+    bus.published.clear()
+    d = [encode({"sub": ("subject", subj), "mtype": "D", "data": body})
+         for subj, body in (("R", b"1"), ("R", b"2"), ("R", b"3"), ("Q", b"4"))]
+    s.data_received(b"".join(d) + b"\x00\x00\x00\x10garbage!")
+    assert [(p[0], p[3]) for p in bus.published] == [("R", b"1"), ("R", b"2"), ("R", b"3"), ("Q", b"4")]
+    assert s.closing and s.protocol_errors == 1
+
+
+def test_deliver_run_writes_every_message() -> None:
+    s, _ = started()
+    s.deliver_run("A", "A", [b"one", b"two", Writer().int32("n", 1).finish()])
+    got = frames(s.pending_output())
+    assert [m["data"] for m in got] == [b"one", b"two", {"n": 1}] and s.msgs_out >= 3
