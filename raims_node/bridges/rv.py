@@ -16,8 +16,9 @@ Services and networks (decisions):
   precedence (manual: the client's network is then ignored) and is started when the
   first client opens the service. Otherwise a client network (glue.parse_network's
   formats) is joined through a generated link transport named `rv_<service>` (the
-  name the manual's `ports` shows); an empty network, or `no_mcast`, joins nothing and
-  uses the links already running. A network raims cannot join (a PGM group while no
+  name the manual's `ports` shows); an empty network joins nothing and uses the links
+  already running, as does a multicast (PGM) network under `no_mcast`. A service
+  written `tcp:7500` or `udp:7500` is 7500. A network raims cannot join (a PGM group while no
   PGM transport exists) is refused with RVD.INITREFUSED. The join runs in the
   background: the client is answered at once and its messages flow once the links
   are up.
@@ -86,6 +87,14 @@ class RvProtocol(SessionProtocol):
             self._rv.flush_loss()
 
 
+def _service_name(service: str) -> str:
+    """The service as a namespace part: `tcp:7500` / `udp:7500` are 7500."""
+    for head in ("tcp:", "udp:"):
+        if service.startswith(head):
+            return service[len(head):] or "7500"
+    return service
+
+
 class RvServer(BridgeServer):
     kind = "rv"
     default_service = "_rv"
@@ -142,9 +151,12 @@ class RvServer(BridgeServer):
         """The bus of `service`, its network joined (in the background); RvRefused
         when the service or network cannot be opened."""
         try:
+            service = _service_name(service)
             namespace = self.namespace(service)
             check_service(namespace)
-            net = None if self.no_mcast else parse_network(network)
+            net = parse_network(network)
+            if net is not None and self.no_mcast and net.kind == "pgm":
+                net = None  # `no_mcast`: a multicast network is ignored, the links running are used
             name = RV_TPORT_PREFIX + service
             configured = any(t.tport == name for t in self.hub.host.tree.transports)
             if net is not None and not configured:
@@ -169,6 +181,7 @@ class RvServer(BridgeServer):
             self.joins.pop(service, None)
 
     def closed_service(self, service: str) -> None:
+        service = _service_name(service)
         left = self.clients.get(service, 0) - 1
         if left > 0:
             self.clients[service] = left
