@@ -243,6 +243,8 @@ class Envelope:
     reply: str | None = None
     dtype: int = 0
     data: bytes = b""
+    data_start: int = 0  # where `data`'s bytes start in the frame, 0 without a data field
+    data_last: bool = False  # the data field ends the frame
 
 
 _N_MTYPE, _N_SUB, _N_RETURN, _N_DATA = b"mtype\x00", b"sub\x00", b"return\x00", b"data\x00"
@@ -262,7 +264,10 @@ def envelope(frame: bytes) -> Envelope:
             if ftype == T_STRING and b > a:
                 env.reply = frame[a:b].rstrip(b"\x00").decode("utf-8", "surrogateescape") or None
         elif raw == _N_DATA:
-            env.dtype, env.data = ftype, frame[a:b]
+            env.dtype, env.data, env.data_start = ftype, frame[a:b], a
+            env.data_last = b == len(frame)
+        else:
+            env.data_last = False
     return env
 
 

@@ -57,6 +57,7 @@ from raims_node.bridges.rv_codec import (
     INFO_REC_LEN,
     INFO_REQUEST,
     MAGIC,
+    T_RVMSG,
     T_STRING,
     VERSION_REC,
     VERSION_REC_LEN,
@@ -70,6 +71,7 @@ from raims_node.bridges.rv_codec import (
     decode_subject,
     envelope,
     info_rec,
+    is_rvmsg,
     return_field,
 )
 
@@ -141,6 +143,10 @@ class RvSession(SessionOutput):
         self._last_subject = ""
         self._heads: dict[str, bytes] = {}
         self._subjects: dict[bytes, str] = {}  # raw subject field -> subject
+        # the last D's layout: (its fields up to the data bytes, its length, subject,
+        # where the data starts, the data's type); a message equal up to there is a D alike
+        self._fast: tuple[bytes, int, str, int, int] | None = None
+        self._pre: dict[tuple[str, int], bytes] = {}  # (subject, payload size) -> delivery bytes before it
         self._loss: dict[str, int] = {}  # subject -> messages lost, not reported yet
         self._loss_sent = float("-inf")
         self._loss_timer = loss_timer
@@ -197,20 +203,33 @@ class RvSession(SessionOutput):
                 if self._state != "data":
                     self._message(decode(frame))
                     continue
-                env = envelope(frame)
                 self.msgs_in += 1
-                if env.mtype == b"D" and env.reply is None and env.sub is not None:
-                    subject = self._subject(env.sub)
-                    if run and subject != run_subject:
-                        self._publish_run(run_subject, run)
-                        run = []
-                    run_subject = subject
-                    run.append(_payload(env))
-                    continue
-                if run:
+                fast = self._fast
+                if fast is not None and len(frame) == fast[1] and frame.startswith(fast[0], HEADER_LEN):
+                    # laid out as the previous message up to its data: a D on its subject
+                    subject, payload = fast[2], frame[fast[3]:]
+                    if fast[4] == T_STRING and payload.endswith(b"\x00"):
+                        payload = payload[:-1]
+                    elif fast[4] == T_RVMSG and int.from_bytes(payload[:4], "big") != len(payload):
+                        raise RvCodecError("nested message size is not its length")
+                else:
+                    env = envelope(frame)
+                    if env.mtype != b"D" or env.reply is not None or env.sub is None:
+                        if run:
+                            self._publish_run(run_subject, run)
+                            run = []
+                        self._routed(env)
+                        continue
+                    subject, payload = self._subject(env.sub), _payload(env)
+                    if env.data_last and env.data_start:
+                        self._fast = (frame[HEADER_LEN:env.data_start], len(frame), subject, env.data_start,
+                                      env.dtype)
+                if run and subject != run_subject:
                     self._publish_run(run_subject, run)
                     run = []
-                self._routed(env)
+                run_subject = subject
+                run.append(payload)
+                continue
         finally:
             if run and self.bus is not None:
                 self._publish_run(run_subject, run)
@@ -366,10 +385,18 @@ class RvSession(SessionOutput):
         if head is None:
             return
         parts: list[bytes] = []
-        pack, size = HEADER.pack, HEADER_LEN + len(head)
+        pre = self._pre
         for payload in payloads:
-            tail = data_field(payload)
-            parts += (pack(size + len(tail), MAGIC), head, tail)
+            key = (subject, len(payload))
+            before = pre.get(key)
+            if before is None or is_rvmsg(payload):
+                tail = data_field(payload)
+                before = HEADER.pack(HEADER_LEN + len(head) + len(tail), MAGIC) + head + tail[:len(tail) - len(payload)]
+                if not is_rvmsg(payload):
+                    if len(pre) >= HEAD_CACHE:
+                        pre.clear()
+                    pre[key] = before
+            parts += (before, payload)
         self._last_payload, self._last_subject = payloads[-1], subject
         if self._write(b"".join(parts)):
             self.msgs_out += len(payloads)

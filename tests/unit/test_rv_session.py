@@ -185,3 +185,21 @@ def test_deliver_run_writes_every_message() -> None:
     s.deliver_run("A", "A", [b"one", b"two", Writer().int32("n", 1).finish()])
     got = frames(s.pending_output())
     assert [m["data"] for m in got] == [b"one", b"two", {"n": 1}] and s.msgs_out >= 3
+
+
+def test_messages_laid_out_alike_take_the_fast_path_with_the_same_result() -> None:
+    bus = MemoryBus()
+    s, _ = started(bus)
+    bus.published.clear()
+    nested = {"f": 1}
+    msgs = [encode({"sub": ("subject", "F"), "mtype": "D", "data": body}) for body in (b"ab", b"cd", b"ef")]
+    msgs += [encode({"sub": ("subject", "F"), "mtype": "D", "data": "st"}) for _ in range(2)]
+    msgs += [encode({"sub": ("subject", "F"), "mtype": "D", "data": nested}) for _ in range(2)]
+    msgs += [encode({"sub": ("subject", "G"), "mtype": "D", "data": b"gh"})]  # same length, other subject
+    msgs += [encode({"sub": ("subject", "G"), "mtype": "D", "return": "_INBOX.r", "data": b"gh"})]
+    s.data_received(b"".join(msgs))
+    inner = encode(nested)
+    assert [(p[0], p[1], p[3]) for p in bus.published] == [
+        ("F", None, b"ab"), ("F", None, b"cd"), ("F", None, b"ef"), ("F", None, b"st"), ("F", None, b"st"),
+        ("F", None, inner), ("F", None, inner), ("G", None, b"gh"), ("G", "_INBOX.r", b"gh")]
+    assert not s.closing
