@@ -25,6 +25,9 @@ Services and networks (decisions):
 - The INITRESP `ipaddr` is a random address (the session and inbox names then do
   not depend on the host's address), or with `no_fakeip` the listener's IPv4
   address.
+- Advisories: `_RV.INFO.SYSTEM.HOST.START.<ip hex>` into a service's namespace when
+  it gets its first client, HOST.STOP when its last one leaves (the sessions send the
+  SESSION, LISTEN, RVD.CONNECTED and DATALOSS ones).
 - `no_permanent`: the daemon exits once its last RV client has gone (rvd's
   `-no-permanent`); `on_idle` is the server's hook for that.
 """
@@ -39,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from raims_node.bridges.bus import Bus
+from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.glue import (
     BridgeServer,
     BridgeSession,
@@ -49,7 +53,7 @@ from raims_node.bridges.glue import (
     parse_network,
 )
 from raims_node.bridges.router_bus import check_service
-from raims_node.bridges.rv_session import RvConfig, RvRefused, RvSession
+from raims_node.bridges.rv_session import INFO_SYSTEM, RvConfig, RvRefused, RvSession, advisory
 from raims_node.config.tree import TransportConfig
 
 RV_TPORT_PREFIX = "rv_"
@@ -163,15 +167,26 @@ class RvServer(BridgeServer):
                 net.check_joinable()
         except RvRefused:
             raise
-        except Exception as exc:  # a typed BridgeError, or a name the bus refuses
+        except BridgeError as exc:  # a network or a service name that cannot be used
             raise RvRefused(f"service {service!r} network {network!r}: {exc}") from None
         bus = self.hub.bus(namespace)
         self.clients[service] = self.clients.get(service, 0) + 1
+        if self.clients[service] == 1:
+            self._host_advisory(bus, "START")
         self.ever_connected = True
         if (configured or net is not None) and service not in self.joins:
             self.joins[service] = asyncio.get_running_loop().create_task(
                 self._join(service, namespace, net or ClientNetwork("", "any"), name))
         return bus
+
+    def _host_advisory(self, bus: Bus, what: str) -> None:
+        """`_RV.INFO.SYSTEM.HOST.START.<ip hex>` when a service gets its first client,
+        STOP when its last one leaves (the reference's host advisories)."""
+        iphex = self.ipaddr.hex().upper()
+        name = f"HOST.{what}.{iphex}"
+        bus.publish(None, INFO_SYSTEM + name, None, None,
+                    advisory(INFO_SYSTEM + name, name, hostaddr=ipaddress.ip_address(self.ipaddr).compressed,
+                             sn=self.daemon_gob, ver="5.4.2"))
 
     async def _join(self, service: str, namespace: str, net: ClientNetwork, tport: str) -> None:
         try:
@@ -185,8 +200,8 @@ class RvServer(BridgeServer):
         left = self.clients.get(service, 0) - 1
         if left > 0:
             self.clients[service] = left
-        else:
-            self.clients.pop(service, None)
+        elif self.clients.pop(service, None) is not None:
+            self._host_advisory(self.hub.bus(self.namespace(service)), "STOP")
         if not self.clients and self.no_permanent and self.on_idle is not None:
             self.on_idle()
 

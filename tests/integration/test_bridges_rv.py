@@ -125,6 +125,7 @@ async def test_rv5_session_advisory(net: BridgeNet) -> None:
     watcher = await RvClient.connect(net.port("B", "rv"))
     try:
         await watcher.listen("_RV.INFO.SYSTEM.SESSION.>")
+        await watcher.listen("_RV.INFO.SYSTEM.HOST.>")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 15
         while True:  # sessions come and go until the watcher's interest has spread
@@ -136,6 +137,8 @@ async def test_rv5_session_advisory(net: BridgeNet) -> None:
             except TimeoutError:
                 assert loop.time() < deadline, "no SESSION.START advisory"
         assert m.mtype == "A" and m.data["ADV_NAME"] == f"SESSION.START.{c.session}"
+        host = await watcher.next(5, "_RV.INFO.SYSTEM.HOST.STOP.")  # C's service 7500 lost its last client
+        assert host.mtype == "A" and host.data["ADV_NAME"].startswith("HOST.STOP.")
         rv6 = await RvClient.connect(net.port("C", "rv"), style="rv6")  # the daemon's session: none
         c5 = await RvClient.connect(net.port("C", "rv"), style="rv5")
         m = await watcher.next(5, "_RV.INFO.SYSTEM.SESSION.START.")
