@@ -40,6 +40,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from raims_node.bridges.bus import Bus
 from raims_node.bridges.errors import BridgeError
@@ -204,6 +205,27 @@ class RvServer(BridgeServer):
             self._host_advisory(self.hub.bus(self.namespace(service)), "STOP")
         if not self.clients and self.no_permanent and self.on_idle is not None:
             self.on_idle()
+
+    def port_row(self, label: str) -> dict[str, Any]:
+        """The `show ports` row, with the `show hosts` (`rv_hosts`) and `show rvsub`
+        (`rv_subs`) rows of its sessions, which the console's RV tables read."""
+        row = super().port_row(label)
+        hosts: list[dict[str, object]] = []
+        subs: list[dict[str, object]] = []
+        for proto in self.conns:
+            s = proto.session
+            if not isinstance(s, RvSession) or not s.session:
+                continue
+            who = {"svc": _service_name(s.service), "session": s.session, "user": s.userid}
+            hosts.append({**who, "port": self.port, "start": s.started_ns, "cl": self.clients.get(who["svc"], 0),
+                          "bs": s.bytes_out, "br": proto.bytes_in, "ms": s.msgs_out, "mr": s.msgs_in,
+                          "idl": s.lost_in, "odl": 0})
+            for subject in s.subscriptions():
+                tokens = subject.split(".")
+                wild = "*" in tokens or tokens[-1] == ">"
+                subs.append({**who, "p": "p" if wild else "", "subject": subject})
+        row["rv_hosts"], row["rv_subs"] = hosts, subs
+        return row
 
     def close(self) -> None:
         for task in self.joins.values():

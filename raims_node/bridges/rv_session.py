@@ -153,6 +153,8 @@ class RvSession(SessionOutput):
         self._timer_armed = False
         self._clock = clock
         self.advisories_sent = 0
+        self.lost_in = 0  # messages the network lost before reaching this client (show hosts `idl`)
+        self.started_ns = time.time_ns()
 
     @property
     def input_buffered(self) -> int:
@@ -283,6 +285,10 @@ class RvSession(SessionOutput):
         else:
             raise RvCodecError(f"unknown mtype {mtype!r}")
 
+    def subscriptions(self) -> list[str]:
+        """The subjects this client listens to (show rvsub)."""
+        return list(self._subs)
+
     def _listen(self, bus: Bus, subject: str, reply: str) -> None:
         count = self._subs.get(subject, 0)
         self._subs[subject] = count + 1
@@ -408,6 +414,7 @@ class RvSession(SessionOutput):
         if payload is self._last_payload and subject == self._last_subject and len(payload) > 1:
             return  # reported already for another subscription
         self._loss[subject] = self._loss.get(subject, 0) + lost
+        self.lost_in += lost
         now = self._clock()
         if now - self._loss_sent >= LOSS_INTERVAL_S:
             self._send_loss(now)

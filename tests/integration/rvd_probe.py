@@ -40,12 +40,23 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
 
-async def _client() -> bool:
+def _show(words: str) -> str:
+    """A console command through the web service's JSON (`GET /?show hosts`)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{WEB_PORT}/?{words.replace(' ', '+')}", timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+async def _client(out: dict[str, Any]) -> bool:
     c = await RvClient.connect(RV_PORT)
     try:
         await c.listen("probe.subject")
         await c.publish("probe.subject", b"hello")
-        return (await c.next(5, "probe.subject")).data == b"hello"
+        ok = (await c.next(5, "probe.subject")).data == b"hello"
+        loop = asyncio.get_running_loop()
+        out["session"] = c.session
+        out["show_hosts"] = await loop.run_in_executor(None, _show, "show hosts")
+        out["show_rvsub"] = await loop.run_in_executor(None, _show, "show rvsub")
+        return ok
     finally:
         await c.close()
 
@@ -74,7 +85,7 @@ def main(directory: str) -> int:
                 break
             except OSError:
                 time.sleep(0.1)
-        out["rv_client"] = asyncio.run(_client())
+        out["rv_client"] = asyncio.run(_client(out))
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
     finally:

@@ -133,6 +133,9 @@ def test_rvd_without_arguments(tmp_path: Path) -> None:
     assert result.get("web_status") is not None, result
     assert result.get("rv_client") is True, result
     assert result["exited_on_hup"], result
+    # the console's RV tables (through the web service): the client's session, its listen
+    assert '"tester"' in result["show_hosts"] and '"7500"' in result["show_hosts"], result["show_hosts"]
+    assert "probe.subject" in result["show_rvsub"], result["show_rvsub"]
 
 
 def test_rvd_no_permanent_exits_after_the_last_client(tmp_path: Path) -> None:
