@@ -186,7 +186,7 @@ class RvServer(BridgeServer):
         iphex = self.ipaddr.hex().upper()
         name = f"HOST.{what}.{iphex}"
         bus.publish(None, INFO_SYSTEM + name, None, None,
-                    advisory(INFO_SYSTEM + name, name, hostaddr=ipaddress.ip_address(self.ipaddr).compressed,
+                    advisory(name, hostaddr=ipaddress.ip_address(self.ipaddr).compressed,
                              sn=self.daemon_gob, ver="5.4.2"))
 
     async def _join(self, service: str, namespace: str, net: ClientNetwork, tport: str) -> None:

@@ -108,8 +108,8 @@ class RvConfig:
     limits: FlowLimits = field(default_factory=FlowLimits)
 
 
-def advisory(subject: str, name: str, adv_class: str = "INFO", **extra: str) -> bytes:
-    """An `_RV.` advisory's data message."""
+def advisory(name: str, adv_class: str = "INFO", **extra: str) -> bytes:
+    """The data message of an `_RV.` advisory named `name` (ADV_NAME)."""
     w = Writer().string("ADV_CLASS", adv_class).string("ADV_SOURCE", "SYSTEM").string("ADV_NAME", name)
     for k, v in extra.items():
         w.string(k, v)
@@ -310,7 +310,7 @@ class RvSession(SessionOutput):
         if reply:
             extra["refid"] = reply
         name = f"LISTEN.{what}.{subject}"
-        bus.publish(self, INFO_SYSTEM + name, None, None, advisory(INFO_SYSTEM + name, name, **extra))
+        bus.publish(self, INFO_SYSTEM + name, None, None, advisory(name, **extra))
 
     def _init(self, msg: RvMsg) -> None:
         if self._state == "init":
@@ -335,7 +335,7 @@ class RvSession(SessionOutput):
                 self.style, self.session = "rv5", session or f"{self.iphex}.{self.gob}"
             name = "RVD.CONNECTED"
             self._send_raw(Writer().subject("sub", INFO_SYSTEM + name).string("mtype", "D")
-                           .message("data", advisory(INFO_SYSTEM + name, name)).finish())
+                           .message("data", advisory(name)).finish())
             self._state = "data"
             if self.style == "rv5":
                 self._session_advisory("START")
@@ -348,7 +348,7 @@ class RvSession(SessionOutput):
             return
         name = f"SESSION.{what}.{self.session}"
         bus.publish(self, INFO_SYSTEM + name, None, None,
-                    advisory(INFO_SYSTEM + name, name, id=self.session, userid=self.userid))
+                    advisory(name, id=self.session, userid=self.userid))
 
     # ------------------------------------------------------------ output
 
