@@ -201,33 +201,38 @@ async def test_cross_protocol_rv_nats(net: BridgeNet) -> None:
 async def test_forced_gap_one_dataloss_advisory(net: BridgeNet) -> None:
     """A's subscriber stops listening while D publishes 5 messages (not forwarded to A,
     whose sequence window keeps the subject's last number; B's interest makes D number
-    them), listens again: the next
-    message arrives with 5 lost, and exactly one DATALOSS advisory reports 5."""
+    them), listens again: the next message arrives with 5 lost, and exactly one
+    DATALOSS advisory reports 5. Each change of A's interest is fenced: probes on a
+    fresh subject from D and from B (D's next hop toward A) must reach A first, so
+    that both nodes have applied A's earlier subscription changes."""
     a = await RvClient.connect(net.port("A", "rv"))
     b = await RvClient.connect(net.port("B", "rv"))  # keeps D publishing into the network
     d = await RvClient.connect(net.port("D", "rv"))
+
+    async def fence(name: str) -> None:
+        await a.listen(name)
+        await _until_delivered(a, d, name)
+        await _until_delivered(a, b, name)
+
     try:
         await b.listen("GAP.sub")
         await _until_delivered(b, d, "GAP.sub")
         await a.listen("GAP.sub")
-        first = await _until_delivered(a, d, "GAP.sub")
-        assert first.data == b"probe"
-        await asyncio.sleep(0.5)  # probes still in flight arrive while A listens
+        await fence("GAP.f1")
+        await d.publish("GAP.sub", b"first")
+        assert (await a.next(10, "GAP.sub")).data == b"first"
         await a.cancel("GAP.sub")
-        await a.listen("GAP.fence")  # interest in the fence follows the cancel to D
-        await _until_delivered(a, d, "GAP.fence")
-        await asyncio.sleep(0.3)  # stray probes still in flight land before the gap
-        while not a.queue.empty():
-            a.queue.get_nowait()
+        await fence("GAP.f2")
         for i in range(5):
             await d.publish("GAP.sub", b"lost %d" % i)
+        while (await b.next(10, "GAP.sub")).data != b"lost 4":  # past B, D's next hop toward A
+            pass
         await a.listen("GAP.sub")
-        await a.listen("GAP.fence2")  # after the listen in the order D learns them
-        await _until_delivered(a, d, "GAP.fence2")
+        await fence("GAP.f3")
         await d.publish("GAP.sub", b"after")
         seen = []
         while True:
-            m = await a.next(5)
+            m = await a.next(10)
             seen.append(m)
             if m.subject == "GAP.sub" and m.data == b"after":
                 break
