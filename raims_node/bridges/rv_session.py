@@ -28,7 +28,8 @@ Decisions:
   A delivered payload that is one whole rvmsg goes out as a nested message, any other
   as opaque: NATS and Redis clients of the same namespace exchange plain bytes.
 - A message matching several of a client's subscriptions is sent to it once (the
-  client library dispatches to its listeners); payloads of 0 or 1 byte are not told
+  client library dispatches to its listeners; a run handed to each subscription
+  likewise); payloads of 0 or 1 byte are not told
   apart (Python shares those objects) and may come once per subscription.
 - A subscription is counted per subject: `L` twice needs `C` twice.
 - Loss (the router's sequence windows, `Deliver.loss`): the first loss is reported at
@@ -141,6 +142,7 @@ class RvSession(SessionOutput):
         self._subs: dict[str, int] = {}  # subject -> listen count
         self._last_payload: bytes | None = None
         self._last_subject = ""
+        self._last_run: list[bytes] | None = None
         self._heads: dict[str, bytes] = {}
         self._subjects: dict[bytes, str] = {}  # raw subject field -> subject
         # the last D's layout: (its fields up to the data bytes, its length, subject,
@@ -384,9 +386,14 @@ class RvSession(SessionOutput):
         self._send_raw(HEADER.pack(HEADER_LEN + len(head) + len(tail), MAGIC) + head + tail)
 
     def deliver_run(self, sid: str, subject: str, payloads: list[bytes]) -> None:
-        """A run of one publisher's messages to this one subscription, written at once."""
+        """A run of one publisher's messages to this one subscription, written at once
+        (once per client: a run the router hands to each matching subscription is the
+        same list)."""
         if not payloads or (sid == ">" and subject.startswith("_INBOX.")):
             return
+        if payloads is self._last_run and subject == self._last_subject:
+            return
+        self._last_run = payloads
         head = self._head(subject)
         if head is None:
             return

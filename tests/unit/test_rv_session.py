@@ -185,6 +185,10 @@ def test_deliver_run_writes_every_message() -> None:
     s.deliver_run("A", "A", [b"one", b"two", Writer().int32("n", 1).finish()])
     got = frames(s.pending_output())
     assert [m["data"] for m in got] == [b"one", b"two", {"n": 1}] and s.msgs_out >= 3
+    run = [b"x1", b"x2"]
+    s.deliver_run("A.>", "A.B", run)
+    s.deliver_run("A.*", "A.B", run)  # the same run through a second listen: sent once
+    assert [m["data"] for m in frames(s.pending_output())] == [b"x1", b"x2"]
 
 
 def test_messages_laid_out_alike_take_the_fast_path_with_the_same_result() -> None:
