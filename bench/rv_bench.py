@@ -1,13 +1,14 @@
-"""RV bridge throughput and latency through one ms_server node, beside the NATS bridge
-of the same node in the same run (issue 25).
+"""RV bridge throughput and latency through one ms_server node and across A->D, beside
+the NATS bridge of the same nodes in the same run (issue 25).
 
 100-byte messages, one publisher and one subscriber on the node's `rv` transport:
 raw-socket pipelined clients (a thread writes batches of 1000 `D` messages, another
 counts the delivered bytes), msgs/s from the first publish to the last delivery; p50 /
 p99 latency with one message in flight. The peer is bridge_bench's raw NATS client on
-the same node's NATS transport, run interleaved with the RV figures.
+the same node's NATS transport, run interleaved with the RV figures; then the same
+from A to D of the manual's graph (publisher on A, subscriber on D, two links).
 
-    .venv/bin/python bench/rv_bench.py [--quick] [--repeat N]
+    .venv/bin/python bench/rv_bench.py [--quick] [--repeat N] [--no-graph]
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ def _delivered(subject: str, payload: bytes) -> bytes:
     return join(Writer().subject("sub", subject).string("mtype", "D").fields(), Writer().opaque("data", payload).fields())
 
 
-def _open(port: int) -> tuple[RvRaw, RvRaw]:
-    sub = RvRaw(port)
+def _open(port: int, sub_port: int | None = None) -> tuple[RvRaw, RvRaw]:
+    sub = RvRaw(sub_port or port)
     sub.send(encode({"mtype": "L", "sub": ("subject", SUBJECT)}) + encode({"mtype": "L", "sub": ("subject", PROBE)}))
     pub = RvRaw(port)
     _settle(pub, sub)
@@ -110,8 +111,8 @@ def _settle(pub: RvRaw, sub: RvRaw) -> None:
     sub.buf.clear()
 
 
-def rv_rate(port: int, n: int) -> float:
-    pub, sub = _open(port)
+def rv_rate(port: int, n: int, sub_port: int | None = None) -> float:
+    pub, sub = _open(port, sub_port)
     try:
         batch = _publish(SUBJECT, PAYLOAD) * BATCH
         size = len(_delivered(SUBJECT, PAYLOAD))
@@ -135,8 +136,8 @@ def rv_rate(port: int, n: int) -> float:
         sub.close()
 
 
-def rv_latency(port: int, samples: int) -> tuple[float, float]:
-    pub, sub = _open(port)
+def rv_latency(port: int, samples: int, sub_port: int | None = None) -> tuple[float, float]:
+    pub, sub = _open(port, sub_port)
     try:
         msg, size = _publish(SUBJECT, PAYLOAD), len(_delivered(SUBJECT, PAYLOAD))
         times = []
@@ -164,10 +165,33 @@ def start_node(tmp: Path) -> tuple[NodeProc, int, int]:
     return node, rv, nats
 
 
+def graph_rates(n: int, samples: int, repeat: int) -> dict[str, float]:
+    """RV and NATS from A to D of the manual's graph (two links), interleaved."""
+    from tests.integration.harness import MANUAL_GRAPH
+    from tests.integration.test_bridges_net import start_network
+
+    tmp = Path(tempfile.mkdtemp(prefix="raims-rv-bench-graph-"))
+    net = start_network(tmp, MANUAL_GRAPH, extra=[{"tport": "rv", "type": "rv", "route": {"port": 0}}],
+                        heartbeat="10 sec")
+    try:
+        rv = nats = 0.0
+        a, d = net.port("A", "rv"), net.port("D", "rv")
+        for _ in range(repeat):
+            rv = max(rv, rv_rate(a, n, d))
+            nats = max(nats, raw_rate("nats", net.port("A"), net.port("D"), n))
+        rv_p50, _ = rv_latency(a, samples, d)
+        nats_p50, _ = raw_latency("nats", net.port("A"), net.port("D"), samples)
+    finally:
+        net.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"rv": rv, "nats": nats, "rv_p50": rv_p50, "nats_p50": nats_p50}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of the messages, one run each")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (best kept)")
+    ap.add_argument("--no-graph", action="store_true", help="only the one-node figures")
     args = ap.parse_args()
     n, samples, repeat = (20_000, 500, 1) if args.quick else (200_000, 5000, args.repeat)
     tmp = Path(tempfile.mkdtemp(prefix="raims-rv-bench-"))
@@ -182,15 +206,22 @@ def main() -> None:
     finally:
         node.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{n} 100-byte messages through one node, best of {repeat}; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+    print(f"{n} 100-byte messages, best of {repeat}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
     rows: list[dict[str, object]] = [
-        {"client": "RV bridge (raw, pipelined)", "msgs_per_s": round(rv), "p50_us": round(rv_p50, 1),
-         "p99_us": round(rv_p99, 1)},
-        {"client": "NATS bridge, same node (peer)", "msgs_per_s": round(nats), "p50_us": round(nats_p50, 1),
-         "p99_us": round(nats_p99, 1)},
+        {"path": "one node", "client": "RV bridge (raw, pipelined)", "msgs_per_s": round(rv),
+         "p50_us": round(rv_p50, 1), "p99_us": round(rv_p99, 1)},
+        {"path": "one node", "client": "NATS bridge (peer)", "msgs_per_s": round(nats),
+         "p50_us": round(nats_p50, 1), "p99_us": round(nats_p99, 1)},
     ]
-    report("rv", rows, {"messages": n, "ratio_rv_nats": round(rv / nats, 3)})
+    extra: dict[str, object] = {"messages": n, "ratio_rv_nats": round(rv / nats, 3)}
+    if not args.no_graph:
+        g = graph_rates(n, samples, repeat)
+        rows += [{"path": "A->D", "client": "RV bridge (raw, pipelined)", "msgs_per_s": round(g["rv"]),
+                  "p50_us": round(g["rv_p50"], 1), "p99_us": ""},
+                 {"path": "A->D", "client": "NATS bridge (peer)", "msgs_per_s": round(g["nats"]),
+                  "p50_us": round(g["nats_p50"], 1), "p99_us": ""}]
+        extra["ratio_rv_nats_a_d"] = round(g["rv"] / g["nats"], 3)
+    report("rv", rows, extra)
 
 
 if __name__ == "__main__":
