@@ -122,7 +122,6 @@ class RvServer(BridgeServer):
         self.on_idle: Callable[[], None] | None = None
         self.joins: dict[str, asyncio.Task[None]] = {}  # service -> its network join
         self.clients: dict[str, int] = {}  # service -> open sessions
-        self.ever_connected = False
 
     @classmethod
     def settings_of(cls, hub: HubView, cfg: TransportConfig) -> BridgeSettings:
@@ -174,7 +173,6 @@ class RvServer(BridgeServer):
         self.clients[service] = self.clients.get(service, 0) + 1
         if self.clients[service] == 1:
             self._host_advisory(bus, "START")
-        self.ever_connected = True
         if (configured or net is not None) and service not in self.joins:
             self.joins[service] = asyncio.get_running_loop().create_task(
                 self._join(service, namespace, net or ClientNetwork("", "any"), name))
