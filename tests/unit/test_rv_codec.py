@@ -97,7 +97,7 @@ def test_frame_reader_splits_and_rejects() -> None:
         r2.frames()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.text(min_size=1, max_size=20).filter(lambda s: "\x00" not in s),
                           st.one_of(st.binary(max_size=300), st.integers(-2**31, 2**31 - 1),
                                     st.text(max_size=50).filter(lambda s: "\x00" not in s))), max_size=8))
@@ -121,7 +121,7 @@ def test_round_trip(fields: list[tuple[str, object]]) -> None:
             assert f.data == value
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_garbage_only_typed_errors(data: bytes) -> None:
     framed = struct.pack(">II", len(data) + 8, MAGIC) + data
