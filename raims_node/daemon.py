@@ -62,6 +62,7 @@ from raims_node.transports.name import (
     NameServiceError,
     resolve_device,
 )
+from raims_node.transports.pgm import PgmError, start_pgm
 from raims_node.transports.tcp import LinkProtocol
 
 log = logging.getLogger("raims.daemon")
@@ -139,6 +140,8 @@ class Daemon:
         cfg = self._transport_cfg(name)
         if cfg.type in BRIDGE_TYPES:
             return await self._start_bridge(cfg, listen)
+        if cfg.type == "pgm":
+            return await self._start_pgm(cfg)
         if cfg.type not in LINK_TYPES:
             raise DaemonError(f"transport {name!r} has type {cfg.type!r}; "
                               f"ms_server starts {LINK_TYPES + BRIDGE_TYPES} here")
@@ -186,6 +189,19 @@ class Daemon:
                 self.say(f"listening on {addr}")
         return run
 
+    async def _start_pgm(self, cfg: TransportConfig) -> Running:
+        """A PGM multicast transport (transports/pgm.py); listen and connect are alike."""
+        run = self.running.get(cfg.tport)
+        if run is None:
+            tid = self.node.add_transport(cfg.tport, cfg.type, cfg.cost)
+            try:
+                pgm = await start_pgm(self, tid, cfg, self.tree.parameters.reliability)
+            except PgmError as exc:
+                raise DaemonError(str(exc)) from None
+            run = self.running[cfg.tport] = Running(cfg, tid, True, True, bound=[pgm.group_url], pgm=pgm)
+            self.say(f"pgm {cfg.tport} on {pgm.group_url}, inbox {pgm.inbox_url}")
+        return run
+
     async def _start_ipc_name(self) -> None:
         """Parameter `ipc_name` without an ipc transport started: the named sbus bus
         (bridges/ipc.py)."""
@@ -207,6 +223,8 @@ class Daemon:
                 server.close()
             if run.bridge is not None:
                 run.bridge.close()
+            if run.pgm is not None:
+                run.pgm.close()  # sends the BYE frames first
         self.bridges.close()
         if self._ticker is not None:
             self._ticker.cancel()
@@ -439,9 +457,13 @@ class Daemon:
                 "ms": sum(lk.frames_out for lk in links), "mr": sum(lk.frames_in for lk in links),
                 "lat": "", "idle": "",
                 "fl": ("L" if run.listen else "") + ("C" if run.connect else "") + ("D" if run.device_ip else "")
-                      + ("" if self._encrypt(run.cfg) else "N"),
+                      + ("M" if run.pgm is not None else "")
+                      + ("" if self._encrypt(run.cfg) and run.pgm is None else "N"),
                 "address": ", ".join(run.bound) or ", ".join(lk.peer_addr for lk in links),
             })
+            if run.pgm is not None:  # show urls: each peer's unicast inbox
+                rows[-1]["urls"] = run.pgm.urls()
+                rows[-1]["pgm"] = run.pgm.counters()
         del now
         for extra in self.extra_ports:
             rows.extend(extra())

@@ -455,7 +455,8 @@ class HubView(Protocol):
 
     def bus(self, service: str) -> RouterBus: ...
 
-    async def join_network(self, bridge: str, service: str, network: ClientNetwork) -> None: ...
+    async def join_network(self, bridge: str, service: str, network: ClientNetwork,
+                           tport: str | None = None) -> None: ...
 
 
 class BridgeServer:

@@ -62,7 +62,9 @@ Mapping into the Rai MS network (decisions):
 - `_NAMES.*` (issue 21) goes to the node's name service (names/glue.py), not into the
   network; a closing client's names are withdrawn.
 - Loss (issue 8 point 5): a delivery that reports a sequence gap gives NATS and Redis
-  clients nothing extra; the node's loss counters (`show loss`) record it.
+  clients nothing extra; the node's loss counters (`show loss`) record it. A client
+  with a `data_loss(subject, lost, payload)` method (RV, issue 25) is told before the
+  delivery.
 """
 
 from __future__ import annotations
@@ -110,6 +112,10 @@ class _Owner:
         self.client = client
 
     def on_deliver(self, d: Deliver) -> None:
+        if d.loss:  # a client that reports loss (RV's DATALOSS advisory) is told first
+            report = getattr(self.client, "data_loss", None)
+            if report is not None:
+                report(self.bus.outside(d.subject), d.loss, d.payload)
         self.client.deliver(d.sid, self.bus.outside(d.subject), d.reply, d.headers, d.payload)
 
 
