@@ -1,13 +1,14 @@
 """`listen` defaults to `*` (manual, TCP transport table): a link listener without a
 `listen` host is reachable on a non-loopback address (issue 28).
 
-The scenario runs inside a fresh network namespace (`unshare -rn`: a user and network
-namespace, so no privilege is needed where user namespaces are allowed, and nothing on
-the host's network is touched): loopback up, a dummy interface (else a veth pair, both
-ends inside) with 10.200.0.1/24, node A listening on transport link_ab with no `listen`
-host, node B connecting to 10.200.0.1: they must link and converge. The contrast: a
-listener with `listen: 127.0.0.1` refuses a connection to 10.200.0.1. Skipped, with the
-reason, where the namespace or the interface cannot be made.
+As root: two network namespaces on a Linux bridge (tests/integration/netns.py `Lan`),
+node A in the first listening on transport link_ab with no `listen` host, node B in the
+second connecting to A's 10.99.x.1: they must link and converge across the LAN; the
+contrast, a listener with `listen: 127.0.0.1` in A's namespace, refuses a connection
+from B's. Without root, the same in one namespace of our own (`unshare -rn`, a user and
+network namespace): loopback up, a dummy interface (else a veth pair, both ends inside)
+with 10.200.0.1/24, B connecting to 10.200.0.1. Nothing touches the host's own network.
+Skipped, with the reason, where neither can be made.
 
     python -m tests.integration.test_listen_netns --inside DIR   (what the test runs in the namespace)
 """
@@ -25,6 +26,7 @@ import pytest
 import yaml
 
 from tests.integration.harness import PYTHON, NodeProc, graph_config
+from tests.integration.netns import Lan, skip_reason
 
 ADDR = "10.200.0.1"
 CONVERGED = r"network converges [\d.]+ secs, 1 uids authenticated"
@@ -103,12 +105,51 @@ def _inside(tmp: Path) -> int:
     return 0
 
 
+def _across_a_lan(tmp: Path) -> None:
+    """A in namespace 0 listening on `*`, B in namespace 1 dialing A's LAN address."""
+    lan = Lan(2, "lsn")
+    nodes: list[NodeProc] = []
+    try:
+        port = int(lan.in_ns(0, PYTHON, "-c", _FREE_PORT).strip())
+        cfg = _config(tmp / "any", {"connect": lan.ip(0), "port": port})  # no `listen`: `*`
+        a = NodeProc("A", ["-d", str(cfg), "-u", "A", "-t", "link_ab.listen"], cfg.parent,
+                     prefix=lan.exec_prefix(0))
+        nodes.append(a)
+        bound = a.listening()
+        assert any(x.startswith(("0.0.0.0:", "[::]:")) for x in bound), bound
+        b = NodeProc("B", ["-d", str(cfg), "-u", "B", "-t", "link_ab.connect"], cfg.parent,
+                     prefix=lan.exec_prefix(1))
+        nodes.append(b)
+        a.wait_for(CONVERGED, 20)
+        b.wait_for(CONVERGED, 20)
+        cfg2 = _config(tmp / "lo", {"listen": "127.0.0.1", "port": port + 1 if port < 65535 else port - 1})
+        a2 = NodeProc("A", ["-d", str(cfg2), "-u", "A", "-t", "link_ab.listen"], cfg2.parent,
+                      prefix=lan.exec_prefix(0))
+        nodes.append(a2)
+        bound2 = a2.listening()
+        assert bound2 and all(x.startswith("127.0.0.1:") for x in bound2), bound2
+        port2 = int(bound2[0].rpartition(":")[2])
+        probe = f"import socket; socket.create_connection(({lan.ip(0)!r}, {port2}), timeout=5)"
+        with pytest.raises(RuntimeError, match="ConnectionRefusedError"):
+            lan.in_ns(1, PYTHON, "-c", probe)
+    finally:
+        for node in nodes:
+            node.stop()
+        lan.close()
+
+
+_FREE_PORT = "import socket; s = socket.socket(); s.bind(('0.0.0.0', 0)); print(s.getsockname()[1])"
+
+
 def test_listen_star_is_reachable_on_a_non_loopback_address(tmp_path: Path) -> None:
-    unshare = shutil.which("unshare")
-    if unshare is None or shutil.which("ip") is None:
-        pytest.skip("needs unshare(1) and ip(8) (util-linux, iproute2)")
     for sub in ("any", "lo"):
         (tmp_path / sub).mkdir()
+    if skip_reason() is None:
+        _across_a_lan(tmp_path)
+        return
+    unshare = shutil.which("unshare")
+    if unshare is None or shutil.which("ip") is None:
+        pytest.skip(f"{skip_reason()}; and no unshare(1) or ip(8) for a namespace of our own")
     proc = subprocess.run([unshare, "-rn", PYTHON, "-m", "tests.integration.test_listen_netns", "--inside",
                            str(tmp_path)], capture_output=True, text=True, timeout=90)
     found = [line[len(RESULT):] for line in proc.stdout.splitlines() if line.startswith(RESULT)]
