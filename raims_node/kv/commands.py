@@ -198,6 +198,8 @@ class Engine:
         self.loading = False
         self.internal_errors = 0
         self.flush_log: Callable[[], None] | None = None  # hand the log to the OS (persist.py)
+        # the log's hook for a command already encoded (fast.py); set beside `log`
+        self.log_encoded: Callable[[int, bytes], None] | None = None
         store.on_expired = self._expired
 
     # ------------------------------------------------------------ execution
