@@ -121,7 +121,7 @@ def rpush(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
 def zadd(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
     """The plain form with an integer score: ZADD key score member."""
     store = e.store
-    if len(a) != 4 or e.notify_flags or not store.writable:
+    if len(a) != 4 or e.notify_flags or not store.writable or store.blocked:
         return None
     raw = a[2]
     if not (raw.isdigit() and len(raw) < 16):
