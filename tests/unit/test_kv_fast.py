@@ -5,14 +5,16 @@ replies, the same store, the same WATCH marks and the same log."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raims_node.kv import open_kv
 from raims_node.kv.commands import COMMANDS, Engine, KVClient
 from raims_node.kv.fast import FAST
-from raims_node.kv.persist import encode_command
+from raims_node.kv.persist import encode_command, init_map
 from raims_node.kv.reply import encode
 from raims_node.kv.store import KVStore, ZSet
 
@@ -92,3 +94,32 @@ def test_fast_forms_do_what_the_general_commands_do(commands: list[list[Any]], w
         assert fast_log == ref_log, args
         assert watched[0].watch_dirty == watched[1].watch_dirty
     assert set(FAST) <= set(COMMANDS)
+
+
+def test_fast_forms_and_the_new_commands_survive_a_restart(tmp_path: Path) -> None:
+    """The log holds what the fast forms (append_encoded) and COPY, SWAPDB, LMPOP,
+    BZPOPMIN wrote, in order with the general commands: a reopened map is the same."""
+    path = tmp_path / "map"
+    init_map(path)
+    e, mf = open_kv(str(path))
+    assert mf is not None
+    c = KVClient()
+    script = [[b"SET", b"s", b"v"], [b"INCR", b"n"], [b"INCR", b"n"], [b"RPUSH", b"l", b"a", b"b", b"c"],
+              [b"LPUSH", b"l", b"z"], [b"ZADD", b"z", b"3", b"m"], [b"ZADD", b"z", b"1", b"k"],
+              [b"COPY", b"l", b"l2"], [b"COPY", b"s", b"s1", b"DB", b"1"], [b"LMPOP", b"1", b"l", b"RIGHT", b"COUNT", b"2"],
+              [b"BZPOPMIN", b"z", b"0"], [b"SET", b"t", b"x", b"EX", b"1000"], [b"COPY", b"t", b"t2"],
+              [b"SWAPDB", b"0", b"2"], [b"SELECT", b"2"], [b"SET", b"after", b"swap"]]
+    for args in script:
+        if args[0] == b"SELECT":
+            c.db = int(args[1])
+            continue
+        fast = FAST.get(args[0].lower())
+        if fast is None or fast(e, c, args) is None:
+            e.execute(c, args)
+    before = _state(e)
+    mf.close()
+    e2, mf2 = open_kv(str(path))
+    assert mf2 is not None
+    assert _state(e2)[0] == before[0]
+    assert list(e2.store.dbs[2].data[b"l"]) == [b"z", b"a"] and e2.store.dbs[0].data == {}
+    mf2.close()
