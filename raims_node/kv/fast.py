@@ -56,7 +56,10 @@ def set_(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
     d.data[key] = value
     if d.expires:
         d.expires.pop(key, None)
-    store.touch(db, key)
+    if store.watchers:
+        store.touch(db, key)
+    else:
+        store.dirty += 1
     e.commands_processed += 1
     log = e.log_encoded
     if log is not None:
@@ -80,7 +83,10 @@ def incr(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
     else:
         return None  # negative, other type, deadline, not a number: the general checks
     d.data[key] = b"%d" % new
-    store.touch(db, key)
+    if store.watchers:
+        store.touch(db, key)
+    else:
+        store.dirty += 1
     e.commands_processed += 1
     log = e.log_encoded
     if log is not None:
@@ -100,13 +106,27 @@ def _push(e: Engine, c: KVClient, a: list[bytes], left: bool) -> bytes | None:
         lst = d.data[key] = deque()
     elif type(lst) is not deque or (d.expires and key in d.expires):
         return None
-    if left:
-        lst.extendleft(a[2:])
+    if store.watchers:
+        store.touch(db, key)
     else:
-        lst.extend(a[2:])
-    store.touch(db, key)
+        store.dirty += 1
     e.commands_processed += 1
-    _log(e, db, a)
+    log = e.log_encoded
+    if len(a) == 3:
+        value = a[2]
+        if left:
+            lst.appendleft(value)
+        else:
+            lst.append(value)
+        if log is not None:
+            log(db, b"*3\r\n$5\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
+                b"LPUSH" if left else b"RPUSH", len(key), key, len(value), value))
+    else:
+        if left:
+            lst.extendleft(a[2:])
+        else:
+            lst.extend(a[2:])
+        _log(e, db, a)
     return b":%d\r\n" % len(lst)
 
 
@@ -141,8 +161,14 @@ def zadd(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
     if old == score:
         return b":0\r\n"
     z.add(member, score)
-    store.touch(db, key)
-    _log(e, db, a)
+    if store.watchers:
+        store.touch(db, key)
+    else:
+        store.dirty += 1
+    log = e.log_encoded
+    if log is not None:
+        log(db, b"*4\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
+            len(key), key, len(raw), raw, len(member), member))
     return b":1\r\n" if old is None else b":0\r\n"
 
 
