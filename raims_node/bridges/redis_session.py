@@ -13,6 +13,9 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
 - With the node's key-value engine (`kv`), the data commands, MULTI / EXEC / DISCARD /
   WATCH and blocking pops go to redis_data.DataSide (one hook at the top of
   `_execute`; EXEC replays queued commands through `_captured`).
+- A parsed batch goes to redis_batch.run_batch: data commands and PUBLISH run with their
+  replies joined into one write while no state of the connection needs the general
+  dispatch below (`_command`).
 - Any other command gets `-ERR unknown command 'x', with args beginning with: 'a' 'b' `
   (at most 128 bytes of arguments, as redis-server) and the connection stays usable;
   an unknown subcommand gets `-ERR unknown subcommand 'x'. Try CLIENT HELP.`.

@@ -25,6 +25,12 @@ arguments would pass it (a command that never completes, each argument within th
 limits) is refused with `-ERR Protocol error: query buffer limit reached` before the
 argument is read, and closed.
 
+Speed: while no request is in progress, `feed` first runs a batch scan (`_scan`) over
+the read: one `split(b"\r\n")` yields a pipeline of canonical multibulks, each bulk's
+length line checked against a table of canonical `$n` lines and its bulk's length; what
+the scan does not take (anything unusual) goes to the general parser, which alone raises
+the errors above. Both give the same commands for any input and any split (tested).
+
 Encoders cover what a pub/sub server sends in RESP2 and RESP3: simple strings, errors,
 integers, bulks, nulls (`$-1` / `_`), arrays, push (`>`, RESP3 only) and map (`%`,
 RESP3; a flat array in RESP2) headers. Error texts never contain CR or LF (they are
