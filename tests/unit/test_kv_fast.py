@@ -60,7 +60,7 @@ COMMAND = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(commands=st.lists(COMMAND, max_size=30), writable=st.booleans(), resp=st.sampled_from([2, 3]))
 def test_fast_forms_do_what_the_general_commands_do(commands: list[list[Any]], writable: bool, resp: int) -> None:
     fast_e, fast_log = _engine(writable)

@@ -195,7 +195,7 @@ _PIECES = [b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\nxxx\r\n", b"*2\r\n$3\r\nGET\r\n
            b"*2\r\n$4\r\nECHO\r\n$3\r\nabcXY", b"*1\r\n$1\r\nx\r\n\r\n", b"*2\r\n$1\r\na\r\n$70\r\n" + b"z" * 70 + b"\r\n"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(pieces=st.lists(st.sampled_from(_PIECES), max_size=10), split=st.integers(1, 3000),
        limits=st.sampled_from([{}, {"max_bulk": 64, "max_args": 2}, {"max_query": 80}]))
 def test_the_batch_scan_parses_as_the_general_parser(pieces: list[bytes], split: int, limits: dict[str, int]) -> None:
