@@ -204,3 +204,19 @@ def test_the_batch_scan_parses_as_the_general_parser(pieces: list[bytes], split:
     requests: the same commands, errors and buffered bytes with or without the scan."""
     data = b"".join(pieces)
     assert _outcome(RespParser(**limits), data, split) == _outcome(GeneralParser(**limits), data, split)
+
+
+_RUN = [b"*3\r\n$7\r\nPUBLISH\r\n$4\r\nchan\r\n$3\r\nabc\r\n", b"*3\r\n$3\r\nSET\r\n$2\r\nk1\r\n$0\r\n\r\n"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(base=st.sampled_from(_RUN), n=st.integers(30, 80), odd=st.sampled_from(_PIECES + _RUN),
+       at=st.integers(0, 80), split=st.integers(1, 6000), limits=st.sampled_from([{}, {"max_bulk": 2}]))
+def test_long_runs_of_one_shape_parse_as_the_general_parser(base: bytes, n: int, odd: bytes, at: int, split: int,
+                                                           limits: dict[str, int]) -> None:
+    """The column-by-column cut of a long pipeline of one shape (_scan_repeats), with one
+    other request somewhere in it."""
+    pieces = [base] * n
+    pieces.insert(at % (n + 1), odd)
+    data = b"".join(pieces)
+    assert _outcome(RespParser(**limits), data, split) == _outcome(GeneralParser(**limits), data, split)
