@@ -24,10 +24,8 @@ from raims_node.bridges.redis_admin import RedisHost
 from raims_node.bridges.redis_data import DataSide
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, load_families
 from raims_node.kv.fast import FAST, FastHandler
-from raims_node.kv.reply import OK as OK_REPLY
 from raims_node.kv.reply import encode
 
-OK = b"+OK\r\n"
 PUBLISH = object()  # the table's mark for PUBLISH
 SESSION_OWN = (b"info", b"multi", b"exec", b"discard", b"watch", b"unwatch")  # never batched here
 
@@ -162,19 +160,9 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
         assert isinstance(cmd, Cmd)
         reply = engine.execute(client, args, cmd)
         i += 1
-        t = type(reply)
-        if t is bytes:
-            parts.append(b"$%d\r\n%s\r\n" % (len(reply), reply))
-        elif t is int:
-            parts.append(b":%d\r\n" % reply)
-        elif reply is OK_REPLY:
-            parts.append(OK)
-        elif reply is None:
-            parts.append(b"_\r\n" if resp == 3 else b"$-1\r\n")
-        elif reply is BLOCKED:
+        if reply is BLOCKED:
             break  # the pop answers later; what follows is held (redis_data.DataSide)
-        else:
-            parts.append(encode(reply, resp))
+        parts.append(encode(reply, resp))
     if i > start:
         s.host.commands += i - start
         s.last_cmd = commands[i - 1][0].lower().decode("utf-8", "replace")
