@@ -17,6 +17,7 @@ consumer cut mid-run, where redis-server's later replies would count one fewer).
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Protocol
 
 from raims_node.bridges.bus import Bus, ClientHandle
@@ -97,10 +98,35 @@ def deliver_channel_run(s: RedisSession, channel: bytes | None, payloads: list[b
     False when `channel` is None (not a plain channel subscription, or unsubscribed)."""
     if channel is None:
         return False
+    if not payloads:
+        return True
     head = b"%s$%d\r\n%s\r\n" % (MESSAGE[s.resp], len(channel), channel)
     s.msgs_out += len(payloads)
-    s._push(b"".join([b"%s$%d\r\n%s\r\n" % (head, len(p), p) for p in payloads]))
+    sizes = list(map(len, payloads))
+    if sizes.count(sizes[0]) == len(sizes):  # one size (a producer's records): one join in C
+        size = b"$%d\r\n" % sizes[0]
+        s._push(head + size + (b"\r\n" + head + size).join(payloads) + b"\r\n")
+    else:
+        s._push(b"".join([b"%s$%d\r\n%s\r\n" % (head, len(p), p) for p in payloads]))
     return True
+
+
+_NAME, _CHANNEL, _PAYLOAD = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+def _run_end(commands: list[list[bytes]], i: int, table: dict[bytes, Entry], entry: Entry) -> int:
+    """The end of the run of PUBLISHes to one channel starting at commands[i] (a
+    PUBLISH of 3 arguments): the whole rest checked at once in C when it is one run,
+    else command by command."""
+    rest = commands[i:]
+    first = rest[0]
+    if list(map(len, rest)).count(3) == len(rest) and list(map(_CHANNEL, rest)).count(first[1]) == len(rest) \
+            and list(map(_NAME, rest)).count(first[0]) == len(rest):
+        return len(commands)
+    j, n, channel = i + 1, len(commands), first[1]
+    while j < n and len(commands[j]) == 3 and commands[j][1] == channel and table.get(commands[j][0]) is entry:
+        j += 1
+    return j
 
 
 def fast_ok(s: RedisSession) -> bool:
@@ -142,18 +168,15 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
         if cmd is PUBLISH:
             if len(args) != 3:
                 break
-            j = i + 1
-            channel = args[1]
-            while j < n and len(commands[j]) == 3 and commands[j][1] == channel \
-                    and table.get(commands[j][0]) is entry:
-                j += 1
+            j = _run_end(commands, i, table, entry)
             k = j - i
             s.msgs_in += k
+            channel = args[1]
             subject = channel.decode("utf-8", "surrogateescape")
             if k == 1:
                 parts.append(b":%d\r\n" % s.bus.publish(s, subject, None, None, args[2]))
             else:
-                total = s.bus.publish_run(s, subject, [c[2] for c in commands[i:j]])
+                total = s.bus.publish_run(s, subject, list(map(_PAYLOAD, commands[i:j])))
                 parts.append(b":%d\r\n" % (total // k) * k)
             i = j
             continue
