@@ -13,6 +13,9 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
 - With the node's key-value engine (`kv`), the data commands, MULTI / EXEC / DISCARD /
   WATCH and blocking pops go to redis_data.DataSide (one hook at the top of
   `_execute`; EXEC replays queued commands through `_captured`).
+- A parsed batch goes to redis_batch.run_batch: data commands and PUBLISH run with their
+  replies joined into one write while no state of the connection needs the general
+  dispatch below (`_command`).
 - Any other command gets `-ERR unknown command 'x', with args beginning with: 'a' 'b' `
   (at most 128 bytes of arguments, as redis-server) and the connection stays usable;
   an unknown subcommand gets `-ERR unknown subcommand 'x'. Try CLIENT HELP.`.
@@ -47,6 +50,7 @@ from types import MappingProxyType
 from raims_node.bridges import redis_admin as admin
 from raims_node.bridges.bus import Bus, shard_subject
 from raims_node.bridges.flow import FlowLimits, SessionOutput
+from raims_node.bridges.redis_batch import deliver_channel_run, run_batch
 from raims_node.bridges.redis_data import DataSide
 from raims_node.bridges.resp import (
     MAX_ARGS,
@@ -172,12 +176,8 @@ class RedisSession(SessionOutput):
             commands = self._parser.feed(data)
         except RespProtocolError as exc:
             commands, error = exc.events, exc
-        for args in commands:
-            if self._closing:
-                return
-            self.host.commands += 1
-            self.last_active = self.host.clock()
-            self._command(args)
+        self.last_active = self.host.clock()  # input counts as activity, as a command
+        run_batch(self, commands)
         if error is not None and not self._closing:
             self._close(error.reply, error)
 
@@ -488,6 +488,10 @@ class RedisSession(SessionOutput):
             head = _SMESSAGE[self.resp]
         self.msgs_out += 1
         self._push(b"%s$%d\r\n%s\r\n$%d\r\n%s\r\n" % (head, len(raw), raw, len(payload), payload))
+
+    def deliver_run(self, sid: str, subject: str, payloads: list[bytes]) -> None:
+        if not deliver_channel_run(self, self._channels.get(sid), payloads):
+            super().deliver_run(sid, subject, payloads)  # patterns and shard channels, one by one
 
     # ------------------------------------------------------------ teardown
 

@@ -213,8 +213,8 @@ class RouterBus:
                 headers: bytes | None, payload: bytes) -> int:
         return self._publish(client, subject, reply, headers, (payload,))
 
-    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> None:
-        self._publish(client, subject, None, None, payloads)
+    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> int:
+        return self._publish(client, subject, None, None, payloads)
 
     def _publish(self, client: ClientHandle | None, subject: str, reply: str | None,
                  headers: bytes | None, payloads: Sequence[bytes]) -> int:
