@@ -35,6 +35,7 @@ import contextlib
 import importlib
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable
 
@@ -130,7 +131,8 @@ class Daemon:
         for name in listen:
             await self.start_transport(name, listen=True)
         # the route computation's imports, loaded while the first links come up
-        asyncio.get_running_loop().run_in_executor(None, importlib.import_module, "scipy.sparse.csgraph")
+        # (a daemon thread: a stop must not wait for a slow import, as the loop's executor would)
+        threading.Thread(target=importlib.import_module, args=("scipy.sparse.csgraph",), daemon=True).start()
         for name in connect:
             await self.start_transport(name, listen=False)
         await self._start_ipc_name()
