@@ -8,7 +8,9 @@ its placeholders set in the environment: MASTER=local-cluster[2,1,1024] (a stand
 master and two workers inside the driver's JVM, executors in their own JVMs),
 EXECUTORS=2, and a lake and run directory of the test. What a real cluster keeps in
 its spark-defaults.conf comes from SPARK_CONF_DIR here: shuffles of a few partitions
-(two cores), UTC, no UI.
+(two cores), UTC, no UI, C1-only JIT (spark_app.session: start-up over peak speed).
+Measured here under load: the build about 55 s, the recipe 4-5 minutes (a session with
+executors unpacking the 217 MB archive, Python workers importing from it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 README = REPO / "deploy" / "README.md"
 MARK = "spark-submit --master"
 DIST_TIMEOUT_S = 300
-RECIPE_TIMEOUT_S = 420
+RECIPE_TIMEOUT_S = 480
 SPARK_DEFAULTS = """\
 spark.sql.shuffle.partitions 4
 spark.sql.session.timeZone UTC
@@ -35,6 +37,8 @@ spark.ui.enabled false
 spark.driver.host 127.0.0.1
 spark.driver.bindAddress 127.0.0.1
 spark.executorEnv.SPARK_LOCAL_IP 127.0.0.1
+spark.driver.extraJavaOptions -XX:TieredStopAtLevel=1
+spark.executor.extraJavaOptions -XX:TieredStopAtLevel=1
 """
 
 pytestmark = pytest.mark.slow
@@ -54,6 +58,7 @@ def test_the_recipe_block_is_found_and_uses_only_its_placeholders() -> None:
     assert set(re.findall(r"\$\{?(\w+)", block)) == {"MASTER", "EXECUTORS", "LAKE", "RUN_DIR"}
 
 
+@pytest.mark.timeout(DIST_TIMEOUT_S + RECIPE_TIMEOUT_S + 60)
 def test_the_readme_recipe_runs_in_client_mode_on_a_local_cluster(tmp_path: Path) -> None:
     block = recipe_block(README.read_text(encoding="utf-8"))
     work = tmp_path / "repo"
