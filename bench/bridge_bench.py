@@ -45,10 +45,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+import native  # noqa: E402
+
 from tests.integration.harness import MANUAL_GRAPH  # noqa: E402
 from tests.integration.test_bridges_net import BridgeNet, start_network  # noqa: E402
 
-import native  # noqa: E402
 from _report import report  # noqa: E402
 
 PAYLOAD = bytes(range(100))
