@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from raims_node.router.seqwin import PubWindow, SubWindow, Verdict, new_stream_seqno
-from raims_node.wire import BadField, MsgType, decode_message_fields, encode_message_fields, frame_with_body, peek
+from raims_node.wire import (
+    BadField,
+    MsgType,
+    decode_message_fields,
+    encode_message_fields,
+    frame_with_body,
+    peek,
+)
 from raims_node.wire.batch import BATCH_BYTES, decode_batch, encode_batch_fields, split_runs
 from raims_node.wire.frame import SUBJECT_OFFSET
 
