@@ -383,6 +383,10 @@ class NatsSession(SessionOutput):
             return
         sub.delivered += len(payloads)
         self.msgs_out += len(payloads)
+        if len(set(map(len, payloads))) == 1:
+            line = sub.msg_line(len(payloads[0]))  # one size (a stream): joined in one call
+            self._write(line + (b"\r\n" + line).join(payloads) + b"\r\n")
+            return
         parts: list[bytes] = []
         for payload in payloads:
             parts += (sub.msg_line(len(payload)), payload, b"\r\n")

@@ -66,12 +66,27 @@ def encode_batch_fields(seqno: int, stamp: int, payloads: list[bytes]) -> bytear
         out += _pack_hq(_STAMP_DESC, stamp)
     size = 4 * len(payloads) + sum(map(len, payloads))
     out += _pack_hi(BATCH_DESC, size)
-    for p in payloads:
-        out += _pack_i(len(p))
-        out += p
+    if len(set(map(len, payloads))) == 1:  # one size (a stream): the records joined in one call
+        prefix = _pack_i(len(payloads[0]))
+        out += prefix
+        out += prefix.join(payloads)
+    else:
+        for p in payloads:
+            out += _pack_i(len(p))
+            out += p
     if size & 1:
         out.append(0)
     return out
+
+
+def _same_prefixes(data: bytes, pos: int, stop: int, rec: int, k: int) -> bool:
+    """Whether the k records of rec bytes from pos all carry the first one's length
+    prefix: four strided slices, one per prefix byte."""
+    for j in range(4):
+        col = data[pos + j:stop:rec]
+        if col.count(data[pos + j]) != k:
+            return False
+    return True
 
 
 def decode_batch(buf: bytes | bytearray | memoryview, off: int, end: int) -> tuple[int, int, list[bytes]] | None:
@@ -96,6 +111,12 @@ def decode_batch(buf: bytes | bytearray | memoryview, off: int, end: int) -> tup
         raise BadField(f"batch of {size} bytes does not end the frame")
     seqno = _unpack_q(buf, off + 2)[0]
     data = buf if type(buf) is bytes else bytes(buf)
+    if stop - pos >= 4:
+        first = _unpack_i(data, pos)[0]
+        rec = first + 4
+        k = size // rec
+        if k > 1 and k * rec == size and _same_prefixes(data, pos, stop, rec, k):
+            return seqno, stamp, [data[i:i + first] for i in range(pos + 4, stop, rec)]
     payloads: list[bytes] = []
     append = payloads.append
     while pos < stop:

@@ -37,3 +37,18 @@ def test_a_payload_without_crlf_inside_a_run_is_still_an_error() -> None:
     with pytest.raises(NatsProtocolError) as err:
         NatsParser(runs=True).feed(data)
     assert _flat(err.value.events) == [("s", b"ab"), ("s", b"cd")]
+
+
+def test_a_bad_record_inside_a_long_run_is_found() -> None:
+    good = b"PUB s 3\r\nabc\r\n"
+    data = good * 20 + b"PUB s 3\r\nabcXX" + good * 20
+    with pytest.raises(NatsProtocolError) as err:
+        NatsParser(runs=True).feed(data)
+    assert _flat(err.value.events) == [("s", b"abc")] * 20
+
+
+def test_payloads_holding_the_control_line_are_payloads() -> None:
+    body = b"PUB s 13\r\n\r\n0"  # 13 bytes that look like the next line
+    data = b"PUB s 13\r\n" + body + b"\r\n"
+    events = NatsParser(runs=True).feed(data * 40)
+    assert _flat(events) == [("s", body)] * 40

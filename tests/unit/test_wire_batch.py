@@ -80,3 +80,12 @@ def test_subscriber_window_advances_by_a_run_and_keeps_repeats_and_loss() -> Non
     assert w.check_run(SRC, "a", SEQ + 8, 4, 0, T0) == (Verdict.OK, 0, 2)  # overlaps: 2 new
     assert w.check_run(SRC, "a", SEQ + 20, 3, 0, T0) == (Verdict.LOSS, 8, 0)  # SEQ+12..19 lost
     assert w.check(SRC, "a", SEQ + 23, 0, T0) == (Verdict.OK, 0)
+
+
+def test_a_batch_of_one_size_round_trips() -> None:
+    payloads = [bytes([i]) * 16 for i in range(200)] + [b"\x00\x00\x00\x10" * 4]
+    frame = bytes(frame_with_body(MsgType.MCAST, b"s", bytes(16), encode_batch_fields(SEQ, 0, payloads)))
+    assert decode_batch(frame, *_body(frame)) == (SEQ, 0, payloads)
+    mixed = [*payloads[:50], b"short", *payloads[50:]]
+    frame = bytes(frame_with_body(MsgType.MCAST, b"s", bytes(16), encode_batch_fields(SEQ, 0, mixed)))
+    assert decode_batch(frame, *_body(frame)) == (SEQ, 0, mixed)
