@@ -47,6 +47,9 @@ _unpack_q = struct.Struct(">Q").unpack_from
 
 def split_runs(payloads: list[bytes]) -> list[list[bytes]]:
     """`payloads` cut into runs of at most BATCH_BYTES of records each (in order)."""
+    if len(set(map(len, payloads))) == 1:  # one size (a stream): cut by count
+        per = max(1, BATCH_BYTES // (len(payloads[0]) + 4))
+        return [payloads[i:i + per] for i in range(0, len(payloads), per)] if len(payloads) > per else [payloads]
     runs: list[list[bytes]] = []
     start = size = 0
     for i, p in enumerate(payloads):
