@@ -50,7 +50,16 @@ from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
 from raims_node.nstats import NodeStats
-from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
+from raims_node.router.actions import (
+    Action,
+    Close,
+    Connect,
+    Deliver,
+    DeliverRun,
+    Log,
+    NodeEvent,
+    Send,
+)
 from raims_node.router.node import NS, OPT_ACK, OPT_TRACE, Node, NodeParams
 from raims_node.transports.addr import WILDCARD, AddressError, split_address
 from raims_node.transports.backpressure import Backpressure
@@ -373,6 +382,15 @@ class Daemon:
                 handler = getattr(act.owner, "on_deliver", None)
                 if handler is not None:
                     handler(act)
+            elif isinstance(act, DeliverRun):  # a batch frame's messages (wire/batch.py)
+                run = getattr(act.owner, "on_deliver_run", None)
+                if run is not None:
+                    run(act)
+                else:
+                    handler = getattr(act.owner, "on_deliver", None)
+                    if handler is not None:
+                        for one in act.delivers():
+                            handler(one)
             elif isinstance(act, Close):
                 link = links.get(act.conn_id)
                 if link is not None:
@@ -425,6 +443,16 @@ class Daemon:
         node = self.node
         before = node.counters.delivered
         actions = node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo, opt=opt)
+        delivered = node.counters.delivered - before
+        self._apply(actions)
+        return delivered
+
+    def publish_run(self, subject: str, payloads: list[bytes], no_echo: object | None = None) -> int:
+        """Publish a pipelined run of one subject (no reply, headers or options): batch
+        frames to the other nodes (wire/batch.py); the local deliveries made."""
+        node = self.node
+        before = node.counters.delivered
+        actions = node.publish_run(subject, payloads, time.time_ns(), no_echo)
         delivered = node.counters.delivered - before
         self._apply(actions)
         return delivered

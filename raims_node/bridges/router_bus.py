@@ -78,7 +78,7 @@ from raims_node.bridges.acks import ack_request
 from raims_node.bridges.bus import SHARD_PREFIX, ClientHandle, PatternSyntax
 from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.host import NodeHost
-from raims_node.router.actions import Deliver
+from raims_node.router.actions import Deliver, DeliverRun
 from raims_node.subject import MAX_SUBJECT_LEN, SubjectError, compile_pattern
 
 NAMES_PREFIX = "_NAMES."  # requests to the node's name service, never routed
@@ -117,6 +117,9 @@ class _Owner:
             if report is not None:
                 report(self.bus.outside(d.subject), d.loss, d.payload)
         self.client.deliver(d.sid, self.bus.outside(d.subject), d.reply, d.headers, d.payload)
+
+    def on_deliver_run(self, d: DeliverRun) -> None:
+        self.client.deliver_run(d.sid, self.bus.outside(d.subject), d.payloads)
 
 
 class RouterBus:
@@ -232,6 +235,8 @@ class RouterBus:
         if remote:
             if not self._carriable(internal) or (reply is not None and not self._carriable(reply)):
                 return 0
+            if reply is None and headers is None and len(payloads) > 1:  # a pipelined run: batch frames
+                return self.host.publish_run(internal, list(payloads), no_echo) + remote * len(payloads)
             publish = self.host.publish
             return sum(publish(internal, payload, reply, headers, no_echo) + remote for payload in payloads)
         # the local fast path: a multicast to no remote node, without a frame

@@ -360,6 +360,11 @@ class Node:
         self.forward.publish(subject, payload, now_ns, reply, headers, no_echo, opt)
         return self._flush(now_ns)
 
+    def publish_run(self, subject: str, payloads: list[bytes], now_ns: int, no_echo: object = None) -> list[Action]:
+        """A run of one subject, no reply, headers or options: batch frames (wire/batch.py)."""
+        self.forward.publish_run(subject, payloads, now_ns, no_echo)
+        return self._flush(now_ns)
+
     def remote(self, dest: bytes, command: str, owner: object, now_ns: int) -> list[Action]:
         """Run a console command on another node (`rem`); its text comes back to `owner`
         as a Deliver whose sid is the request's token."""
