@@ -6,7 +6,7 @@ STAMP      := $(VENV)/.installed
 # What `make run` needs besides the venv: a JRE for Spark (any java on PATH will do).
 DEBS_RUN   := openjdk-17-jre-headless
 # Debian packages the test suite needs (installed when absent; CI runs as root).
-DEBS_TEST  := openjdk-17-jre-headless redis-server redis-tools nats-server shellcheck chromium telnet tmux
+DEBS_TEST  := openjdk-17-jre-headless redis-server redis-tools nats-server shellcheck chromium telnet tmux nftables curl
 
 .PHONY: run test lint typecheck unit bench fuzz deps debs dist clean
 

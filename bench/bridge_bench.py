@@ -13,7 +13,16 @@ the single nats-server / redis-server. Targets (issue 8): nats-py >= 0.9 of nats
 raw >= 250,000 msgs/s through one node (>= 0.3 of nats-server) and >= 100,000 across
 A->D; p50 within 150 us of nats-server's.
 
-    .venv/bin/python bench/bridge_bench.py [--quick] [--repeat N]   (best of N=2 per rate)
+Native rows (issue 24), 16-byte messages, 1 publisher : 1 subscriber, client
+`native` = natsbench.c (bench/native.py: nats-bench/Go is not installable here and a
+Python client cannot saturate a server doing 2M msgs/s, so a small pipelined C client is
+compiled at run time with the system cc, cached by source hash; without a compiler the
+Python raw clients run instead and the rows say `raw-py`). The payload carries a
+sequence number: the subscriber counts lost and out-of-order messages. Targets: one
+node >= 0.5x nats-server; A->D >= 0.5x the one-node rate of the same run with zero loss;
+A->D p50 <= 2x one node's p50.
+
+    .venv/bin/python bench/bridge_bench.py [--quick] [--repeat N] [--native-only]
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+import native  # noqa: E402
+
 from tests.integration.harness import MANUAL_GRAPH  # noqa: E402
 from tests.integration.test_bridges_net import BridgeNet, start_network  # noqa: E402
 
@@ -47,6 +58,7 @@ PROBE = b"bench.probe"
 BATCH = 1000
 TIMEOUT_S = 30.0
 HEARTBEAT = "10 sec"
+NATIVE_SIZE = 16
 TARGETS = {("nats", "raw", "one node"): 250_000, ("nats", "raw", "A->D"): 100_000}
 Addr = tuple[str, int]
 
@@ -385,6 +397,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of the messages, one run each")
     ap.add_argument("--repeat", type=int, default=2, help="runs per throughput figure (best kept)")
+    ap.add_argument("--native-only", action="store_true", help="only the native 16-byte NATS rows")
     args = ap.parse_args()
     scale, repeat = (0.1, 1) if args.quick else (1.0, args.repeat)
     # 100,000 across A->D as through one node: a shorter run is mostly the pipeline filling
@@ -396,6 +409,10 @@ def main() -> None:
 
     rows: list[dict[str, object]] = []
     with servers() as (single, four, nats_peer, redis_peer):
+        rows += native_rows(single, four, nats_peer, int(1_000_000 * scale), n_lat, repeat)
+        if args.native_only:
+            report("bridge", _even(rows))
+            return
         for kind, peer in (("nats", nats_peer), ("redis", redis_peer)):
             paths = (("one node", single.port("A", kind), single.port("A", kind)),
                      ("A->D", four.port("A", kind), four.port("D", kind)))
@@ -420,7 +437,59 @@ def main() -> None:
                              "ratio": round(p99 / peer_lat[1], 2), "target": "", "meets": ""})
     print(f"100-byte messages, best of {repeat}: {n_raw} raw msgs through one node, {n_far} A->D, "
           f"{n_lib} with the client libraries; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
-    report("bridge", rows)
+    report("bridge", _even(rows))
+
+
+def _even(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Every row with every column (the native rows add lost / disorder)."""
+    cols = {c: "" for r in rows for c in r}
+    return [{**cols, **r} for r in rows]
+
+
+def native_rows(single: BridgeNet, four: BridgeNet, peer: Peer, n: int, n_lat: int,
+                repeat: int) -> list[dict[str, object]]:
+    """The issue-24 rows: 16 B, 1:1, native client; one node against nats-server, A->D
+    against the one node of the same run."""
+    exe = native.build()
+    size = NATIVE_SIZE
+    client = "native" if exe is not None else "raw-py"
+
+    def run(pub: int, sub: int) -> native.Rate:
+        if exe is None:
+            return native.Rate(raw_rate("nats", pub, sub, n // BATCH * BATCH), n, 0, 0)
+        runs = [native.rate(exe, pub, sub, n, size) for _ in range(repeat)]
+        return max(runs, key=lambda r: (r.received, r.rate))
+
+    def lat(pub: int, sub: int) -> tuple[float, float]:
+        return native.latency(exe, pub, sub, n_lat, size) if exe is not None else raw_latency("nats", pub, sub, n_lat)
+
+    a, d = four.port("A", "nats"), four.port("D", "nats")
+    one = single.port("A", "nats")
+    peer_rate, one_rate, far_rate = run(peer.port, peer.port), run(one, one), run(a, d)
+    peer_lat, one_lat, far_lat = lat(peer.port, peer.port), lat(one, one), lat(a, d)
+    rows: list[dict[str, object]] = []
+    for path, r, base, base_name, want in (("one node", one_rate, peer_rate, "nats-server", 0.5),
+                                           ("A->D", far_rate, one_rate, "one node", 0.5)):
+        ratio = r.rate / base.rate
+        rows.append({"proto": "nats", "client": client, "path": f"{path} {size}B", "metric": "msgs_per_s",
+                     "raims": round(r.rate), "peer": round(base.rate), "ratio": round(ratio, 3),
+                     "target": f">= {want}x {base_name}" + (", 0 lost" if path == "A->D" else ""),
+                     "meets": ratio >= want and (path != "A->D" or (r.lost == 0 and r.disorder == 0)),
+                     "lost": r.lost, "disorder": r.disorder})
+    rows.append({"proto": "nats", "client": client, "path": f"one node {size}B", "metric": "p50_us",
+                 "raims": round(one_lat[0], 1), "peer": round(peer_lat[0], 1),
+                 "ratio": round(one_lat[0] / peer_lat[0], 2), "target": "", "meets": ""})
+    rows.append({"proto": "nats", "client": client, "path": f"A->D {size}B", "metric": "p50_us",
+                 "raims": round(far_lat[0], 1), "peer": round(one_lat[0], 1),
+                 "ratio": round(far_lat[0] / one_lat[0], 2), "target": "<= 2x one node",
+                 "meets": far_lat[0] <= 2 * one_lat[0]})
+    rows.append({"proto": "nats", "client": client, "path": f"A->D {size}B", "metric": "p99_us",
+                 "raims": round(far_lat[1], 1), "peer": round(one_lat[1], 1),
+                 "ratio": round(far_lat[1] / one_lat[1], 2), "target": "", "meets": ""})
+    print(f"native: nats-server {peer_rate.rate:,.0f} msgs/s p50 {peer_lat[0]:.1f} us; "
+          f"one node {one_rate.rate:,.0f} p50 {one_lat[0]:.1f}; A->D {far_rate.rate:,.0f} "
+          f"(lost {far_rate.lost}, out of order {far_rate.disorder}) p50 {far_lat[0]:.1f}")
+    return rows
 
 
 def _row(kind: str, client: str, path: str, rate: float, peer: float) -> dict[str, object]:

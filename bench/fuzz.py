@@ -8,7 +8,9 @@ node's Handshake.receive), router (Node.on_frame on a link not yet authenticated
 the node counts any escaped exception as internal_errors), router_signed (frames
 re-signed with their source's key, so that they reach the router's decoders), nats
 (NatsParser), resp (RespParser), config (YAML/JSON configuration text), names (the
-name service's requests and replication frames). Each gets N inputs (default
+name service's requests and replication frames), pgm (a PGM datagram decoded and received
+by a core that knows its sender), rv (rvmsgs decoded and fed to an RV
+session). Each gets N inputs (default
 200,000; --quick 5,000): a third generated from scratch (random bytes, random token
 sequences for the text protocols, random frames built with the real encoder), the
 rest mutated from a seed corpus of genuine inputs (frames captured from a simulated
@@ -45,6 +47,10 @@ from raims_node import RaimsError  # noqa: E402
 from raims_node.bridges import sbus_proto  # noqa: E402
 from raims_node.bridges.nats_proto import NatsParser  # noqa: E402
 from raims_node.bridges.resp import RespParser  # noqa: E402
+from raims_node.bridges.rv_codec import VERSION_REC as RV_VERSION_REC  # noqa: E402
+from raims_node.bridges.rv_codec import RvFrameReader, Writer, info_rec  # noqa: E402
+from raims_node.bridges.rv_codec import decode as rv_decode  # noqa: E402
+from raims_node.bridges.rv_session import RvConfig, RvSession  # noqa: E402
 from raims_node.config.tree import load_text  # noqa: E402
 from raims_node.crypto.handshake import Handshake, Rejected  # noqa: E402
 from raims_node.crypto.mac import MacKey  # noqa: E402
@@ -53,6 +59,7 @@ from raims_node.kv.commands import Engine, KVClient  # noqa: E402
 from raims_node.kv.store import KVStore  # noqa: E402
 from raims_node.router.actions import Send  # noqa: E402
 from raims_node.router.node import Node  # noqa: E402
+from raims_node.transports.pgm_wire import PgmWireError, decode  # noqa: E402
 from raims_node.wire import (  # noqa: E402
     DIGEST_LEN,
     DIGEST_OFFSET,
@@ -64,6 +71,7 @@ from raims_node.wire import (  # noqa: E402
     encode_frame,
     peek,
 )
+from tests.unit.test_pgm_core import Lan as PgmLan  # noqa: E402
 
 HANG_S = 2.0
 DEFAULT_N = 200_000
@@ -173,6 +181,43 @@ def _names_seeds() -> list[bytes]:
     out = [bytes([i + 1]) + json.dumps(b).encode() for i, b in enumerate(bodies)]
     out.append(b"\x00" + json.dumps({"op": "dump", "seq": 1, "pubs": [[1000, 1, 5, 7, 0, 1]]}).encode())
     return out
+
+
+def _rv_seeds() -> list[bytes]:
+    """An RV client's messages after the session records: init, listens, data."""
+    init = Writer().string("mtype", "I").string("userid", "u").string("service", "7500").string("network", "")
+    data = Writer().int32("n", 1).opaque("o", b"x" * 130).string("s", "text").finish()
+    return [
+        init.finish() + Writer().string("mtype", "I").string("session", "0A000001.GOB").string("service", "7500")
+        .finish(),
+        Writer().string("mtype", "L").subject("sub", "A.*.>").string("return", "_INBOX.x.1").finish(),
+        Writer().subject("sub", "A.B").string("mtype", "D").string("return", "_INBOX.x.2").message("data", data)
+        .finish(),
+        Writer().string("mtype", "C").subject("sub", "A.*.>").finish() + bytes.fromhex("000000089955eeaa"),
+    ]
+
+
+class _RvHost:
+    """The transport a fuzzed RV session sees: every service opens on a bus that
+    routes nothing (the bus is not under test here)."""
+
+    ipaddr = b"\x0a\x00\x00\x01"
+    port = 7500
+    daemon_gob = "G"
+
+    def open_service(self, service: str, network: str) -> _RvHost:
+        return self
+
+    def closed_service(self, service: str) -> None:
+        pass
+
+    def subscribe(self, *args: object) -> None:
+        pass
+
+    psubscribe = unsubscribe = drop_client = subscribe
+
+    def publish(self, *args: object) -> int:
+        return 0
 
 
 def _config_seeds() -> list[bytes]:
@@ -358,8 +403,80 @@ def _targets(rng: random.Random) -> dict[str, Callable[[bytes], object]]:
                     if engine.internal_errors != before:
                         raise AssertionError(f"kv command {args[0]!r} raised inside its handler")
 
+    pgm_lan = _pgm_lan()
+
+    def pgm(data: bytes) -> bool:
+        """One PGM datagram (transports/pgm_wire.py) decoded, then received by a core
+        that knows the sender (its windows, NAK timers and record reader run on it);
+        True when the parser refused it (a typed error, which the core counts)."""
+        refused = False
+        try:
+            decode(data)
+        except PgmWireError:
+            refused = True
+        core = pgm_lan.cores[1]
+        before = core.counters.bad
+        core.receive(data, pgm_lan.now)
+        core.tick(pgm_lan.now + 0.5)
+        core.take()
+        if refused != (core.counters.bad != before) and data[4:12] != core.tsi:
+            raise AssertionError("the core and the parser disagree on a datagram")
+        return refused
+
+    rv_host = _RvHost()
+
+    def rv(data: bytes) -> bool:
+        """rvmsgs (the header's size fixed up half the time, so that mutations reach the
+        fields): decoded whole, then fed to an RV session past its session records; a
+        session closed for anything but a typed error is a crash."""
+        buf = bytearray(data)
+        if len(buf) >= 8 and rng.random() < 0.5:
+            buf[0:4] = len(buf).to_bytes(4, "big")
+        reader = RvFrameReader(1 << 20)
+        reader.push(bytes(buf))
+        try:
+            for frame in reader.frames():
+                rv_decode(frame).to_dict()
+        except RaimsError:
+            pass
+        session = RvSession(rv_host, 1, RvConfig())  # type: ignore[arg-type]
+        session.data_received(RV_VERSION_REC + info_rec(3))
+        for chunk in _chunks(rng, bytes(buf)):
+            session.data_received(chunk)
+        if session.closing and not isinstance(session.close_error, RaimsError):
+            raise AssertionError(f"RV session closed with {session.close_error!r}")
+        return session.closing  # a typed rejection
+
     return {"wire": wire, "stream": stream, "handshake": handshake, "router": router, "router_signed": signed,
-            "nats": nats, "resp": resp, "config": config, "names": names, "sbus": sbus, "kv": kv}
+            "nats": nats, "resp": resp, "config": config, "names": names, "sbus": sbus, "kv": kv, "rv": rv, "pgm": pgm}
+
+
+def _pgm_lan() -> PgmLan:
+    from raims_node.transports.pgm_core import PgmParams
+
+    lan = PgmLan(2, PgmParams(mtu=1500))
+    lan.run(1.0)
+    return lan
+
+
+def _pgm_seeds() -> list[bytes]:
+    """Datagrams of a simulated two-node PGM exchange: SPMs, data (records spanning
+    packets), NAKs, NCFs and repairs under 10 % loss."""
+    from raims_node.transports.pgm_core import PgmParams
+
+    captured: list[bytes] = []
+    rng = random.Random(3)
+
+    def drop(src: int, dst: int, pkt: bytes) -> bool:
+        captured.append(pkt)
+        return rng.random() < 0.1
+
+    lan = PgmLan(2, PgmParams(mtu=1500), drop=drop)
+    lan.run(1.0)
+    for k in range(60):
+        lan.publish(0, b"\x00" + bytes(k * 50))
+    lan.run(2.0)
+    return captured[:400]
 
 
 class _SignedRouter:
@@ -412,7 +529,7 @@ class _SignedRouter:
 
 CORPUS_OF = {"wire": "frames", "stream": "frames", "handshake": "frames", "router": "frames",
              "router_signed": "frames", "nats": "nats", "resp": "resp", "config": "config", "names": "names",
-             "sbus": "sbus", "kv": "kv"}
+             "sbus": "sbus", "kv": "kv", "pgm": "pgm", "rv": "rv"}
 NAMES_VERBS = ["BIND", "UNBIND", "LOOKUP", "INQUIRE", "SUBSCRIBE", "UNSUBSCRIBE", "TO.1.2", "MCAST.1.2.3"]
 
 
@@ -458,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.n or (QUICK_N if args.quick else DEFAULT_N)
     rng = random.Random(args.seed)
     corpora = {"frames": _sim_frames(), "nats": _nats_seeds(), "resp": _resp_seeds(), "config": _config_seeds(),
-               "names": _names_seeds(), "kv": _kv_seeds(),
+               "names": _names_seeds(), "kv": _kv_seeds(), "pgm": _pgm_seeds(), "rv": _rv_seeds(),
                "sbus": [b"SUB a/*/c/", b"UNSUB ", b"MSG a/b/c/ payload", b"CMSG !/cred/whoami", b"SUB !/cred/0/0/1/x"]}
     targets = _targets(rng)
     only = [t for t in args.only.split(",") if t] or list(targets)

@@ -3,10 +3,18 @@ bridge, measured in the same run on the same node.
 
 100-byte payloads, one publisher and one subscriber, msgs/s from the first publish to the
 last delivery, best of --repeat runs:
-- sbus: raw SOCK_SEQPACKET clients in two processes (forked), the publisher sending
-  packets back to back (a packet is a message: nothing to batch, nothing to parse);
+- sbus: raw SOCK_SEQPACKET clients in two processes (forked), one packet per message as
+  the seed requires, the publisher handing the kernel 256 packets per sendmmsg(2) and
+  the subscriber taking every pending packet per recvmmsg(2) (bridges/mmsg.py; plain
+  send / recv_into where the platform lacks them): the syscall-batching analogue of the
+  NATS client's pipelining;
 - NATS: bridge_bench's raw pipelined clients (batches of 1000 PUB lines, a thread
   counting the delivered bytes).
+- bare relay: the same sbus clients through a process that only moves packets from the
+  publisher's socket to the subscriber's with recvmmsg / sendmmsg (no parsing, no
+  routing): the floor one packet per message sets on this machine, for comparison.
+The node's CPU time per message (user + system, /proc) is printed beside each rate: on
+a shared machine it moves far less with the load than the rates do.
 Target (issue 20): sbus >= 1.5x NATS.
 
     .venv/bin/python bench/ipc_bench.py [--quick] [--repeat N]
@@ -15,10 +23,12 @@ Target (issue 20): sbus >= 1.5x NATS.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
 import re
+import select
 import shutil
 import socket
 import sys
@@ -34,12 +44,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from bridge_bench import raw_rate  # noqa: E402
 
+from raims_node.bridges import mmsg  # noqa: E402
 from tests.integration.harness import NodeProc, graph_config  # noqa: E402
 
 PAYLOAD = bytes(range(100))
 KEY = b"bench/x"
 TARGET = 1.5
 TIMEOUT_S = 60.0
+BATCH = 256  # packets per sendmmsg / recvmmsg of the raw clients
 
 
 def _free_port() -> int:
@@ -66,25 +78,97 @@ def _subscriber(path: str, n: int, ready: Connection, out: Connection) -> None:
     s.send(b"SUB " + KEY)
     _ping(s, b"ready")
     ready.send(True)
-    buf = bytearray(1 << 16)
-    recv_into = s.recv_into
-    recv_into(buf)  # the clock starts at the first delivery's publish: the publisher reports it
-    for _ in range(n - 1):
-        recv_into(buf)
-    out.send(time.perf_counter())
+    got, fd = 0, s.fileno()
+    if mmsg.available():  # every pending packet per syscall (each packet one message)
+        rx = mmsg.Receiver(BATCH, 4096)
+        while got < n:
+            try:
+                got += len(rx.recv(fd))
+            except BlockingIOError:
+                if not select.select([fd], [], [], TIMEOUT_S)[0]:
+                    return
+    else:
+        buf = bytearray(1 << 16)
+        recv_into = s.recv_into
+        for _ in range(n):
+            recv_into(buf)
+    out.send(time.perf_counter())  # the clock started at the publisher's first send
     s.close()
 
 
 def _publisher(path: str, n: int, go: Connection, out: Connection) -> None:
     s = _connect(path)
     packet = b"MSG " + KEY + b"\x00" + PAYLOAD
-    send = s.send
+    fd = s.fileno()
     go.recv()
     t0 = time.perf_counter()
-    for _ in range(n):
-        send(packet)
+    if mmsg.available():  # BATCH packets per syscall, each packet one message
+        tx, batch, sent = mmsg.Sender(BATCH), [packet] * BATCH, 0
+        while sent < n:
+            k = tx.send(fd, batch if n - sent >= BATCH else batch[:n - sent])
+            sent += k
+            if k == 0 and not select.select([], [fd], [], TIMEOUT_S)[1]:
+                break
+    else:
+        send = s.send
+        for _ in range(n):
+            send(packet)
     out.send(t0)
     s.close()
+
+
+def _relay(path: str, n: int, ready: Connection) -> None:
+    """A bare relay standing in for the server: accept a publisher and a subscriber, move
+    each packet read from the first to the second with recvmmsg / sendmmsg, no routing.
+    The floor of one packet per message through a middle process, for comparison."""
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    lsock.bind(path)
+    lsock.listen(2)
+    ready.send(True)
+    sub, _ = lsock.accept()
+    sub.recv(4096)  # its SUB
+    sub.recv(4096)  # its ping, answered
+    sub.send(b"CMSG raims/ping\x00ready")
+    pub, _ = lsock.accept()
+    rx, tx = mmsg.Receiver(64, 4096), mmsg.Sender(256)
+    moved, pfd, sfd = 0, pub.fileno(), sub.fileno()
+    while moved < n:
+        try:
+            sizes = rx.recv(pfd)
+        except BlockingIOError:
+            select.select([pfd], [], [], TIMEOUT_S)
+            continue
+        packets = [rx.mem[i * rx.slot:i * rx.slot + k] for i, k in enumerate(sizes) if k]
+        if not packets:
+            break
+        done = 0
+        while done < len(packets):
+            k = tx.send(sfd, packets[done:])
+            done += k
+            if k == 0:
+                select.select([], [sfd], [], TIMEOUT_S)
+        moved += len(packets)
+    sub.close()
+    pub.close()
+    lsock.close()
+
+
+def relay_rate(tmp: Path, n: int) -> float:
+    path = str(tmp / "relay.sock")
+    ctx = mp.get_context("fork")
+    ready_r, ready_w = ctx.Pipe(False)
+    relay = ctx.Process(target=_relay, args=(path, n, ready_w))
+    relay.start()
+    try:
+        if not ready_r.poll(TIMEOUT_S):
+            raise RuntimeError("relay did not start")
+        return sbus_rate(path, n)
+    finally:
+        relay.join(5)
+        if relay.is_alive():
+            relay.kill()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def sbus_rate(path: str, n: int) -> float:
@@ -96,11 +180,11 @@ def sbus_rate(path: str, n: int) -> float:
     sub = ctx.Process(target=_subscriber, args=(path, n, ready_w, sub_w))
     pub = ctx.Process(target=_publisher, args=(path, n, go_r, pub_w))
     sub.start()
-    pub.start()
     try:
         if not ready_r.poll(TIMEOUT_S):
             raise RuntimeError("sbus subscriber did not start")
         ready_r.recv()
+        pub.start()  # after the subscriber: the bare relay takes its first client as the subscriber
         go_w.send(True)
         if not sub_r.poll(TIMEOUT_S):
             raise RuntimeError(f"sbus subscriber got less than {n} messages")
@@ -108,9 +192,21 @@ def sbus_rate(path: str, n: int) -> float:
         return n / (t1 - t0)
     finally:
         for p in (pub, sub):
+            if p.pid is None:
+                continue
             p.join(5)
             if p.is_alive():
                 p.kill()
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used: a figure the machine's load
+    changes far less than a rate."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_node(tmp: Path) -> tuple[NodeProc, str, int]:
@@ -134,23 +230,36 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="raims-ipc-bench-"))
     node, path, port = start_node(tmp)
     try:
-        sbus = nats = 0.0
-        for _ in range(repeat):  # interleaved, so that load on the machine hits both alike
+        sbus = nats = relay = 0.0
+        sbus_cpu, nats_cpu = float("inf"), float("inf")
+        pid = node.proc.pid
+        for _ in range(repeat):  # interleaved, so that load on the machine hits all alike
+            c0 = _cpu_s(pid)
             sbus = max(sbus, sbus_rate(path, n))
+            c1 = _cpu_s(pid)
             nats = max(nats, raw_rate("nats", port, port, n))
+            c2 = _cpu_s(pid)
+            sbus_cpu, nats_cpu = min(sbus_cpu, (c1 - c0) / n * 1e6), min(nats_cpu, (c2 - c1) / n * 1e6)
+            if mmsg.available():
+                relay = max(relay, relay_rate(tmp, n))
     finally:
         node.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     ratio = sbus / nats
-    rows = [("sbus (SOCK_SEQPACKET)", sbus), ("NATS bridge (pipelined)", nats)]
+    rows = [("sbus (SOCK_SEQPACKET)", sbus, sbus_cpu), ("NATS bridge (pipelined)", nats, nats_cpu),
+            ("bare relay (floor)", relay, None)]
     print(f"{n} 100-byte messages through one node, best of {repeat}; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
-    print(f"{'client':<26}{'msgs/s':>12}")
-    for name, rate in rows:
-        print(f"{name:<26}{rate:>12,.0f}")
+    print(f"{'client':<26}{'msgs/s':>12}{'node cpu us/msg':>18}")
+    for name, rate, cpu in rows:
+        print(f"{name:<26}{rate:>12,.0f}{'' if cpu is None else f'{cpu:.2f}':>18}")
     print(f"{'ratio sbus/NATS':<26}{ratio:>12.2f}   (target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'})")
+    if relay:
+        print(f"{'sbus / bare relay':<26}{sbus / relay:>12.2f}   (the server's share of the one-packet-per-message floor)")
     print(json.dumps({"bench": "ipc", "messages": n, "sbus_msgs_per_s": round(sbus), "nats_msgs_per_s": round(nats),
-                      "ratio": round(ratio, 3), "target": TARGET, "meets": ratio >= TARGET}))
+                      "ratio": round(ratio, 3), "target": TARGET, "meets": ratio >= TARGET,
+                      "relay_msgs_per_s": round(relay), "sbus_node_cpu_us_per_msg": round(sbus_cpu, 2),
+                      "nats_node_cpu_us_per_msg": round(nats_cpu, 2)}))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import contextlib
 import importlib
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable
 
@@ -49,7 +50,16 @@ from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
 from raims_node.nstats import NodeStats
-from raims_node.router.actions import Action, Close, Connect, Deliver, Log, NodeEvent, Send
+from raims_node.router.actions import (
+    Action,
+    Close,
+    Connect,
+    Deliver,
+    DeliverRun,
+    Log,
+    NodeEvent,
+    Send,
+)
 from raims_node.router.node import NS, OPT_ACK, OPT_TRACE, Node, NodeParams
 from raims_node.transports.addr import WILDCARD, AddressError, split_address
 from raims_node.transports.backpressure import Backpressure
@@ -62,6 +72,7 @@ from raims_node.transports.name import (
     NameServiceError,
     resolve_device,
 )
+from raims_node.transports.pgm import PgmError, start_pgm
 from raims_node.transports.tcp import LinkProtocol
 
 log = logging.getLogger("raims.daemon")
@@ -129,7 +140,8 @@ class Daemon:
         for name in listen:
             await self.start_transport(name, listen=True)
         # the route computation's imports, loaded while the first links come up
-        asyncio.get_running_loop().run_in_executor(None, importlib.import_module, "scipy.sparse.csgraph")
+        # (a daemon thread: a stop must not wait for a slow import, as the loop's executor would)
+        threading.Thread(target=importlib.import_module, args=("scipy.sparse.csgraph",), daemon=True).start()
         for name in connect:
             await self.start_transport(name, listen=False)
         await self._start_ipc_name()
@@ -139,6 +151,8 @@ class Daemon:
         cfg = self._transport_cfg(name)
         if cfg.type in BRIDGE_TYPES:
             return await self._start_bridge(cfg, listen)
+        if cfg.type == "pgm":
+            return await self._start_pgm(cfg)
         if cfg.type not in LINK_TYPES:
             raise DaemonError(f"transport {name!r} has type {cfg.type!r}; "
                               f"ms_server starts {LINK_TYPES + BRIDGE_TYPES} here")
@@ -186,6 +200,19 @@ class Daemon:
                 self.say(f"listening on {addr}")
         return run
 
+    async def _start_pgm(self, cfg: TransportConfig) -> Running:
+        """A PGM multicast transport (transports/pgm.py); listen and connect are alike."""
+        run = self.running.get(cfg.tport)
+        if run is None:
+            tid = self.node.add_transport(cfg.tport, cfg.type, cfg.cost)
+            try:
+                pgm = await start_pgm(self, tid, cfg, self.tree.parameters.reliability)
+            except PgmError as exc:
+                raise DaemonError(str(exc)) from None
+            run = self.running[cfg.tport] = Running(cfg, tid, True, True, bound=[pgm.group_url], pgm=pgm)
+            self.say(f"pgm {cfg.tport} on {pgm.group_url}, inbox {pgm.inbox_url}")
+        return run
+
     async def _start_ipc_name(self) -> None:
         """Parameter `ipc_name` without an ipc transport started: the named sbus bus
         (bridges/ipc.py)."""
@@ -207,6 +234,8 @@ class Daemon:
                 server.close()
             if run.bridge is not None:
                 run.bridge.close()
+            if run.pgm is not None:
+                run.pgm.close()  # sends the BYE frames first
         self.bridges.close()
         if self._ticker is not None:
             self._ticker.cancel()
@@ -353,6 +382,15 @@ class Daemon:
                 handler = getattr(act.owner, "on_deliver", None)
                 if handler is not None:
                     handler(act)
+            elif isinstance(act, DeliverRun):  # a batch frame's messages (wire/batch.py)
+                run = getattr(act.owner, "on_deliver_run", None)
+                if run is not None:
+                    run(act)
+                else:
+                    handler = getattr(act.owner, "on_deliver", None)
+                    if handler is not None:
+                        for one in act.delivers():
+                            handler(one)
             elif isinstance(act, Close):
                 link = links.get(act.conn_id)
                 if link is not None:
@@ -409,6 +447,16 @@ class Daemon:
         self._apply(actions)
         return delivered
 
+    def publish_run(self, subject: str, payloads: list[bytes], no_echo: object | None = None) -> int:
+        """Publish a pipelined run of one subject (no reply, headers or options): batch
+        frames to the other nodes (wire/batch.py); the local deliveries made."""
+        node = self.node
+        before = node.counters.delivered
+        actions = node.publish_run(subject, payloads, time.time_ns(), no_echo)
+        delivered = node.counters.delivered - before
+        self._apply(actions)
+        return delivered
+
     def publish_acked(self, subject: str, payload: bytes, headers: bytes | None, no_echo: object | None,
                       kind: str, inbox: str) -> int:
         """Publish asking for `kind` answers ("ack" | "trace"), sent on as messages to the
@@ -439,9 +487,13 @@ class Daemon:
                 "ms": sum(lk.frames_out for lk in links), "mr": sum(lk.frames_in for lk in links),
                 "lat": "", "idle": "",
                 "fl": ("L" if run.listen else "") + ("C" if run.connect else "") + ("D" if run.device_ip else "")
-                      + ("" if self._encrypt(run.cfg) else "N"),
+                      + ("M" if run.pgm is not None else "")
+                      + ("" if self._encrypt(run.cfg) and run.pgm is None else "N"),
                 "address": ", ".join(run.bound) or ", ".join(lk.peer_addr for lk in links),
             })
+            if run.pgm is not None:  # show urls: each peer's unicast inbox
+                rows[-1]["urls"] = run.pgm.urls()
+                rows[-1]["pgm"] = run.pgm.counters()
         del now
         for extra in self.extra_ports:
             rows.extend(extra())

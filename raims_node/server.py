@@ -11,6 +11,9 @@ Errors a person must see (a config that does not load, an unknown user, a port i
 use) go to stderr and to the log, even with -l, and exit non-zero: 2 for the
 configuration, 3 for a transport that cannot start; each names the file and the fix.
 
+Started as `rvd`, or with an rvd argument (`-listen`, `-cfg`, ...), it runs in rvd
+compatibility mode instead (raims_node/rvd.py).
+
 Signals: the first SIGTERM/SIGINT sends `_X.BYE` on every link, flushes and exits 0;
 a second exits at once; SIGHUP reloads the parameters (heartbeat, windows).
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -105,12 +109,15 @@ def _default_user(tree: ConfigTree, user: str | None) -> tuple[str, str | None]:
     return socket.gethostname(), None
 
 
-def _daemonize(tree: ConfigTree) -> None:
+def _daemonize(tree: ConfigTree, announce: bool = False) -> None:
+    """Detach (double fork, own session); `announce` prints the daemon's pid first (rvd)."""
     if os.fork() > 0:
         os._exit(0)
     os.setsid()
     if os.fork() > 0:
         os._exit(0)
+    if announce:
+        print(f"running in the background, pid {os.getpid()}", flush=True)
     wd = tree.parameters.text("working_directory")
     if wd:
         os.chdir(wd)
@@ -146,6 +153,9 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
         stop.set()
 
     def on_hup() -> None:
+        if getattr(args, "hup_exits", False):  # rvd mode: a HUP ends it
+            on_stop()
+            return
         from raims_node.daemon import params_from
 
         try:
@@ -183,6 +193,9 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
         telnet_names = {t.tport for t in tree.transports if t.type == "telnet"}
         here = web_names | telnet_names  # served by this module, above the daemon
         await daemon.start([n for n in listen if n not in here], [n for n in connect if n not in here])
+        for run in daemon.running.values():  # RV `no_permanent`: stop when the last client goes
+            if run.bridge is not None and hasattr(run.bridge, "on_idle"):
+                run.bridge.on_idle = stop.set
         for name in [n for n in listen if n in telnet_names]:
             webs.append(await _start_telnet(daemon, tree.transport(name), args.config))
         for name in [n for n in listen + connect if n in web_names]:
@@ -304,6 +317,11 @@ def _check_user(tree: ConfigTree, config: str, user: str, svc: str | None) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
+    from raims_node.rvd import wants_rvd
+
+    raw = sys.argv[1:] if argv is None else argv
+    if wants_rvd(sys.argv[0] if argv is None else "", raw):  # rvd compatibility mode (rvd.py)
+        return _rvd(raw, sys.argv[0] if argv is None else "rvd")
     args = parse_args(argv)
     _setup_logging(args.logfile, args.verbose)
     try:
@@ -333,8 +351,48 @@ def main(argv: list[str] | None = None) -> int:
                 pid_path.unlink()
 
 
+def rvd_main() -> int:
+    """The `rvd` console script: ms_server in rvd compatibility mode."""
+    return _rvd(sys.argv[1:], sys.argv[0])
+
+
+def _rvd(argv: list[str], prog: str) -> int:
+    from raims_node import rvd
+
+    args = rvd.parse_args(argv)
+    _setup_logging(args.log, False)
+    rvd.rotate_log(args)
+    try:
+        tree, ns = rvd.prepare(args, prog)
+        _set_timestamp(tree)
+    except (ConfigError, CryptoError) as exc:
+        print(f"rvd: {exc}: fix the configuration and start again", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+    if not args.foreground and not args.console:
+        print("moving to background daemon", flush=True)
+        _daemonize(tree, announce=True)
+    return _run(_serve(tree, ns))
+
+
+GC_GEN0 = 50_000  # allocations between young collections (CPython's default: 700)
+
+
+def _tune_gc() -> None:
+    """Fewer, cheaper collections on the message path (issue 24): a pipelined run makes
+    thousands of short-lived objects at once, and with the default gen-0 threshold of
+    700 each run set off several collections that also promoted the run's objects and
+    soon scanned the whole heap. The objects made while starting (config, modules) are
+    frozen out of every later collection; a larger gen 0 lets a run die young. Cycles
+    are still collected."""
+    gc.collect()
+    gc.freeze()
+    if os.environ.get("RAIMS_GC_DEFAULT") is None:
+        gc.set_threshold(GC_GEN0, 20, 20)
+
+
 def _run(coro: Coroutine[object, object, int]) -> int:
     """Run on uvloop when it is installed (CONVENTIONS 7), else the stock loop."""
+    _tune_gc()
     try:
         import uvloop
     except ImportError:

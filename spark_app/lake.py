@@ -24,8 +24,11 @@ Decisions where the issue is silent:
 - Views are pinned to the table version current when they are created (Spark plans the
   scan then); the lake re-creates its views after each of its own writes, and
   `register_views()` again picks up writes made by other processes.
-- The rows given to `write` are a snapshot, small enough for the driver (it collected
-  them); a Spark DataFrame is converted to Arrow on the driver for the same enforcement.
+- The rows given to `write` are small (the rollouts row, validations, audit findings);
+  a Spark DataFrame is converted to Arrow on the driver for the same enforcement. A
+  snapshot's rows do not pass through the driver: the collection's tasks write them as
+  data files (`spark_app.parts`) and `commit_parts` commits the files' metadata, once per
+  snapshot (a Delta transaction app id: a second commit of the snapshot adds nothing).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_app import datasource
+from spark_app import datasource, parts
 from spark_app.errors import LakeError
 from spark_app.schemas import TableSchema, load_schemas
 from spark_app.session import DATA_SOURCE_NOT_FOUND, has_delta
@@ -155,6 +158,59 @@ class Lake:
         if table in self._views:
             self._create_view(table)
         return data.num_rows
+
+    def target(self, snapshot_id: str) -> parts.Target:
+        """Where the collection's tasks write `snapshot_id`'s parts (see spark_app.parts)."""
+        return parts.Target(self.path, snapshot_id, dict(self.schemas), staged=self.backend is Backend.SPARK_DELTA)
+
+    def commit_parts(self, table: str, written: Sequence[parts.Part], snapshot_id: str) -> int:
+        """Commit the data files tasks wrote for `snapshot_id` to `table` in one Delta
+        commit carrying the snapshot's transaction app id; the rows added (0, and the
+        files deleted, when the table already took this snapshot). Creates the table
+        when it does not exist, merges new nullable schema columns like `write`."""
+        schema = self.schema(table)
+        path = self.table_path(table)
+        app = parts.app_id(snapshot_id)
+        rows = sum(p.rows for p in written)
+        if self.backend is Backend.SPARK_DELTA:
+            return self._commit_staged(table, written, app, rows)
+        from deltalake import DeltaTable, write_deltalake
+        from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+
+        if not self.exists(table):
+            self.write(table, [])
+        elif self._added_columns(schema):
+            write_deltalake(path, schema.conform([]), mode="append", schema_mode="merge",
+                            partition_by=list(schema.partition_by) or None)
+        dt = DeltaTable(path)
+        if dt.transaction_version(app) is not None:  # this snapshot is in the table already
+            parts.delete_files(path, [p.path for p in written])
+            return 0
+        actions: list[AddAction | RemoveAction] = [AddAction(p.path, p.size, dict(p.partition_values), p.modification_time, True, p.stats)
+                   for p in written]
+        dt.create_write_transaction(actions, "append", dt.schema(), list(schema.partition_by) or None,
+                                    commit_properties=CommitProperties(
+                                        app_transactions=[Transaction(app, parts.TXN_VERSION)]))
+        parts.delete_files(path, parts.uncommitted(path, written, snapshot_id))
+        if table in self._views:
+            self._create_view(table)
+        return rows
+
+    def _commit_staged(self, table: str, written: Sequence[parts.Part], app: str, rows: int) -> int:
+        """Spark's Delta writer: the staged files, read by the executors, appended in one
+        commit with the snapshot's txnAppId (Delta skips a version it already took)."""
+        schema = self.schema(table)
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        frame = (self.spark.read.schema(from_arrow_schema(schema.arrow_schema())).parquet(*[p.path for p in written])
+                 if written else self.spark.createDataFrame([], from_arrow_schema(schema.arrow_schema())))
+        writer = frame.write.format("delta").mode("append").option("txnAppId", app)
+        writer = writer.option("txnVersion", str(parts.TXN_VERSION)).option("mergeSchema", "true")
+        writer.partitionBy(*schema.partition_by).save(self.table_path(table))
+        parts.delete_files(self.path, [p.path for p in written])
+        if table in self._views:
+            self._create_view(table)
+        return rows
 
     def _added_columns(self, schema: TableSchema) -> bool:
         """Whether the schema file has nullable columns the table lacks (to be merged);

@@ -74,19 +74,23 @@ def reverse_links(links: pd.DataFrame) -> pd.DataFrame:
 
 
 def peer_views(peers: pd.DataFrame) -> pd.DataFrame:
-    """One row per observer, with a problem when it does not see as many peers as there
-    are observers in the snapshot (every node of a rollout is an observer)."""
+    """One row per observer, with a problem when it does not see as many peers as the
+    snapshot's nodes: the observers, or more when the collection sampled its observers
+    (the `observers` setting: then the most any observer sees)."""
     seen = peers.groupby(["snapshot_id", "node"]).size().rename("peers").reset_index()
     seen["observers"] = seen.groupby("snapshot_id")["node"].transform("count")
-    bad = seen["peers"] != seen["observers"]
+    expected = seen.groupby("snapshot_id")["peers"].transform("max").clip(lower=seen["observers"])
+    bad = seen["peers"] != expected
     seen[PROBLEM_COLUMN] = None
     seen.loc[bad, PROBLEM_COLUMN] = (
         seen["node"]
         + " sees "
         + seen["peers"].astype(str)
-        + " peers, "
+        + " peers, of "
+        + expected.astype(str)
+        + " ("
         + seen["observers"].astype(str)
-        + " nodes reported"
+        + " nodes reported)"
     )[bad]
     return seen
 

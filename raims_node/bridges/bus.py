@@ -86,9 +86,9 @@ class Bus(Protocol):
     def publish(self, client: ClientHandle | None, subject: str, reply: str | None,
                 headers: bytes | None, payload: bytes) -> int: ...
 
-    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> None:
+    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> int:
         """`publish` of each payload in order, without reply or headers (a client's
-        pipelined run on one subject, routed once)."""
+        pipelined run on one subject, routed once); the receivers reached, summed."""
 
     def has_interest(self, subject: str) -> bool: ...
 

@@ -28,8 +28,10 @@ Flow control (decisions; flow.py describes the session's side):
   (0.1 s: enough to smooth a burst, short enough that consumers that never read do not
   stall the healthy ones); after that the consumer no longer holds it until it drains
   below its low-water mark, so one client that stops reading cannot stall the node: it
-  grows to its limit and is disconnected as a slow consumer. Links to other nodes are
-  not paused by consumers.
+  grows to its limit and is disconnected as a slow consumer. While consumers hold the
+  gate the daemon does not read its links either (issue 24: a batch-fed A->D stream can
+  outrun a briefly starved subscriber; the hold travels back hop by hop to the
+  publisher), within the same deadline.
 - A closing session's last output is written and the transport closed; a client that
   does not read it is aborted after CLOSE_GRACE_S (SLOW_GRACE_S for a slow consumer,
   whose unread output was dropped). Closes with an error are counted per
@@ -60,6 +62,7 @@ import asyncio
 import ipaddress
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
@@ -223,6 +226,9 @@ class FlowGate:
         self._dirty: list[SessionProtocol] = []
         self._flush_scheduled = False
         self._links_held = False  # a link to another node is above its write high-water mark
+        # told when consumers start / stop holding the gate (the daemon then holds its
+        # links' reading too, for as long: transports/backpressure.py)
+        self.on_consumers: Callable[[bool], None] | None = None
 
     def wake(self, proto: SessionProtocol) -> None:
         """`proto` has output: flush it at the end of the current input, or soon."""
@@ -257,6 +263,8 @@ class FlowGate:
             self._holders[proto] = loop.call_later(self.deadline_s, self._release, proto, True)
             if len(self._holders) == 1:
                 self._apply()
+                if self.on_consumers is not None:
+                    self.on_consumers(True)
         else:
             self._release(proto, False)
 
@@ -274,6 +282,8 @@ class FlowGate:
             handle.cancel()
             if not self._holders:
                 self._apply()
+                if self.on_consumers is not None:
+                    self.on_consumers(False)
 
     def _apply(self) -> None:
         for proto in list(self.conns):
@@ -455,7 +465,8 @@ class HubView(Protocol):
 
     def bus(self, service: str) -> RouterBus: ...
 
-    async def join_network(self, bridge: str, service: str, network: ClientNetwork) -> None: ...
+    async def join_network(self, bridge: str, service: str, network: ClientNetwork,
+                           tport: str | None = None) -> None: ...
 
 
 class BridgeServer:

@@ -162,11 +162,13 @@ class BridgeHub:
             self._soft_timer = asyncio.get_running_loop().call_later(SOFT_CHECK_S, self.check_soft_limits)
         return server
 
-    async def join_network(self, bridge: str, service: str, network: ClientNetwork) -> None:
+    async def join_network(self, bridge: str, service: str, network: ClientNetwork,
+                           tport: str | None = None) -> None:
         """Start (or reuse) the link transport that joins `network` for `service`
-        (module docstring); raises BridgeStartError or the host's own start error."""
+        (module docstring), named `tport` when the bridge has its own name for it (RV:
+        `rv_<service>`); raises BridgeStartError or the host's own start error."""
         host = self.host
-        name = network_tport(service)
+        name = tport or network_tport(service)
         configured = next((t for t in host.tree.transports if t.tport == name), None)
         run = host.running.get(name)
         if configured is not None:

@@ -6,7 +6,7 @@ Transport record (decisions where the manual and the seed are silent):
     - tport: bus
       type: ipc
       route: {path: /run/x.sock, service: _ipc, max_queue_bytes: 8mb,
-              max_queue_packets: 10000, max_packet: 192kb, mode: "0666"}
+              max_queue_packets: 10000, max_packet: 192kb, mode: "0666", sndbuf: 256kb}
 
 - `path` absent: the socket is `socket_path(NAME)`, NAME the `ipc_name` parameter or
   else the node's `user.service` (unique among the daemons of one host): `$XDG_RUNTIME_DIR/raims/NAME.sock`, else
@@ -19,7 +19,11 @@ Transport record (decisions where the manual and the seed are silent):
   the same service (sbus_proto: routing key `a/b/c` is subject `a.b.c`).
 - `max_queue_*`: the per-client "too many queued" limit of flood control (sbus_proto
   `Outbox`), default 8 MiB or 10,000 packets. `max_packet` (default 192 KiB, under the
-  kernel's default socket buffer): a larger packet is dropped and counted.
+  kernel's default socket buffer): a larger packet is dropped and counted. `sndbuf`
+  (default 256 KiB, 0 = the kernel's default): SO_SNDBUF asked for each client socket,
+  which the kernel caps at `net.core.wmem_max` and doubles; it bounds the packets in
+  flight to a reader before the outbox (and flood control) takes over (~670 small
+  packets at 256 KiB against ~280 at Linux's usual 208 KiB default).
 
 Server behaviour where the seed lets the server choose:
 - A packet matching no grammar, a MSG with a misused '!' or a malformed `!/cred/` key,
@@ -33,37 +37,67 @@ Server behaviour where the seed lets the server choose:
   `raims/ping` (answered with the same payload after every packet sent before it:
   the client's flush) and `raims/visible` (payload a routing key; answer
   `KEY\\x00N`, N = 1 when a subscriber anywhere in the network would receive it, sbus
-  clients on this bus included; the client's wait_visible). Other keys are counted.
+  clients on this bus included; the client's wait_visible), `raims/ack` and
+  `raims/trace` (below). Other keys are counted.
+
+raims conventions for the manual's shardcast, ack and trace (issue 28; NATS and Redis
+clients have theirs, bridges/router_bus.py):
+- `SUB _SHARD/<i>/<n>/<pattern>` (1 <= i <= n <= 65536) takes shard i of n of what
+  `<pattern>` matches, as the manual's "Anycast and Shardcast" describes: a key is
+  delivered when the pattern matches and the shard holds the hash of its bus subject
+  inside the node (`<service>.a.b.c`), the hash the network splits by, so sbus, NATS
+  (`SUB foo.> _SHARD.1.2`) and Redis (`PSUBSCRIBE _SHARD.1.2.foo.*`) subscribers of one
+  service share the shards consistently on every node. UNSUB names the pattern as it was
+  subscribed; `!/cred/` patterns cannot be sharded (refused, counted); a bad shard is a
+  bad pattern.
+- `CMSG raims/ack\\x00INBOX\\x00KEY\\x00MESSAGE` (or `raims/trace`) publishes MESSAGE on KEY
+  exactly as `MSG KEY\\x00MESSAGE` would and asks the network for the manual's acks
+  (every node that delivers it to a subscriber answers) or trace (every router it passes
+  answers); each answer comes back as a MSG packet on routing key INBOX, which the
+  client subscribes first, with the JSON payload of bridges/acks.py. KEY and INBOX must
+  map to bus subjects (else counted in `unmappable_acks`). As for NATS and Redis
+  clients, the answers come from the network: deliveries to sbus clients of the
+  publishing node's own bus are not acknowledged.
 
 The asyncio side is `loop.add_reader` / `add_writer` on non-blocking sockets (no
-Transport exists for SOCK_SEQPACKET): a readable client is read up to READ_BURST packets
-at a time; deliveries go straight to the receiver's socket and fall into its `Outbox`
-when the socket refuses them. Holding publishers uses the hub's FlowGate, so a blocked
-sbus reader holds NATS/Redis publishers too and the daemon's congestion deadline bounds
-the stall.
+Transport exists for SOCK_SEQPACKET). Speed (issue 20: the kernel's per-packet work is
+the floor, so the server spends as few syscalls and as little Python per packet as it
+can): a readable client is drained with `recvmmsg` (bridges/mmsg.py), READ_BATCH packets
+per call and up to READ_BURST per wakeup, into slots of one mmap; each batch is routed
+with a cached routing key -> (receivers, bus subject) table, the deliveries collect in
+each receiver's `pending` list and go out with one `sendmmsg` per receiver at the end of
+the batch (the packets the socket refuses fall into its `Outbox`), and consecutive
+packets to one bus subject enter the network as one `publish_run`. Deliveries from the
+network are batched the same way and flushed on the next loop turn. Without
+recvmmsg/sendmmsg (not Linux) the same paths use `recv_into` / `send` per packet.
+Holding publishers uses the hub's FlowGate, so a blocked sbus reader holds NATS/Redis
+publishers too and the daemon's congestion deadline bounds the stall.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import socket
-import stat
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from raims_node.bloom import InvalidShard, Shard, subject_hash
+from raims_node.bridges import mmsg
 from raims_node.bridges import sbus_proto as sp
+from raims_node.bridges.acks import ACK_PREFIX, TRACE_PREFIX
 from raims_node.bridges.glue import BridgeServer, BridgeSettings, BridgeStartError, parse_network
+from raims_node.bridges.ipc_client import READ_BATCH, SEND_BATCH, IpcClient
+from raims_node.bridges.ipc_socket import bind_socket, socket_dir, socket_path
 from raims_node.config.params import parse_bytes, parse_count
-from raims_node.subject import Pattern, SubjectError, compile_pattern, subject_text
+from raims_node.subject import Pattern, SubjectError, compile_pattern, subject_bytes, subject_text
 
 if TYPE_CHECKING:
     from raims_node.bridges.glue import HubView, SessionProtocol
+    from raims_node.bridges.router_bus import RouterBus
     from raims_node.config.tree import TransportConfig
 
 log = logging.getLogger("raims.bridge.ipc")
@@ -71,23 +105,14 @@ log = logging.getLogger("raims.bridge.ipc")
 DEFAULT_SERVICE = "_ipc"
 DEFAULT_MAX_PACKET = 192 * 1024
 DEFAULT_MODE = 0o666
-READ_BURST = 512
+DEFAULT_SNDBUF = 256 * 1024
 ROUTE_CACHE_LIMIT = 65536
+__all__ = ["IpcServer", "IpcSettings", "socket_dir", "socket_path"]
+
 CTL_PING = b"raims/ping"
 CTL_VISIBLE = b"raims/visible"
-_PEERCRED = struct.Struct("3i")  # pid, uid, gid
-
-
-def socket_dir() -> Path:
-    """Where named buses (and the endpoints files) live on this host for this user."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        return Path(runtime) / "raims"
-    return Path(os.environ.get("TMPDIR") or "/tmp") / f"raims-{os.getuid()}"
-
-
-def socket_path(name: str) -> Path:
-    return socket_dir() / f"{name}.sock"
+CTL_ACK = b"raims/ack"
+CTL_TRACE = b"raims/trace"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +122,7 @@ class IpcSettings(BridgeSettings):
     max_queue_packets: int = sp.DEFAULT_MAX_PACKETS
     max_packet: int = DEFAULT_MAX_PACKET
     mode: int = DEFAULT_MODE
+    sndbuf: int = DEFAULT_SNDBUF
 
     @classmethod
     def of_ipc(cls, cfg: TransportConfig, name: str) -> IpcSettings:
@@ -115,156 +141,8 @@ class IpcSettings(BridgeSettings):
                    max_queue_bytes=parse_bytes(get("max_queue_bytes", sp.DEFAULT_MAX_BYTES)),
                    max_queue_packets=parse_count(get("max_queue_packets", sp.DEFAULT_MAX_PACKETS)),
                    max_packet=parse_bytes(get("max_packet", DEFAULT_MAX_PACKET)),
+                   sndbuf=parse_bytes(get("sndbuf", DEFAULT_SNDBUF)),
                    mode=int(str(mode), 8) if isinstance(mode, str) else int(mode))
-
-
-class IpcClient:
-    """One connected sbus client: its socket, credentials, patterns and outbox."""
-
-    def __init__(self, server: IpcServer, sock: socket.socket, client_id: int) -> None:
-        self.server = server
-        self.sock = sock
-        self.fd = sock.fileno()
-        self.client_id = client_id
-        pid, uid, gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
-        self.creds = sp.Creds(gid, uid, pid)
-        self.patterns: list[tuple[bytes, Pattern]] = []
-        s = server.settings
-        self.outbox = sp.Outbox(s.max_queue_bytes, s.max_queue_packets)
-        self.msgs_in = self.msgs_out = self.bytes_in = self.bytes_out = 0
-        self.closed = False
-        self._reading = False
-        self._writing = False
-        self._holding = False
-
-    # ------------------------------------------------------------ reading
-
-    def update_reading(self) -> None:
-        """Read unless a blocked receiver holds the publishers (FlowGate)."""
-        want = not self.closed and not self.server.hub.gate.closed
-        if want != self._reading:
-            self._reading = want
-            loop = self.server.loop
-            if want:
-                loop.add_reader(self.fd, self._readable)
-            else:
-                loop.remove_reader(self.fd)
-
-    def _readable(self) -> None:
-        server = self.server
-        buf, view, limit = server.rbuf, server.rview, server.settings.max_packet
-        recv_into = self.sock.recv_into
-        for _ in range(READ_BURST):
-            if not self._reading:
-                break
-            try:
-                n = recv_into(buf)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                self.close()
-                break
-            if n == 0:
-                self.close()
-                break
-            self.msgs_in += 1
-            self.bytes_in += n
-            if n > limit:
-                server.counters["too_large"] += 1
-                continue
-            server.packet(self, bytes(view[:n]))
-        server.hub.gate.flush()
-
-    # ------------------------------------------------------------ writing
-
-    def send(self, packet: bytes, answer: bool = False) -> None:
-        """Deliver `packet`: straight to the socket, else into the outbox (`answer`: a
-        reply to the client's own control message, queued whatever the flood modes)."""
-        if self.closed:
-            return
-        if not self.outbox:
-            try:
-                self.sock.send(packet)
-                self.msgs_out += 1
-                self.bytes_out += len(packet)
-                return
-            except (BlockingIOError, InterruptedError):
-                pass
-            except OSError as exc:
-                self._send_failed(exc)
-                return
-        if answer:
-            self.outbox.force(packet)
-            verdict: sp.Verdict = "queued"
-        else:
-            verdict = self.outbox.offer(packet)
-        if verdict == "error":
-            self.server.slow_consumers += 1
-            log.info("%s client %d closed: cannot deliver (blocking/%s/%s)", self.server.name, self.client_id,
-                     self.outbox.soft, self.outbox.hard)
-            self.close()
-            return
-        if verdict == "queued" and not self._writing:
-            self._writing = True
-            self.server.loop.add_writer(self.fd, self._writable)
-        self._update_holding()
-
-    def _send_failed(self, exc: OSError) -> None:
-        if exc.errno == errno.EMSGSIZE:
-            self.server.counters["too_large"] += 1
-        else:
-            self.close()
-
-    def _writable(self) -> None:
-        outbox, send = self.outbox, self.sock.send
-        while True:
-            packet = outbox.pop()
-            if packet is None:
-                break
-            try:
-                send(packet)
-            except (BlockingIOError, InterruptedError):
-                outbox.unpop(packet)
-                break
-            except OSError as exc:
-                self._send_failed(exc)
-                if self.closed:
-                    return
-                continue
-            self.msgs_out += 1
-            self.bytes_out += len(packet)
-        if not outbox and self._writing:
-            self._writing = False
-            self.server.loop.remove_writer(self.fd)
-        self._update_holding()
-
-    def _update_holding(self) -> None:
-        holding = self.outbox.holding
-        if holding != self._holding:
-            self._holding = holding
-            self.server.hub.gate.congested(cast("SessionProtocol", self), holding)
-
-    def control(self, key: bytes) -> bool:
-        changed = self.outbox.control(key)
-        if changed:
-            self._update_holding()
-        return changed
-
-    # ------------------------------------------------------------ end
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        loop = self.server.loop
-        if self._reading:
-            loop.remove_reader(self.fd)
-            self._reading = False
-        if self._writing:
-            loop.remove_writer(self.fd)
-            self._writing = False
-        self.sock.close()
-        self.server.dropped(self)
 
 
 class IpcServer(BridgeServer):
@@ -286,15 +164,26 @@ class IpcServer(BridgeServer):
         self.rview = memoryview(self.rbuf)
         self.counters = {name: 0 for name in (
             "bad_packets", "bad_bang", "bad_patterns", "cred_refused", "unknown_unsubs", "unknown_cmsgs",
-            "too_large", "unmappable_in")}
+            "too_large", "unmappable_in", "unmappable_acks")}
         self._sock: socket.socket | None = None
         self._ids = 0
+        # batched syscalls (mmsg.py) where the platform has them
+        self.rx = mmsg.Receiver(READ_BATCH, settings.max_packet + 1) if mmsg.available() else None
+        self.tx = mmsg.Sender(SEND_BATCH) if mmsg.available() else None
+        self._dirty: list[IpcClient] = []  # clients with pending deliveries
+        self._in_batch = False  # inside a client's read batch: its end flushes
+        self._flush_soon = False
         # local fan-out: routing key -> (receivers, bus subject or None)
         self._routes: dict[bytes, tuple[tuple[IpcClient, ...], str | None]] = {}
-        # bus subscriptions: NetSub -> [sid, holders, compiled RV pattern or None]
-        self._net: dict[sp.NetSub, tuple[str, list[int], Pattern | None]] = {}
+        # bus subscriptions: (NetSub, shard) -> [sid, holders, compiled RV pattern or None]
+        self._net: dict[tuple[sp.NetSub, Shard | None], tuple[str, list[int], Pattern | None]] = {}
         self._net_seq = 0
         self._canon: dict[str, str] = {}  # bus subject -> the one sid that delivers it
+        self._keys: dict[str, bytes] = {}  # bus subject -> routing key (b"": none)
+
+    @property
+    def limits(self) -> IpcSettings:
+        return self.settings
 
     @classmethod
     def settings_of(cls, hub: HubView, cfg: TransportConfig) -> BridgeSettings:
@@ -306,7 +195,7 @@ class IpcServer(BridgeServer):
     async def listen(self) -> list[str]:
         path = Path(self.settings.path)
         try:
-            self._sock = _bind(path, self.settings.mode)
+            self._sock = bind_socket(path, self.settings.mode)
         except OSError as exc:
             raise BridgeStartError(f"transport {self.name!r} listen {path} failed: "
                                    f"{exc.strerror or exc}") from None
@@ -326,6 +215,9 @@ class IpcServer(BridgeServer):
                 log.warning("%s accept: %s", self.name, exc)
                 return
             sock.setblocking(False)
+            if self.settings.sndbuf:
+                with contextlib.suppress(OSError):  # the kernel caps it at wmem_max, then doubles it
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.settings.sndbuf)
             try:
                 client = IpcClient(self, sock, self.hub.next_client_id())
             except OSError:
@@ -355,38 +247,88 @@ class IpcServer(BridgeServer):
 
     # ------------------------------------------------------------ packets
 
+    def packets(self, client: IpcClient, packets: list[bytes | None]) -> None:
+        """A batch of packets from `client`, in order (None: one too large; b"": the end).
+        Consecutive MSGs on one routing key form a run, handed at once to the local
+        receivers' pending batches and to the network (`_run`)."""
+        routes = self._routes
+        run: list[bytes] = []
+        run_key: bytes | None = None
+        run_route: tuple[tuple[IpcClient, ...], str | None] | None = None
+        self._in_batch = True
+        try:
+            for packet in packets:
+                if client.closed:
+                    break
+                if packet is None:
+                    self.counters["too_large"] += 1
+                    continue
+                if packet[:4] == b"MSG ":
+                    nul = packet.find(b"\x00", 4)
+                    if nul >= 0:
+                        key = packet[4:nul]
+                        if key != run_key:
+                            if run:
+                                self._run(run_route, run, len(run_key or b""))
+                                run = []
+                            run_key, run_route = key, routes.get(key) or self._route(key)
+                        if run_route is not None:
+                            run.append(packet)
+                        continue
+                if run:  # what was published before goes first
+                    self._run(run_route, run, len(run_key or b""))
+                    run = []
+                run_key = None
+                if not packet:
+                    client.close()
+                    break
+                self.packet(client, packet)
+            if run:
+                self._run(run_route, run, len(run_key or b""))
+        finally:
+            self._in_batch = False
+
+    def _run(self, route: tuple[tuple[IpcClient, ...], str | None] | None, run: list[bytes], key_len: int) -> None:
+        """MSG packets on one routing key (of `key_len` bytes): to the local receivers, and
+        their payloads into the network as one run when the key maps to a subject."""
+        if route is None:
+            return
+        receivers, subject = route
+        for receiver in receivers:
+            receiver.send_many(run)
+        if subject is not None:
+            body = key_len + 5  # b"MSG " + key + b"\x00"
+            self.bus.publish_run(self, subject, [packet[body:] for packet in run])
+
     def packet(self, client: IpcClient, packet: bytes) -> None:
-        """One packet from `client` (the hot path checks MSG first)."""
-        if packet[:4] == b"MSG ":
-            nul = packet.find(b"\x00", 4)
-            if nul >= 0:
-                self.publish(client, packet[4:nul], packet, nul + 1)
-                return
+        """One packet from `client` other than a well-formed MSG."""
         try:
             event = sp.parse(packet)
         except sp.SbusProtocolError:
             self.counters["bad_packets"] += 1
             return
-        if isinstance(event, sp.Sub):
+        if isinstance(event, sp.Msg):
+            self.counters["bad_packets"] += 1  # unreachable: `packets` takes every MSG
+        elif isinstance(event, sp.Sub):
             self.subscribe(client, event.pattern)
         elif isinstance(event, sp.Unsub):
             self.unsubscribe(client, event.pattern)
         elif isinstance(event, sp.Cmsg):
             self.control(client, event.key, event.payload)
 
-    def publish(self, client: IpcClient | None, key: bytes, packet: bytes, body: int) -> None:
-        """Deliver MSG `packet` (routing key `key`, payload from `body`) to the local
-        receivers, and into the network when the key maps to a subject."""
-        route = self._routes.get(key)
-        if route is None:
-            route = self._route(key)
-            if route is None:
-                return
-        receivers, subject = route
-        for receiver in receivers:
-            receiver.send(packet)
-        if subject is not None and client is not None:
-            self.bus.publish(self, subject, None, None, packet[body:])
+    def dirty(self, client: IpcClient) -> None:
+        """`client` has its first pending delivery: flush it at the end of the current
+        read batch, or soon when the delivery came from elsewhere (the bus)."""
+        self._dirty.append(client)
+        if not self._in_batch and not self._flush_soon:
+            self._flush_soon = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_soon = False
+        dirty, self._dirty = self._dirty, []
+        for client in dirty:
+            client.flush()
 
     def _route(self, key: bytes) -> tuple[tuple[IpcClient, ...], str | None] | None:
         if b"!" in key:
@@ -423,19 +365,31 @@ class IpcServer(BridgeServer):
         return route
 
     def subscribe(self, client: IpcClient, pattern: bytes) -> None:
-        if pattern.startswith(sp.CRED_PREFIX):
+        split = sp.shard_split(pattern)
+        shard = None
+        if split is not None:  # `_SHARD/<i>/<n>/<pattern>`: shard i of n (module docstring)
+            try:
+                shard = Shard(split[0], split[1])
+            except InvalidShard:
+                self.counters["bad_patterns"] += 1
+                return
+            if split[2].startswith(sp.CRED_PREFIX):
+                self.counters["cred_refused"] += 1  # secret keys are never sharded
+                return
+        elif pattern.startswith(sp.CRED_PREFIX):
             try:
                 pattern = sp.cred_pattern(pattern, client.creds)
             except sp.CredRefused as exc:
                 self.counters["cred_refused"] += 1
                 log.debug("%s client %d: %s", self.name, client.client_id, exc)
                 return
+        body = pattern if split is None else split[2]
         try:
-            compiled = compile_pattern(subject_text(pattern), "sbus")
+            compiled = compile_pattern(subject_text(body), "sbus")
         except SubjectError:
             self.counters["bad_patterns"] += 1
             return
-        client.patterns.append((pattern, compiled))
+        client.patterns.append((pattern, compiled if shard is None else ShardMatch(compiled, shard, self.bus)))
         self._routes.clear()
         self._net_hold(pattern)
 
@@ -458,13 +412,15 @@ class IpcServer(BridgeServer):
         if client.control(key):
             return
         if key == sp.WHOAMI:
-            client.send(sp.encode_cmsg(sp.WHOAMI, client.creds.key()), answer=True)
+            client.answer(sp.encode_cmsg(sp.WHOAMI, client.creds.key()))
         elif key == CTL_PING:
-            client.send(sp.encode_cmsg(CTL_PING, payload or b""), answer=True)
+            client.answer(sp.encode_cmsg(CTL_PING, payload or b""))
         elif key == CTL_VISIBLE:
             target = payload or b""
             answer = target + b"\x00" + (b"1" if self.visible(target) else b"0")
-            client.send(sp.encode_cmsg(CTL_VISIBLE, answer), answer=True)
+            client.answer(sp.encode_cmsg(CTL_VISIBLE, answer))
+        elif key in (CTL_ACK, CTL_TRACE):
+            publish_acked(self, key, payload)
         else:
             self.counters["unknown_cmsgs"] += 1
 
@@ -479,43 +435,65 @@ class IpcServer(BridgeServer):
 
     # ------------------------------------------------------------ the bus side
 
+    def _net_key(self, pattern: bytes) -> tuple[sp.NetSub, Shard | None] | None:
+        """The bus subscription of an sbus pattern (with its shard, for `_SHARD/`)."""
+        split = sp.shard_split(pattern)
+        if split is None:
+            net = sp.network_sub(pattern)
+            return None if net is None else (net, None)
+        net = sp.network_sub(split[2])
+        return None if net is None else (net, Shard(split[0], split[1]))
+
     def _net_hold(self, pattern: bytes) -> None:
-        net = sp.network_sub(pattern)
-        if net is None:
+        found = self._net_key(pattern)
+        if found is None:
             return
-        entry = self._net.get(net)
+        entry = self._net.get(found)
         if entry is not None:
             entry[1][0] += 1
             return
+        net, shard = found
         self._net_seq += 1
         sid = f"{self._net_seq:012d}"  # ordered: the smallest matching sid delivers
         compiled = None
         try:
-            if net.wild:
+            if net.wild or shard is not None:
                 compiled = compile_pattern(net.text, "rv")
-                self.bus.psubscribe(self, sid, net.text, "rv")
+                queue = None if shard is None else f"_SHARD.{shard.index}.{shard.count}"
+                self.bus.psubscribe(self, sid, net.text, "rv", queue)
             else:
                 self.bus.subscribe(self, sid, net.text)
         except SubjectError:
             self.counters["bad_patterns"] += 1
             return
-        self._net[net] = (sid, [1], compiled)
+        self._net[found] = (sid, [1], compiled)
         self._canon.clear()
 
     def _net_release(self, pattern: bytes) -> None:
-        net = sp.network_sub(pattern)
-        entry = None if net is None else self._net.get(net)
-        if net is None or entry is None:
+        found = self._net_key(pattern)
+        entry = None if found is None else self._net.get(found)
+        if found is None or entry is None:
             return
         entry[1][0] -= 1
         if entry[1][0] == 0:
-            del self._net[net]
+            del self._net[found]
             self._canon.clear()
             self.bus.unsubscribe(self, entry[0])
 
     def _canonical(self, subject: str) -> str:
-        sids = [sid for net, (sid, _, compiled) in self._net.items()
-                if (compiled.matches(subject) if compiled is not None else net.text == subject)]
+        """The sid of ours that delivers `subject`: the smallest whose pattern (and shard)
+        takes it."""
+        h: int | None = None
+        sids = []
+        for (net, shard), (sid, _, compiled) in self._net.items():
+            if not (compiled.matches(subject) if compiled is not None else net.text == subject):
+                continue
+            if shard is not None:
+                if h is None:
+                    h = subject_hash(subject_bytes(self.bus.inside(subject)))
+                if not shard.holds(h):
+                    continue
+            sids.append(sid)
         canon = min(sids) if sids else ""
         if len(self._canon) >= ROUTE_CACHE_LIMIT:
             self._canon.clear()
@@ -529,11 +507,20 @@ class IpcServer(BridgeServer):
             canon = self._canonical(subject)
         if canon and sid != canon:
             return  # another of our subscriptions delivers this message
-        key = sp.key_of(subject)
+        key = self._keys.get(subject)
         if key is None:
+            key = sp.key_of(subject) or b""
+            if len(self._keys) >= ROUTE_CACHE_LIMIT:
+                self._keys.clear()
+            self._keys[subject] = key
+        if not key:
             self.counters["unmappable_in"] += 1
             return
-        self.publish(None, key, sp.encode_msg(key, payload), 0)
+        route = self._routes.get(key) or self._route(key)
+        if route is not None:
+            packet = sp.encode_msg(key, payload)
+            for receiver in route[0]:
+                receiver.send(packet)
 
     def deliver_run(self, sid: str, subject: str, payloads: list[bytes]) -> None:
         for payload in payloads:
@@ -558,30 +545,42 @@ class IpcServer(BridgeServer):
         }
 
 
-def _bind(path: Path, mode: int) -> socket.socket:
-    """A listening SOCK_SEQPACKET socket at `path` (module docstring: stale paths)."""
-    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    if path.exists() or path.is_symlink():
-        if not stat.S_ISSOCK(path.lstat().st_mode):
-            raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            path.unlink()  # left by a daemon that is gone
-        else:
-            raise OSError(errno.EADDRINUSE, f"{path}: another server is listening")
-        finally:
-            probe.close()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        sock.bind(str(path))
-        os.chmod(path, mode)
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+def publish_acked(server: IpcServer, ctl: bytes, payload: bytes | None) -> None:
+    """`CMSG raims/ack|raims/trace` with payload `INBOX\x00KEY\x00MESSAGE`: MESSAGE is
+    published on KEY as a MSG would be, asking the network for acks (trace) that come
+    back as MSG packets on INBOX (module docstring)."""
+    asked = sp.ack_request(payload)
+    if asked is None:
+        server.counters["bad_packets"] += 1
+        return
+    inbox, key, message = asked
+    subject, inbox_subject = sp.subject_of(key), sp.subject_of(inbox)
+    if subject is None or inbox_subject is None:
+        server.counters["unmappable_acks"] += 1
+        return
+    route = server._routes.get(key) or server._route(key)
+    if route is not None:
+        packet = sp.encode_msg(key, message)
+        for receiver in route[0]:
+            receiver.send(packet)
+    head = ACK_PREFIX if ctl == CTL_ACK else TRACE_PREFIX
+    server.bus.publish(server, subject, head + inbox_subject, None, message)
 
 
+class ShardMatch:
+    """An sbus pattern taking shard i of n: a key matches when the pattern does and the
+    shard holds the hash of the key's node subject (the bus subject the network hashes,
+    so sbus, NATS and Redis shard subscribers split alike; a key that maps to no subject
+    is hashed as it is)."""
+
+    __slots__ = ("bus", "pattern", "shard")
+
+    def __init__(self, pattern: Pattern, shard: Shard, bus: RouterBus) -> None:
+        self.pattern, self.shard, self.bus = pattern, shard, bus
+
+    def matches(self, text: str) -> bool:
+        if not self.pattern.matches(text):
+            return False
+        subject = sp.subject_of(text.encode("utf-8", "surrogateescape"))
+        internal = text if subject is None else self.bus.inside(subject)
+        return self.shard.holds(subject_hash(subject_bytes(internal)))

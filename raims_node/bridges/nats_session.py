@@ -61,11 +61,13 @@ from raims_node.bridges.nats_proto import (
     PING,
     PONG,
     Connect,
+    NatsEvent,
     NatsParser,
     NatsProtocolError,
     Ping,
     Pong,
     Pub,
+    PubRun,
     Sub,
     UnknownOperation,
     Unsub,
@@ -155,7 +157,7 @@ class NatsSession(SessionOutput):
         self.connected = False  # a CONNECT was accepted
         self.msgs_in = 0
         self.msgs_out = 0
-        self._parser = NatsParser(config.max_payload, config.max_control_line)
+        self._parser = NatsParser(config.max_payload, config.max_control_line, runs=True)
         self._subs: dict[str, _Subscription] = {}
         self._pings_out = 0
         self._in_bus = True
@@ -198,6 +200,23 @@ class NatsSession(SessionOutput):
         for ev in events:
             if self._closing:
                 return
+            if type(ev) is PubRun:  # PUBs repeating the line before: a plain run, or one by one
+                if ((self.connected or not guarded) and not self.verbose
+                        and not (self.pedantic and not is_literal_subject(ev.subject))):
+                    if run and ev.subject != run_subject:
+                        self._publish_run(run_subject, run)
+                        run = []
+                    run_subject = ev.subject
+                    run += ev.payloads
+                    continue
+                if run:
+                    self._publish_run(run_subject, run)
+                    run = []
+                for payload in ev.payloads:
+                    if self._closing:
+                        return
+                    self._on_event(Pub(ev.subject, None, None, payload), guarded)
+                continue
             if type(ev) is Pub and (self.connected or not guarded):
                 subject, reply, headers, payload = ev
                 if (reply is None and headers is None and not self.verbose
@@ -213,25 +232,27 @@ class NatsSession(SessionOutput):
                 run = []
                 if self._closing:
                     return
-            if guarded and not self.connected and type(ev) is not Connect:
-                self._fail(AuthorizationViolation(f"{type(ev).__name__} before CONNECT"),
-                           ERR_AUTHORIZATION)
-            elif type(ev) is Pub:
-                self._on_pub(ev)
-            elif type(ev) is Sub:
-                self._on_sub(ev)
-            elif type(ev) is Unsub:
-                self._on_unsub(ev)
-            elif type(ev) is Ping:
-                self._write(PONG)
-            elif type(ev) is Pong:
-                self._pings_out = 0
-            elif type(ev) is Connect:
-                self._on_connect(ev.options)
+            self._on_event(ev, guarded)
         if run and not self._closing:
             self._publish_run(run_subject, run)
         if error is not None and not self._closing:
             self._close(error.reply, error)
+
+    def _on_event(self, ev: NatsEvent, guarded: bool) -> None:
+        if guarded and not self.connected and type(ev) is not Connect:
+            self._fail(AuthorizationViolation(f"{type(ev).__name__} before CONNECT"), ERR_AUTHORIZATION)
+        elif type(ev) is Pub:
+            self._on_pub(ev)
+        elif type(ev) is Sub:
+            self._on_sub(ev)
+        elif type(ev) is Unsub:
+            self._on_unsub(ev)
+        elif type(ev) is Ping:
+            self._write(PONG)
+        elif type(ev) is Pong:
+            self._pings_out = 0
+        elif type(ev) is Connect:
+            self._on_connect(ev.options)
 
     def _publish_run(self, subject: str, payloads: list[bytes]) -> None:
         """The common case, routed once for a pipelined run: no reply, no headers, not
@@ -362,6 +383,10 @@ class NatsSession(SessionOutput):
             return
         sub.delivered += len(payloads)
         self.msgs_out += len(payloads)
+        if len(set(map(len, payloads))) == 1:
+            line = sub.msg_line(len(payloads[0]))  # one size (a stream): joined in one call
+            self._write(line + (b"\r\n" + line).join(payloads) + b"\r\n")
+            return
         parts: list[bytes] = []
         for payload in payloads:
             parts += (sub.msg_line(len(payload)), payload, b"\r\n")

@@ -21,7 +21,6 @@ from typing import Any, Protocol
 
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, encode
-from raims_node.kv.reply import OK as OK_REPLY
 
 
 class SessionView(Protocol):
@@ -113,16 +112,7 @@ class DataSide:
         client.db = s.db
         client.resp = s.resp
         reply = self.engine.execute(client, args, cmd)
-        t = type(reply)
-        if t is bytes:
-            s._write(b"$%d\r\n%s\r\n" % (len(reply), reply))
-        elif t is int:
-            s._write(b":%d\r\n" % reply)
-        elif reply is OK_REPLY:
-            s._write(OK)
-        elif reply is None:
-            s._write(b"_\r\n" if s.resp == 3 else b"$-1\r\n")
-        elif reply is not BLOCKED:
+        if reply is not BLOCKED:
             s._write(encode(reply, s.resp))
 
     def reset(self) -> None:

@@ -13,6 +13,9 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
 - With the node's key-value engine (`kv`), the data commands, MULTI / EXEC / DISCARD /
   WATCH and blocking pops go to redis_data.DataSide (one hook at the top of
   `_execute`; EXEC replays queued commands through `_captured`).
+- A parsed batch goes to redis_batch.run_batch: data commands and PUBLISH run with their
+  replies joined into one write while no state of the connection needs the general
+  dispatch below (`_command`).
 - Any other command gets `-ERR unknown command 'x', with args beginning with: 'a' 'b' `
   (at most 128 bytes of arguments, as redis-server) and the connection stays usable;
   an unknown subcommand gets `-ERR unknown subcommand 'x'. Try CLIENT HELP.`.
@@ -25,6 +28,9 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
   RESET; anything else gets redis-server's "Can't execute ..." error. PING there
   answers `["pong", arg or ""]`. RESP3 has no such mode.
 - PUBLISH/SPUBLISH answer the bus's count of receivers reached (local plus remote).
+  PUBLISH takes an optional third argument, raims' extension: the message's reply
+  subject (NATS subscribers see it; `_ACK.<inbox>` / `_TRACE.<inbox>` ask for acks or a
+  trace, bridges/acks.py).
 - RESET drops every subscription without confirmations, returns to RESP2, db 0, no
   name, and answers `+RESET`. QUIT answers `+OK` and closes.
 
@@ -44,6 +50,7 @@ from types import MappingProxyType
 from raims_node.bridges import redis_admin as admin
 from raims_node.bridges.bus import Bus, shard_subject
 from raims_node.bridges.flow import FlowLimits, SessionOutput
+from raims_node.bridges.redis_batch import deliver_channel_run, run_batch
 from raims_node.bridges.redis_data import DataSide
 from raims_node.bridges.resp import (
     MAX_ARGS,
@@ -169,12 +176,8 @@ class RedisSession(SessionOutput):
             commands = self._parser.feed(data)
         except RespProtocolError as exc:
             commands, error = exc.events, exc
-        for args in commands:
-            if self._closing:
-                return
-            self.host.commands += 1
-            self.last_active = self.host.clock()
-            self._command(args)
+        self.last_active = self.host.clock()  # input counts as activity, as a command
+        run_batch(self, commands)
         if error is not None and not self._closing:
             self._close(error.reply, error)
 
@@ -486,6 +489,10 @@ class RedisSession(SessionOutput):
         self.msgs_out += 1
         self._push(b"%s$%d\r\n%s\r\n$%d\r\n%s\r\n" % (head, len(raw), raw, len(payload), payload))
 
+    def deliver_run(self, sid: str, subject: str, payloads: list[bytes]) -> None:
+        if not deliver_channel_run(self, self._channels.get(sid), payloads):
+            super().deliver_run(sid, subject, payloads)  # patterns and shard channels, one by one
+
     # ------------------------------------------------------------ teardown
 
     def connection_lost(self) -> None:
@@ -527,6 +534,19 @@ def _table(*commands: _Command) -> Mapping[bytes, _Command]:
 
 
 _S = RedisSession
+
+
+def _publish_with_reply(session: RedisSession, args: list[bytes]) -> None:
+    """PUBLISH channel message [reply]: raims' optional third argument is the message's
+    reply subject (`_ACK.<inbox>` / `_TRACE.<inbox>` ask for acks or a trace, acks.py)."""
+    if len(args) == 3:
+        session._publish(args)
+    elif len(args) > 4:
+        session._arity_error("publish")
+    else:
+        session.msgs_in += 1
+        session._write(encode_int(session.bus.publish(session, _text(args[1]), _text(args[3]), None, args[2])))
+
 _DATA = _Command("data", -1, None)  # a data command: the DataSide runs it
 _COMMANDS = _table(
     _Command("ping", -1, _S._ping, pubsub_ok=True),
@@ -541,7 +561,7 @@ _COMMANDS = _table(
     _Command("punsubscribe", -1, _S._punsubscribe, pubsub_ok=True),
     _Command("ssubscribe", -2, _S._ssubscribe, pubsub_ok=True),
     _Command("sunsubscribe", -1, _S._sunsubscribe, pubsub_ok=True),
-    _Command("publish", 3, _S._publish),
+    _Command("publish", -3, _publish_with_reply),
     _Command("spublish", 3, _S._spublish),
     _Command("client", -2, None, subcommands=_table(
         _Command("client|id", 2, admin.client_id),

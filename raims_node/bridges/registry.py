@@ -11,9 +11,11 @@ from raims_node.bridges.glue import BridgeServer
 from raims_node.bridges.ipc import IpcServer
 from raims_node.bridges.nats import NatsServer
 from raims_node.bridges.redis import RedisServer
+from raims_node.bridges.rv import RvServer
 
 CLIENT_PROTOCOLS: dict[str, type[BridgeServer]] = {
     "nats": NatsServer,
     "redis": RedisServer,
     "ipc": IpcServer,
+    "rv": RvServer,
 }

@@ -25,6 +25,12 @@ arguments would pass it (a command that never completes, each argument within th
 limits) is refused with `-ERR Protocol error: query buffer limit reached` before the
 argument is read, and closed.
 
+Speed: while no request is in progress, `feed` first runs a batch scan (`_scan`) over
+the read: one `split(b"\r\n")` yields a pipeline of canonical multibulks, each bulk's
+length line checked against a table of canonical `$n` lines and its bulk's length; what
+the scan does not take (anything unusual) goes to the general parser, which alone raises
+the errors above. Both give the same commands for any input and any split (tested).
+
 Encoders cover what a pub/sub server sends in RESP2 and RESP3: simple strings, errors,
 integers, bulks, nulls (`$-1` / `_`), arrays, push (`>`, RESP3 only) and map (`%`,
 RESP3; a flat array in RESP2) headers. Error texts never contain CR or LF (they are
@@ -44,6 +50,10 @@ MAX_ARGS = 1024 * 1024
 MAX_QUERY = 4 * MAX_BULK
 
 _LL = re.compile(rb"0|-?[1-9][0-9]{0,18}")
+FAST_ARGS = 1024  # multibulk counts the batch scan takes (more: the general parser)
+REPEATS_MIN = 32  # commands from which cutting a pipeline by columns pays (measured)
+_COUNTS = {b"*%d" % i: i for i in range(1, FAST_ARGS + 1)}
+_LENS = {b"$%d" % i: i for i in range(0, 1024)}  # canonical bulk length lines, small bulks
 _INT64 = 1 << 63
 _SPACE = frozenset(b" \t\n\r\x0b\x0c")  # C isspace()
 _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
@@ -120,6 +130,11 @@ class RespParser:
         self._args: list[bytes] = []
         self._bulklen = -1  # length of the bulk being read, -1 before its $ line
         self._error: RespProtocolError | None = None
+        self._batch: list[list[bytes]] = []  # _scan_repeats' commands
+        # the batch scan's tables, within the limits
+        self._counts = _COUNTS if max_args >= FAST_ARGS else {k: v for k, v in _COUNTS.items() if v <= max_args}
+        self._lens = _LENS if max_bulk >= len(_LENS) else {k: v for k, v in _LENS.items() if v <= max_bulk}
+        self._query_checked = max_query < FAST_ARGS * len(_LENS)  # else no fast command can pass it
 
     @property
     def buffered(self) -> int:
@@ -139,22 +154,122 @@ class RespParser:
         elif type(data) is not bytes:
             data = bytes(data)
         commands: list[list[bytes]] = []
+        n = len(data)
+        pos = 0
+        scanned = False
         try:
-            pos = self._parse(data, commands)
+            while pos < n:
+                # the batch scan while idle at a multibulk (once per feed: see _scan), else
+                # the general parser, which returns when its command is complete
+                if not scanned and not self._argc and data[pos] == 42:
+                    scanned = True
+                    pos = self._scan(data, pos, commands)
+                    if pos >= n:
+                        break
+                nxt = self._parse(data, commands, pos)
+                if nxt == pos:
+                    break  # waiting for more input
+                pos = nxt
         except RespProtocolError as exc:
             exc.events = commands
             self._error = exc
             raise
-        if pos < len(data):
+        if pos < n:
             with memoryview(data) as mv:
                 tail += mv[pos:]
         return commands
 
-    def _parse(self, data: bytes, commands: list[list[bytes]]) -> int:
-        """Parse what `data` completes; the offset of the first unparsed byte."""
+    def _scan(self, data: bytes, pos: int, commands: list[list[bytes]]) -> int:
+        """The fast path for a pipeline: the canonical multibulks from `pos` on (counts
+        up to FAST_ARGS, every bulk length written as redis-server writes it and equal to
+        its bulk's), parsed by one split of the buffer; the offset of the first byte it
+        leaves to `_parse` (a partial command, an inline one, a bulk holding CR LF, a
+        length the limits refuse, anything unusual). Run at most once per feed, so input
+        that keeps stopping it costs one extra pass, never a quadratic one."""
+        tokens = (data[pos:] if pos else data).split(b"\r\n")
+        ntok = len(tokens)
+        counts, get = self._counts, self._lens.get
+        append = commands.append
+        fit, checked = self._lengths_fit, self._query_checked
+        i = self._scan_repeats(tokens) if not checked else 0
+        if i:
+            commands += self._batch
+            self._batch = []
+        while True:
+            argc = counts.get(tokens[i])
+            if argc is None:
+                break
+            end = i + 1 + 2 * argc
+            if end >= ntok:
+                break  # the last CR LF is not there yet
+            # each bulk's length line must be canonical and equal to its length; the
+            # short commands unrolled
+            if argc == 2:
+                a, b = tokens[i + 2], tokens[i + 4]
+                if (get(tokens[i + 1]) != len(a) or get(tokens[i + 3]) != len(b)) \
+                        and not fit(tokens[i + 1:end:2], [a, b]):
+                    break
+                args = [a, b]
+            elif argc == 3:
+                a, b, c = tokens[i + 2], tokens[i + 4], tokens[i + 6]
+                if (get(tokens[i + 1]) != len(a) or get(tokens[i + 3]) != len(b) or get(tokens[i + 5]) != len(c)) \
+                        and not fit(tokens[i + 1:end:2], [a, b, c]):
+                    break
+                args = [a, b, c]
+            else:
+                args = tokens[i + 2:end:2]
+                if list(map(get, tokens[i + 1:end:2])) != list(map(len, args)) and not fit(tokens[i + 1:end:2], args):
+                    break
+            if checked and sum(map(len, args)) > self.max_query:
+                break
+            append(args)
+            i = end
+        if i:
+            # the offset where the scan stopped: from the end, the tokens left are few
+            rest = ntok - i
+            pos = len(data) - (sum(map(len, tokens[i:])) + 2 * (rest - 1) if rest > 1 or tokens[i] else 0)
+        return pos
+
+    def _scan_repeats(self, tokens: list[bytes]) -> int:
+        """A pipeline of commands with as many arguments as the first (redis-benchmark's,
+        a producer's run of PUBLISH or SET) checked and cut column by column, each
+        column one C-level slice: the number of tokens taken, 0 unless all of them fit."""
+        argc = self._counts.get(tokens[0])
+        if argc is None:
+            return 0
+        period = 1 + 2 * argc
+        k = (len(tokens) - 1) // period  # complete commands: the token after each is there
+        if k < REPEATS_MIN:
+            return 0
+        end = k * period
+        if tokens[0:end:period] != [tokens[0]] * k:
+            return 0
+        get = self._lens.get
+        columns = []
+        for j in range(1, period, 2):
+            column = tokens[j + 1:end:period]
+            if list(map(get, tokens[j:end:period])) != list(map(len, column)):
+                return 0
+            columns.append(column)
+        self._batch = list(map(list, zip(*columns, strict=True)))
+        return end
+
+    def _lengths_fit(self, heads: list[bytes], args: list[bytes]) -> bool:
+        """Bulk length lines beyond _LENS: canonical, equal to the bulk, within the limits."""
+        total = 0
+        for head, arg in zip(heads, args, strict=True):
+            size = len(arg)
+            if head[:1] != b"$" or head[1:] != b"%d" % size or size > self.max_bulk:
+                return False
+            total += size
+        return total <= self.max_query
+
+    def _parse(self, data: bytes, commands: list[list[bytes]], pos: int) -> int:
+        """Parse from `pos` until one request is complete (or skipped) or the input ends;
+        the offset of the first unparsed byte."""
         argc, args, bulklen = self._argc, self._args, self._bulklen
         n = len(data)
-        pos = need = 0
+        need = 0
         try:
             while pos < n:
                 if not argc:
@@ -173,7 +288,7 @@ class RespParser:
                         pos = nl + 1
                         if inline:
                             commands.append(inline)
-                        continue
+                        break
                     nl = data.find(b"\r\n", pos)
                     if nl < 0:
                         if n - pos > MAX_INLINE:
@@ -188,8 +303,9 @@ class RespParser:
                         raise ArrayTooLong(f"multibulk of {count} elements exceeds max_args {self.max_args}",
                                            b"invalid multibulk length")
                     pos = nl + 2
-                    if count > 0:
-                        argc = count
+                    if count <= 0:
+                        break  # an empty request, skipped
+                    argc = count
                     continue
                 if bulklen < 0:
                     nl = data.find(b"\r\n", pos)
@@ -226,6 +342,7 @@ class RespParser:
                     commands.append(args)
                     args = []
                     self._held = 0
+                    break
         finally:
             self._argc, self._args, self._bulklen, self._need = argc, args, bulklen, need
         return pos

@@ -20,10 +20,16 @@ Mapping into the Rai MS network (decisions):
 - Shardcast for clients (manual "Anycast and Shardcast"): a wildcard subscription whose
   queue group is `_SHARD.<i>.<n>` (1 <= i <= n) takes shard i of n of the pattern's
   subjects instead of joining a queue group (NATS `SUB foo.> _SHARD.1.4 sid`); the other
-  shards are left to other subscribers. A bad shard is refused as a bad pattern. Redis
-  and sbus subscriptions have no queue argument, so no shardcast there yet.
+  shards are left to other subscribers. Protocols without a queue argument put the
+  shard in front of the pattern: a pattern `_SHARD.<i>.<n>.<rest>` is the pattern
+  `<rest>` taking shard i of n (Redis `PSUBSCRIBE _SHARD.1.4.foo.*`; any syntax; the
+  client's deliveries still name the pattern as it was given). sbus clients write
+  `SUB _SHARD/<i>/<n>/<pattern>` (bridges/ipc.py). A bad shard is refused as a bad
+  pattern.
 - `ack` / `trace` for clients: a reply subject `_ACK.<inbox>` or `_TRACE.<inbox>`
-  (bridges/acks.py).
+  (bridges/acks.py): NATS `PUB s _ACK.<inbox> n`, Redis `PUBLISH s m _ACK.<inbox>` (a
+  third argument, raims' extension, is the reply subject), sbus `CMSG raims/ack` /
+  `raims/trace` (bridges/ipc.py).
 - The service name must be a plain dotted name (no wildcard or glob characters): it is
   pasted in front of patterns of both syntaxes, where such characters would change
   their meaning.
@@ -56,7 +62,9 @@ Mapping into the Rai MS network (decisions):
 - `_NAMES.*` (issue 21) goes to the node's name service (names/glue.py), not into the
   network; a closing client's names are withdrawn.
 - Loss (issue 8 point 5): a delivery that reports a sequence gap gives NATS and Redis
-  clients nothing extra; the node's loss counters (`show loss`) record it.
+  clients nothing extra; the node's loss counters (`show loss`) record it. A client
+  with a `data_loss(subject, lost, payload)` method (RV, issue 25) is told before the
+  delivery.
 """
 
 from __future__ import annotations
@@ -70,7 +78,7 @@ from raims_node.bridges.acks import ack_request
 from raims_node.bridges.bus import SHARD_PREFIX, ClientHandle, PatternSyntax
 from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.host import NodeHost
-from raims_node.router.actions import Deliver
+from raims_node.router.actions import Deliver, DeliverRun
 from raims_node.subject import MAX_SUBJECT_LEN, SubjectError, compile_pattern
 
 NAMES_PREFIX = "_NAMES."  # requests to the node's name service, never routed
@@ -82,6 +90,7 @@ _FORBIDDEN_IN_SERVICE = frozenset("*>?[]\\ \t\r\n")
 
 STATS_PREFIX = "_N."  # the node statistics subjects, shared by every namespace
 _SHARD_QUEUE = re.compile(r"_SHARD\.(\d{1,5})\.(\d{1,5})")  # a queue group asking for shard i of n
+_SHARD_HEAD = re.compile(r"_SHARD\.(\d{1,5})\.(\d{1,5})\.(?=.)")  # a pattern taking shard i of n
 
 class InvalidService(BridgeError):
     """A service name that cannot prefix subjects and patterns."""
@@ -103,7 +112,14 @@ class _Owner:
         self.client = client
 
     def on_deliver(self, d: Deliver) -> None:
+        if d.loss:  # a client that reports loss (RV's DATALOSS advisory) is told first
+            report = getattr(self.client, "data_loss", None)
+            if report is not None:
+                report(self.bus.outside(d.subject), d.loss, d.payload)
         self.client.deliver(d.sid, self.bus.outside(d.subject), d.reply, d.headers, d.payload)
+
+    def on_deliver_run(self, d: DeliverRun) -> None:
+        self.client.deliver_run(d.sid, self.bus.outside(d.subject), d.payloads)
 
 
 class RouterBus:
@@ -166,6 +182,8 @@ class RouterBus:
 
     def psubscribe(self, client: ClientHandle, sid: str, pattern: str,
                    syntax: PatternSyntax, queue: str | None = None) -> None:
+        if queue is None and pattern.startswith(SHARD_PREFIX) and (m := _SHARD_HEAD.match(pattern)):
+            queue, pattern = f"_SHARD.{m.group(1)}.{m.group(2)}", pattern[m.end():]  # Redis PSUBSCRIBE
         internal = pattern if pattern.startswith(STATS_PREFIX) else self.prefix + pattern
         if not self._carriable(internal, len(queue) if queue else 0):
             return
@@ -198,8 +216,8 @@ class RouterBus:
                 headers: bytes | None, payload: bytes) -> int:
         return self._publish(client, subject, reply, headers, (payload,))
 
-    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> None:
-        self._publish(client, subject, None, None, payloads)
+    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> int:
+        return self._publish(client, subject, None, None, payloads)
 
     def _publish(self, client: ClientHandle | None, subject: str, reply: str | None,
                  headers: bytes | None, payloads: Sequence[bytes]) -> int:
@@ -217,6 +235,8 @@ class RouterBus:
         if remote:
             if not self._carriable(internal) or (reply is not None and not self._carriable(reply)):
                 return 0
+            if reply is None and headers is None and len(payloads) > 1:  # a pipelined run: batch frames
+                return self.host.publish_run(internal, list(payloads), no_echo) + remote * len(payloads)
             publish = self.host.publish
             return sum(publish(internal, payload, reply, headers, no_echo) + remote for payload in payloads)
         # the local fast path: a multicast to no remote node, without a frame
@@ -224,6 +244,9 @@ class RouterBus:
         match = node.subs.match
         if len(payloads) > 1:
             subs = match(internal)
+            if all(sub.owner is no_echo for sub in subs):  # no one but the publisher (an sbus run)
+                node.counters.published += len(payloads)
+                return 0
             if len(subs) == 1 and subs[0].queue is None and subs[0].owner is not no_echo:
                 owner = subs[0].owner  # one subscriber (the usual stream): the run written at once
                 if type(owner) is _Owner and owner.bus is self:

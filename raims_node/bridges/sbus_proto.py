@@ -233,6 +233,32 @@ def network_sub(pattern: bytes) -> NetSub | None:
     return NetSub(b".".join(tokens).decode(_CODEC, _ERRORS), wild)
 
 
+# ---------------------------------------------------------------- raims conventions
+
+SHARD_HEAD: Final = b"_SHARD/"
+_SHARD_RX: Final = re.compile(rb"_SHARD/(\d{1,5})/(\d{1,5})/", re.DOTALL)
+
+
+def shard_split(pattern: bytes) -> tuple[int, int, bytes] | None:
+    """(i, n, rest) of a shardcast pattern `_SHARD/<i>/<n>/<rest>`; None for any other
+    pattern (the shard's range is the caller's to check)."""
+    if not pattern.startswith(SHARD_HEAD):
+        return None
+    m = _SHARD_RX.match(pattern)
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2)), pattern[m.end():]
+
+
+def ack_request(payload: bytes | None) -> tuple[bytes, bytes, bytes] | None:
+    """(inbox key, routing key, message) of a `CMSG raims/ack` or `raims/trace` payload
+    `INBOX\x00KEY\x00MESSAGE`; None when it has not that form."""
+    parts = (payload or b"").split(NUL, 2)
+    if len(parts) != 3 or not parts[0] or not parts[1]:
+        return None
+    return parts[0], parts[1], parts[2]
+
+
 # ---------------------------------------------------------------- flood control
 
 Soft = Literal["queue", "discard", "block", "error"]
@@ -297,6 +323,7 @@ class Outbox:
         self._seq = 0
         self._answers: deque[bytes] = deque()
         self._answered = False  # pop returned an answer
+        self._batch_answers = 0  # answers among the last pop_batch (its tail)
 
     def __len__(self) -> int:
         return len(self._fifo) + len(self._heap) + len(self._answers)
@@ -347,6 +374,18 @@ class Outbox:
         self._push(packet)
         return "queued"
 
+    def offer_all(self, packets: list[bytes]) -> Verdict:
+        """`offer` each of `packets` in order; "error" as soon as one is refused so
+        (the rest are not offered), else "queued" when any was kept."""
+        verdict: Verdict = "discarded"
+        for packet in packets:
+            v = self.offer(packet)
+            if v == "error":
+                return v
+            if v == "queued":
+                verdict = v
+        return verdict
+
     def force(self, packet: bytes) -> None:
         """Queue one of the server's answers to the client's own control messages
         (ping, whoami): whatever the modes, it is kept, and sent once the packets
@@ -375,6 +414,36 @@ class Outbox:
             return None
         self.bytes -= len(packet)
         return packet
+
+    def pop_batch(self, k: int) -> list[bytes]:
+        """Up to `k` packets, as `pop` would return them one by one; what the socket does
+        not take goes back with `unpop_batch`."""
+        fifo = self._fifo
+        if not self._heap and self.order == "queue" and len(fifo) >= k:  # the usual case, at once
+            out = [fifo.popleft() for _ in range(k)]
+            self.bytes -= sum(map(len, out))
+            self._batch_answers = 0
+            return out
+        out = []
+        answers = 0
+        while len(out) < k:
+            packet = self.pop()
+            if packet is None:
+                break
+            answers += self._answered
+            out.append(packet)
+        self._batch_answers = answers
+        return out
+
+    def unpop_batch(self, rest: list[bytes]) -> None:
+        """Put back the tail `rest` of the last `pop_batch` (in its order)."""
+        answers = min(self._batch_answers, len(rest))
+        cut = len(rest) - answers
+        for packet in reversed(rest[cut:]):
+            self._answers.appendleft(packet)
+        self._answered = False
+        for packet in reversed(rest[:cut]):
+            self.unpop(packet)
 
     def unpop(self, packet: bytes) -> None:
         """Put back the packet `pop` returned (the socket refused it)."""

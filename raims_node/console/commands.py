@@ -67,6 +67,7 @@ COMMANDS: tuple[Command, ...] = (
     _c("show status", "[T]", "Show the port status with any errors", more.show_status),
     _c("show routes", "[P]", "Show the route for each peer for path P (0-3)", rts.show_routes),
     _c("show urls", "", "Show urls of connected peers", more.show_urls),
+    _c("show pgm", "[T]", "Show PGM transport counters: data, repairs, NAKs, unrecoverable loss", more.show_pgm),
     _c("show tport", "[T]", "Show the configured tports", cfg.show_tport),
     _c("show users", "[U]", "Show the configured users", cfg.show_users),
     _c("show events", "", "Show event recorder", loc.show_events),

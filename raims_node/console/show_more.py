@@ -13,8 +13,10 @@ Decisions where the manual is vague, or raims has no such state:
 - `show windows`: the publish and subscribe sequence windows: entries and rotation.
 - `show cache`: the route table's cached trees (per source and path).
 - `show poll`: the event loop's lag is not sampled: one row saying so, not invented data.
-- `show hosts` / `show rvsub`: RV daemons and subscriptions; raims has no RV transport
-  yet (issue 25), so these are empty tables with the manual's columns.
+- `show hosts` / `show rvsub`: one row per RV client session (its service, session,
+  user, daemon port, start, the service's clients, bytes and messages each way,
+  inbound loss; `odl` is 0: publishers lose nothing before the network) and per
+  subject it listens to (`p` marks a wildcard), from the `rv` transports' port rows.
 - `show rpcs`: the sync and adjacency requests outstanding (the manual's "rpcs and subs
   running"), with their target, neighbour asked and tries.
 - `show startup [section [N]]`: the startup section of the configuration (the transports
@@ -27,7 +29,7 @@ from __future__ import annotations
 from raims_node.config.tree import ConfigTree, dump_yaml
 from raims_node.console.context import ConsoleContext
 from raims_node.console.names import Names
-from raims_node.console.result import CommandResult, Row, as_cell
+from raims_node.console.result import CommandResult, Kind, Row, as_cell
 from raims_node.wire.subjects import bridge_b64
 
 
@@ -58,14 +60,36 @@ def show_urls(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     node = ctx.node
     names = Names(node)
     by_tport: dict[str, str] = {}
+    conn_urls: dict[int, str] = {}  # a multicast transport's peers: their unicast inboxes
     for r in ctx.ports():
         by_tport[str(r.get("tport", "")).rpartition(".")[0]] = str(r.get("address") or "")
+        urls = r.get("urls")
+        if isinstance(urls, dict):
+            conn_urls.update(urls)
     rows: list[Row] = []
     for c in node.conns.values():
         if c.active and c.peer is not None:
             rows.append({"user": names.user(c.peer), "bridge": bridge_b64(c.peer), "tport": f"{c.tport.name}.{c.tport.tport_id}",
-                         "type": c.tport.type, "url": f"{c.tport.type}://{by_tport.get(c.tport.name, '')}"})
+                         "type": c.tport.type,
+                         "url": conn_urls.get(c.conn_id) or f"{c.tport.type}://{by_tport.get(c.tport.name, '')}"})
     return CommandResult(["user", "bridge", "tport", "type", "url"], rows)
+
+
+PGM_COLUMNS = ["tport", "peers", "odata", "spm", "naks_sent", "naks_recv", "ncf", "rdata_sent", "rdata", "lost",
+               "nak_out_of_window", "dup", "bad"]
+
+
+def show_pgm(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    """`show pgm [T]`: the counters of each PGM transport (transports/pgm_core.py);
+    `lost` counts the unrecoverable packets."""
+    rows: list[Row] = []
+    for r in ctx.ports():
+        counts = r.get("pgm")
+        if isinstance(counts, dict) and _match(str(r.get("tport", "")), args):
+            urls = r.get("urls")
+            rows.append({"tport": as_cell(r.get("tport")), "peers": len(urls) if isinstance(urls, dict) else 0,
+                         **{c: as_cell(counts.get(c)) for c in PGM_COLUMNS[2:]}})
+    return CommandResult(PGM_COLUMNS, rows)
 
 
 def show_reachable(ctx: ConsoleContext, args: list[str]) -> CommandResult:
@@ -116,12 +140,26 @@ def show_poll(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     return CommandResult(["poll", "note"], [{"poll": "asyncio", "note": "dispatch latency is not sampled"}])
 
 
+HOST_COLUMNS = ["svc", "session", "user", "port", "start", "cl", "bs", "br", "ms", "mr", "idl", "odl"]
+RVSUB_COLUMNS = ["svc", "session", "user", "p", "subject"]
+
+
+def _rv_rows(ctx: ConsoleContext, key: str, cols: list[str]) -> list[Row]:
+    """The RV transports' session rows (`rv_hosts` / `rv_subs` of their port rows)."""
+    rows: list[Row] = []
+    for r in ctx.ports():
+        found = r.get(key)
+        if isinstance(found, list):
+            rows += [{c: as_cell(h.get(c)) for c in cols} for h in found if isinstance(h, dict)]
+    return rows
+
+
 def show_hosts(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    return CommandResult(["svc", "host", "address", "state"], [])
+    return CommandResult(HOST_COLUMNS, _rv_rows(ctx, "rv_hosts", HOST_COLUMNS), kinds={"start": Kind.TIME})
 
 
 def show_rvsub(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    return CommandResult(["svc", "subject", "count"], [])
+    return CommandResult(RVSUB_COLUMNS, _rv_rows(ctx, "rv_subs", RVSUB_COLUMNS))
 
 
 def show_rpcs(ctx: ConsoleContext, args: list[str]) -> CommandResult:

@@ -37,6 +37,7 @@ def open_kv(map_spec: str | None, db_num: str | None = None,
     else:
         mf.load(engine)
         engine.flush_log = mf.flush
+        engine.log_encoded = mf.append_encoded
     return engine, mf
 
 

@@ -37,7 +37,8 @@ from raims_node.kv.store import KVStore, ZSet
 
 log = logging.getLogger("raims.kv")
 
-FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server")
+FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server", "randoms",
+            "objects")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # notify-keyspace-events flags (Redis's server.h)
@@ -119,6 +120,7 @@ class Cmd:
 
 
 COMMANDS: dict[bytes, Cmd] = {}
+BLOCK_TYPES: dict[bytes, type] = {b"bzpopmin": ZSet, b"bzpopmax": ZSet}  # the others pop lists
 
 
 def command(name: str, arity: int, write: bool = False) -> Callable[[Handler], Handler]:
@@ -198,6 +200,8 @@ class Engine:
         self.loading = False
         self.internal_errors = 0
         self.flush_log: Callable[[], None] | None = None  # hand the log to the OS (persist.py)
+        # the log's hook for a command already encoded (fast.py); set beside `log`
+        self.log_encoded: Callable[[int, bytes], None] | None = None
         store.on_expired = self._expired
 
     # ------------------------------------------------------------ execution
@@ -322,19 +326,20 @@ class Engine:
                     del self.store.blocked[(state.db, k)]
 
     def serve_ready(self) -> None:
-        """Answer the clients blocked on keys that received elements, first come first served."""
+        """Answer the clients blocked on keys that received elements, first come first
+        served; a client waits on while the key holds another type than its pop takes
+        (BLPOP on a key that became a sorted set), as in redis-server."""
         store = self.store
         while store.ready:
             ready, store.ready = store.ready, []
             for db, key in dict.fromkeys(ready):
-                q = store.blocked.get((db, key))
-                while q:
+                for client in list(store.blocked.get((db, key), ())):
                     value = store.dbs[db].data.get(key)
-                    if not value or type(value) is not deque:  # blocking pops are list commands
+                    if not value:
                         break
-                    client = q[0]
                     state = client.blocked
-                    assert state is not None
+                    if state is None or type(value) is not BLOCK_TYPES.get(state.args[0].lower(), deque):
+                        continue
                     self.unblock(client)
                     saved = client.db
                     client.db = state.db
@@ -342,7 +347,6 @@ class Engine:
                     client.db = saved
                     if client.wake is not None:
                         client.wake(reply)
-                    q = store.blocked.get((db, key))
 
     def tick(self) -> None:
         """Time-driven work: active expiry and blocked clients' deadlines."""

@@ -359,3 +359,51 @@ def blmove(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 @command("brpoplpush", 4, write=True)
 def brpoplpush(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     return _bmove(e, c, a, a[1], a[2], False, True, a[3])
+
+
+def _mpop(e: Engine, c: KVClient, a: list[bytes], first: int, block: bool) -> Any:
+    """LMPOP / BLMPOP from `first` (the numkeys argument): [key, [elements]] from the first
+    non-empty list, else a null array (LMPOP) or the client blocks; logged as LPOP /
+    RPOP with the count. redis-server's order of checks: numkeys, the side, COUNT, then
+    the timeout."""
+    numkeys = parse_int(a[first], b"ERR numkeys should be greater than 0")
+    if numkeys <= 0:
+        raise CommandError(b"ERR numkeys should be greater than 0")
+    where_at = first + 1 + numkeys
+    if where_at >= len(a):
+        raise syntax_error()
+    left = _where(a[where_at])
+    count = -1
+    j = where_at + 1
+    while j < len(a):
+        if count == -1 and a[j].lower() == b"count" and j + 1 < len(a):
+            count = parse_int(a[j + 1], b"ERR count should be greater than 0")
+            if count <= 0:
+                raise CommandError(b"ERR count should be greater than 0")
+            j += 2
+        else:
+            raise syntax_error()
+    count = max(count, 1)
+    timeout = parse_timeout(a[1]) if block else 0
+    keys = a[first + 1:where_at]
+    for key in keys:
+        lst = _list(e, c, key)
+        if lst:
+            pop = lst.popleft if left else lst.pop
+            out = [pop() for _ in range(min(count, len(lst)))]
+            _removed(e, c, key, "lpop" if left else "rpop")
+            e.prop = [[b"LPOP" if left else b"RPOP", key, b"%d" % count]]
+            return [key, out]
+    if not block:
+        return NULL_ARRAY
+    return e.block(c, keys, timeout, a)
+
+
+@command("lmpop", -4, write=True)
+def lmpop(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    return _mpop(e, c, a, 1, False)
+
+
+@command("blmpop", -5, write=True)
+def blmpop(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    return _mpop(e, c, a, 2, True)

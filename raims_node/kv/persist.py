@@ -270,6 +270,18 @@ class MapFile:
             buf += b"*%d\r\n" % len(args)
             for a in args:
                 buf += b"$%d\r\n%s\r\n" % (len(a), a)
+        self._appended()
+
+    def append_encoded(self, db: int, command: bytes) -> None:
+        """`append` of one command already encoded as RESP (the engine's fast forms)."""
+        if db != self._db:
+            self._buf += encode_command([b"SELECT", b"%d" % db])
+            self._db = db
+        self._buf += command
+        if not self._scheduled:
+            self._appended()
+
+    def _appended(self) -> None:
         if self.schedule is None:
             self.flush()
         elif not self._scheduled:

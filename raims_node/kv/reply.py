@@ -71,6 +71,15 @@ def format_double(d: float) -> bytes:
 
 
 def encode(value: Any, resp: int) -> bytes:
+    t = type(value)  # the common scalars without the list
+    if t is bytes:
+        return b"$%d\r\n%s\r\n" % (len(value), value)
+    if t is int:
+        return b":%d\r\n" % value
+    if value is OK:
+        return b"+OK\r\n"
+    if value is None:
+        return b"_\r\n" if resp == 3 else b"$-1\r\n"
     out: list[bytes] = []
     _encode(value, resp, out)
     return b"".join(out)

@@ -137,6 +137,8 @@ class KVStore:
         if not keep_ttl:
             d.expires.pop(key, None)
         self.touch(db, key)
+        if self.blocked:
+            self.signal_ready(db, key)
 
     def delete(self, db: int, key: bytes) -> bool:
         d = self.dbs[db]
@@ -210,6 +212,10 @@ class KVStore:
                 self.expire_now(db, key)
                 removed += 1
         if len(heap) > 2 * sum(len(d.expires) for d in self.dbs) + 1024:
-            self._deadlines = [(t, i, k) for i, d in enumerate(self.dbs) for k, t in d.expires.items()]
-            heapq.heapify(self._deadlines)
+            self.reindex_deadlines()
         return removed
+
+    def reindex_deadlines(self) -> None:
+        """Rebuild the deadline heap from the databases (after SWAPDB renumbered them)."""
+        self._deadlines = [(t, i, k) for i, d in enumerate(self.dbs) for k, t in d.expires.items()]
+        heapq.heapify(self._deadlines)

@@ -23,7 +23,7 @@ from raims_node.kv.commands import (
 from raims_node.kv.errors import CommandError
 from raims_node.kv.glob import glob_match
 from raims_node.kv.keys import parse_scan, scan_items
-from raims_node.kv.lists import _range
+from raims_node.kv.lists import _range, parse_timeout
 from raims_node.kv.reply import format_double
 from raims_node.kv.store import ZSet
 
@@ -63,6 +63,7 @@ def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         if z is None:
             z = ZSet()
             e.store.dbs[c.db].data[a[1]] = z
+            e.store.signal_ready(c.db, a[1])
         member = a[3]
         old = z.scores.get(member)
         if old == score:
@@ -105,6 +106,7 @@ def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
             return None if incr else 0
         z = ZSet()
         e.store.dbs[c.db].data[a[1]] = z
+        e.store.signal_ready(c.db, a[1])
     added = changed = 0
     result: Any = None
     for j, score in enumerate(scores):
@@ -149,6 +151,7 @@ def zincrby(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     if z is None:
         z = ZSet()
         e.store.dbs[c.db].data[a[1]] = z
+        e.store.signal_ready(c.db, a[1])
     z.add(a[3], new)
     _changed(e, c, a[1], "zincr")
     return new
@@ -441,6 +444,30 @@ def zpopmin(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 @command("zpopmax", -2, write=True)
 def zpopmax(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     return _zpop(e, c, a, True)
+
+
+def _bzpop(e: Engine, c: KVClient, a: list[bytes], maximum: bool) -> Any:
+    """BZPOPMIN / BZPOPMAX: [key, member, score] from the first non-empty key, else the
+    client blocks (BLOCK_TYPES in commands.py); served, it is logged as ZPOPMIN / ZPOPMAX."""
+    timeout = parse_timeout(a[-1])
+    for key in a[1:-1]:
+        z = _z(e, c, key)
+        if z:
+            score, member = z.order[-1] if maximum else z.order[0]
+            _remove_items(e, c, key, z, [(score, member)], "zpopmax" if maximum else "zpopmin")
+            e.prop = [[b"ZPOPMAX" if maximum else b"ZPOPMIN", key]]
+            return [key, member, score]
+    return e.block(c, a[1:-1], timeout, a)
+
+
+@command("bzpopmin", -3, write=True)
+def bzpopmin(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    return _bzpop(e, c, a, False)
+
+
+@command("bzpopmax", -3, write=True)
+def bzpopmax(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    return _bzpop(e, c, a, True)
 
 
 @command("zscan", -3)

@@ -38,6 +38,22 @@ class Deliver:
 
 
 @dataclass(slots=True)
+class DeliverRun:
+    """Consecutive messages of one subject, without reply or headers, for subscription
+    `sid` of `owner` (a batch frame, wire/batch.py). A driver hands it to the owner's
+    `on_deliver_run` when it has one, else as one `Deliver` per payload (`delivers`)."""
+
+    owner: object
+    sid: str
+    subject: str
+    payloads: list[bytes]
+    source: bytes
+
+    def delivers(self) -> list[Deliver]:
+        return [Deliver(self.owner, self.sid, self.subject, None, p, self.source) for p in self.payloads]
+
+
+@dataclass(slots=True)
 class Close:
     """Drop connection `conn_id` (bad stream, rejected peer, BYE sent)."""
 
@@ -76,4 +92,4 @@ class NodeEvent:
     data: bytes = b""
 
 
-Action = Send | Deliver | Close | Connect | Log | NodeEvent
+Action = Send | Deliver | DeliverRun | Close | Connect | Log | NodeEvent

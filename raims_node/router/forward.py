@@ -20,7 +20,7 @@ import mmh3
 
 from raims_node.bloom import BloomFilter, SubjectHashes
 from raims_node.linkstate.routes import path_for_hash
-from raims_node.router.actions import Deliver, Send
+from raims_node.router.actions import Deliver, DeliverRun, Send
 from raims_node.router.localsubs import LocalSub
 from raims_node.router.messages import MalformedMessage, get_int
 from raims_node.router.peer import Peer
@@ -41,6 +41,8 @@ from raims_node.wire import (
     peeked_message,
 )
 from raims_node.wire import subjects as S
+from raims_node.wire.batch import decode_batch, encode_batch_fields, split_runs
+from raims_node.wire.frame import SUBJECT_OFFSET
 
 MPing = Callable[[bytes, int, int, str, int], None]  # (source, stamp, token, tport, now_ns)
 
@@ -62,10 +64,8 @@ class Forward:
 
     # ------------------------------------------------------------------ publish
 
-    def publish(self, subject: str, payload: bytes, now_ns: int, reply: str | None, headers: bytes | None,
-                no_echo: object | None, opt: int) -> None:
-        st = self.st
-        seqno, start = st.pub_window.next_seqno(subject, now_ns)
+    def _subject(self, subject: str) -> tuple[bytes, SubjectHashes, int, int]:
+        """(bytes, hashes, path, option bits) of a subject published here, cached."""
         cached = self._published.get(subject)
         if cached is None:
             if len(self._published) >= PUBLISH_CACHE_LIMIT:
@@ -75,7 +75,39 @@ class Forward:
             anycast = is_inbox_reply(subject)
             path = path_for_hash(hashes.full)
             cached = self._published[subject] = (sub, hashes, path, path_opt(path) | (OPT_ANY if anycast else 0))
-        sub, hashes, path, subject_opt = cached
+        return cached
+
+    def publish_run(self, subject: str, payloads: list[bytes], now_ns: int, no_echo: object | None) -> None:
+        """Publish a pipelined run of one subject (no reply, headers or options): one
+        batch frame per BATCH_BYTES of records (wire/batch.py), delivered here in order."""
+        st = self.st
+        sub, hashes, path, subject_opt = self._subject(subject)
+        if subject_opt & OPT_ANY or len(payloads) < 2:
+            for payload in payloads:
+                self.publish(subject, payload, now_ns, None, None, no_echo, 0)
+            return
+        local = st.subs.match(subject) if st.subs else ()
+        for run in split_runs(payloads):
+            n = len(run)
+            first = st.pub_window.next_seqnos(subject, n, now_ns) if n > 1 else None
+            if first is None:  # a lone large payload, or the counter wraps (a new stream)
+                for payload in run:
+                    self.publish(subject, payload, now_ns, None, None, no_echo, 0)
+                continue
+            seqno, start = first
+            frame = frame_with_body(MsgType.MCAST, sub, st.bridge,
+                                    encode_batch_fields(seqno, now_ns if start else 0, run), subject_opt, hashes.full)
+            st.mac.sign(frame)
+            st.counters.published += n
+            if local:
+                self._deliver_run(st.bridge, subject, seqno, local, run, 0, no_echo)
+            self._forward_mcast(bytes(frame), st.bridge, hashes, path, None)
+
+    def publish(self, subject: str, payload: bytes, now_ns: int, reply: str | None, headers: bytes | None,
+                no_echo: object | None, opt: int) -> None:
+        st = self.st
+        seqno, start = st.pub_window.next_seqno(subject, now_ns)
+        sub, hashes, path, subject_opt = self._subject(subject)
         anycast = bool(subject_opt & OPT_ANY)
         body = encode_message_fields(seqno, now_ns if start else 0, reply, headers, payload)
         frame = frame_with_body(MsgType.MCAST, sub, st.bridge, body, subject_opt | opt, hashes.full)
@@ -165,7 +197,7 @@ class Forward:
             subject = head.subject.decode("utf-8", "surrogateescape")
             subs = st.subs.match(subject)
             if subs:
-                self._deliver_message(source, subject, peeked_message(data, head), subs, now_ns, own=False)
+                self._deliver_frame(source, subject, data, head, subs, now_ns)
                 return True
         if not sent:
             peer = st.peers[source]
@@ -252,8 +284,52 @@ class Forward:
                 peer.loss.not_sub += 1
                 peer.loss.not_sub_time = now_ns
             return False
+        if not own and no_echo is None:
+            return self._deliver_frame(source, subject, bytes(data), peek(data), subs, now_ns)
         return self._deliver_message(source, subject, message_of(decode_frame(data).fields), subs, now_ns, own,
                                      no_echo)
+
+    def _deliver_frame(self, source: bytes, subject: str, data: bytes, head: Header, subs: Sequence[LocalSub],
+                       now_ns: int) -> bool:
+        """Deliver a received message frame, a single message or a batch (wire/batch.py);
+        False when all of it repeats what was delivered."""
+        slen = len(head.subject)
+        batch = decode_batch(data, SUBJECT_OFFSET + slen + (slen & 1), head.frame_len)
+        if batch is None:
+            return self._deliver_message(source, subject, peeked_message(data, head), subs, now_ns, own=False)
+        st = self.st
+        seqno, stamp, payloads = batch
+        n = len(payloads)
+        verdict, loss, skip = st.sub_window.check_run(source, subject, seqno, n, stamp, now_ns)
+        if skip or loss:
+            peer = st.peers.get(source)
+            if peer is not None:
+                if skip:
+                    peer.loss.repeat += skip
+                    peer.loss.repeat_time = now_ns
+                if loss:
+                    peer.loss.msg_loss += loss
+                    peer.loss.loss_time = now_ns
+            if skip >= n:
+                return False
+        self._deliver_run(source, subject, seqno + skip, subs, payloads[skip:] if skip else payloads, loss, None)
+        return True
+
+    def _deliver_run(self, source: bytes, subject: str, seqno: int, subs: Sequence[LocalSub], payloads: list[bytes],
+                     loss: int, no_echo: object | None) -> None:
+        """Deliver a run of consecutive messages (seqno, seqno + 1, ...) in order; `loss`
+        goes with the first. Plain subscriptions without loss get one DeliverRun each."""
+        if not loss and all(sub.queue is None for sub in subs):
+            out = self.st.out
+            n = 0
+            for sub in subs:
+                if sub.owner is not no_echo or no_echo is None:
+                    out.append(DeliverRun(sub.owner, sub.sid, subject, payloads, source))
+                    n += len(payloads)
+            self.st.counters.delivered += n
+            return
+        for i, payload in enumerate(payloads):
+            self._deliver(source, subject, seqno + i, subs, payload, None, None, loss if not i else 0, no_echo)
 
     def _deliver_message(self, source: bytes, subject: str, msg: Message, subs: Sequence[LocalSub], now_ns: int,
                          own: bool, no_echo: object | None = None) -> bool:

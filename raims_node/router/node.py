@@ -131,8 +131,6 @@ class Node:
             "any": self.forward.in_any,
             S.NAMES_SUFFIX: self.flood.in_names,
         }
-        self._consistency_version = -1
-        self._consistency_ok = False
         st.db.put_peer(PeerRecord(st.bridge, st.user, now_ns))
         st.db.apply_full(st.bridge, 0, ())
         st.events.add(now_ns, Ev.STARTUP, user=st.user)
@@ -360,6 +358,11 @@ class Node:
         self.forward.publish(subject, payload, now_ns, reply, headers, no_echo, opt)
         return self._flush(now_ns)
 
+    def publish_run(self, subject: str, payloads: list[bytes], now_ns: int, no_echo: object = None) -> list[Action]:
+        """A run of one subject, no reply, headers or options: batch frames (wire/batch.py)."""
+        self.forward.publish_run(subject, payloads, now_ns, no_echo)
+        return self._flush(now_ns)
+
     def remote(self, dest: bytes, command: str, owner: object, now_ns: int) -> list[Action]:
         """Run a console command on another node (`rem`); its text comes back to `owner`
         as a Deliver whose sid is the request's token."""
@@ -468,13 +471,6 @@ class Node:
 
     # ------------------------------------------------------------------ convergence
 
-    def _consistent(self) -> bool:
-        db = self.state.db
-        if self._consistency_version != db.version:
-            self._consistency_version = db.version
-            self._consistency_ok = db.is_consistent()
-        return self._consistency_ok
-
     def next_wake_ns(self) -> int | None:
         """When held floods are due (router/batch.py): call `tick` then; None: nothing held."""
         return self.state.next_wake_ns()
@@ -485,7 +481,7 @@ class Node:
         if not st.converged:
             if st.unconverged_since_ns < 0:
                 st.unconverged_since_ns = now_ns
-            if not st.sync.pending and self._consistent():
+            if not st.sync.pending and st.db.is_consistent():
                 st.converged = True
                 st.converge_ns = now_ns
                 secs = (now_ns - st.unconverged_since_ns) / NS

@@ -116,6 +116,17 @@ class PubWindow:
         self._w.put(subject, len(subject), seq)
         return seq, False
 
+    def next_seqnos(self, subject: str, n: int, now_ns: int) -> tuple[int, bool] | None:
+        """(first seqno, starts_stream) of a run of `n` messages (seqnos first..first+n-1,
+        wire/batch.py); None when the run would wrap the stream's counter (the caller
+        publishes one by one, and the wrap starts a new stream as usual)."""
+        last = self._w.get(subject, len(subject))
+        if last is not None and ((last + 1) & SEQ_MASK) and (last & SEQ_MASK) + n > SEQ_MASK:
+            return None
+        first, start = self.next_seqno(subject, now_ns)
+        self._w.put(subject, len(subject), first + n - 1)
+        return first, start
+
     def entries(self) -> list[tuple[str, int]]:
         """(subject, last seqno published) of every subject in the window."""
         return self._w.items()
@@ -166,6 +177,28 @@ class SubWindow:
         if stamp:
             entry.stamp = stamp
         return Verdict.LOSS, lost
+
+    def check_run(self, source: bytes, subject: str, seqno: int, n: int, stamp: int,
+                  now_ns: int) -> tuple[Verdict, int, int]:
+        """Classify a run of `n` messages seqno..seqno+n-1 (a batch frame): (verdict of
+        the first, messages lost before it, how many of the run repeat what was already
+        delivered: only the rest is delivered)."""
+        key = (source, subject)
+        entry = self._w.get(key, len(subject))
+        last_in = seqno + n - 1
+        if entry is not None and stamp <= entry.stamp and seqno <= entry.seqno:  # overlaps what was seen
+            seen = entry.seqno - seqno + 1
+            if seen >= n:
+                return Verdict.REPEAT, 0, n
+            entry.seqno = last_in
+            return Verdict.OK, 0, seen
+        verdict, lost = self.check(source, subject, seqno, stamp, now_ns)
+        if verdict is not Verdict.REPEAT:
+            found = self._w.get(key, len(subject))
+            if found is not None:
+                found.seqno = last_in
+            return verdict, lost, 0
+        return verdict, lost, n
 
     def entries(self) -> list[tuple[tuple[bytes, str], int]]:
         """((source, subject), last seqno received) of every stream in the window."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from raims_node.crypto.credentials import Credentials
 from raims_node.linkstate.records import Cost
-from raims_node.router.actions import Action, Close, Deliver, Log, Send
+from raims_node.router.actions import Action, Close, Deliver, DeliverRun, Log, Send
 from raims_node.router.node import NS, Node, NodeParams
 
 MS = 1_000_000
@@ -187,6 +187,8 @@ class SimNetwork:
                 self._send(who, act)
             elif isinstance(act, Deliver):
                 sim.delivered.append(act)
+            elif isinstance(act, DeliverRun):
+                sim.delivered += act.delivers()
             elif isinstance(act, Log):
                 sim.logs.append((self.now, act.text))
             elif isinstance(act, Close):

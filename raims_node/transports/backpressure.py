@@ -8,7 +8,11 @@ Two levels, driven by the links' own queues (transports/tcp.py):
   either, so the nodes feeding this one see their own links congest, hop by hop back to
   the publisher. A link paused here is not timed out for silence (its bytes wait
   unread); full links themselves are still read, so two nodes full toward each other
-  do not stop reading each other.
+  do not stop reading each other;
+- consumers (issue 24): while congested bridge clients hold the FlowGate (each for at
+  most its deadline, 0.1 s), no link is read either, so a stream arriving from other
+  nodes waits in the links (and backs up to the publisher) instead of burying a
+  subscriber that was not scheduled for a moment; one that stays slow is still cut.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ class Backpressure:
         self.full_events = 0
         self.read_paused: set[int] = set()  # links not read while another link is full
         self.dropped_links = 0
+        self.consumers_held = False  # congested bridge clients hold the gate
+        gate.on_consumers = self.set_consumers_held
 
     def set_congested(self, conn_id: int, congested: bool) -> None:
         was = bool(self.congested)
@@ -68,10 +74,14 @@ class Backpressure:
             self.full.discard(conn_id)
         self._update_reading()
 
+    def set_consumers_held(self, held: bool) -> None:
+        self.consumers_held = held
+        self._update_reading()
+
     def _update_reading(self) -> None:
         now = time.time_ns()
         for cid, link in self.links.items():
-            want = bool(self.full) and cid not in self.full
+            want = self.consumers_held or (bool(self.full) and cid not in self.full)
             if want != (cid in self.read_paused):
                 if want:
                     self.read_paused.add(cid)

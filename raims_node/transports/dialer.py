@@ -24,6 +24,7 @@ from raims_node.transports.tcp import LinkProtocol
 
 if TYPE_CHECKING:
     from raims_node.bridges.glue import BridgeServer
+    from raims_node.transports.pgm import PgmTransport
 
 log = logging.getLogger("raims.daemon")
 
@@ -73,6 +74,7 @@ class Running:
     device_ip: str | None = None
     dialing: dict[tuple[str, int], Dial] = field(default_factory=dict)  # once-only outbound links
     joiner: asyncio.Task[None] | None = None  # dials the configured `connect` addresses
+    pgm: PgmTransport | None = None  # a `type: pgm` transport (transports/pgm.py)
 
 
 class Dialer:

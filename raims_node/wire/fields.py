@@ -147,6 +147,7 @@ class Fid(IntEnum):
     SUB_SUM = 84  # raims: sum of every peer's subscription seqno (heartbeat)
     SUB_LIST = 85  # raims: a peer's subjects and patterns (sync_rpy, adj_rpy)
     TPORT_ROLE = 86  # raims: an _X.NAME advertisement's role (listen, connect, mesh, any)
+    BATCH = 87  # raims: a run of payloads of one subject in one frame (wire/batch.py)
 
 
 _U = (FieldType.U16, FieldType.U32, FieldType.U64)
@@ -178,7 +179,7 @@ FID_TYPES: dict[int, tuple[FieldType, ...]] = {
     Fid.SHARD_CNT: _U16_32, Fid.PK_SIG: (FieldType.OPAQUE64,), Fid.QUEUE: _S, Fid.LOSS: _U,
     Fid.PUBKEY: (FieldType.OPAQUE32,), Fid.HEADERS: _LO, Fid.NAME_TYPE: _U,
     Fid.NAME_LOWER: _U, Fid.NAME_UPPER: _U, Fid.LOG_ID: _U, Fid.LINK_SUM: _U, Fid.SUB_SUM: _U,
-    Fid.SUB_LIST: _LO, Fid.TPORT_ROLE: _S,
+    Fid.SUB_LIST: _LO, Fid.TPORT_ROLE: _S, Fid.BATCH: _LO,
 }
 
 

@@ -24,6 +24,7 @@ Decisions where the issue is silent:
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -40,7 +41,7 @@ from spark_app.lake import SNAPSHOT_COLUMN, Lake
 from spark_app.udfs import ship
 from spark_app.udfs.bloom import PROBE_SEED, PROBES, blooms_spark
 from spark_app.udfs.causes import classify
-from spark_app.udfs.frames import UNKEYED, finish
+from spark_app.udfs.frames import SUMMARY, UNKEYED, finish
 from spark_app.udfs.lsdb import lsdb_spark
 from spark_app.udfs.routing import routing_spark
 
@@ -77,12 +78,25 @@ class AuditResult:
     def ok(self) -> bool:
         return not any(self.findings().values())
 
+    def checked(self, table: str) -> dict[str, int]:
+        """What an audit checked (its summary rows' `checked` counts, added up)."""
+        out: dict[str, int] = {}
+        rows = self.tables.get(table)
+        if rows is None or "check" not in rows.column_names:
+            return out
+        for check, detail in zip(rows.column("check").to_pylist(), rows.column("detail").to_pylist(), strict=True):
+            if check == SUMMARY and detail:
+                for k, v in (json.loads(detail).get("checked") or {}).items():
+                    out[k] = out.get(k, 0) + int(v)
+        return out
+
     def summary(self) -> str:
-        parts = [
-            f"{t}: {n} finding(s) in {self.seconds.get(a, 0.0):.1f}s"
-            for a, t in TABLE_OF.items()
-            if (n := self.findings().get(t)) is not None
-        ]
+        parts = []
+        for a, t in TABLE_OF.items():
+            if (n := self.findings().get(t)) is None:
+                continue
+            checked = ", ".join(f"{k} {v}" for k, v in sorted(self.checked(t).items()))
+            parts.append(f"{t}: {n} finding(s) in {self.seconds.get(a, 0.0):.1f}s" + (f" ({checked})" if checked else ""))
         if self.skipped:
             parts.append(f"skipped: {', '.join(self.skipped)}")
         return "; ".join(parts)

@@ -2,9 +2,12 @@
 
 Issue "The main job", item 6. A barrier stage with a task per host asks each node on its
 machine for the show commands of SOURCES (manual "The Show Commands"; the rows of
-raims_node.console, served by the web transport) and returns them; the driver turns them
-into rows of the lake's tables (data/schemas/*.json), each with `snapshot_id`,
-`collected_at` (when the task read the node) and `node`.
+raims_node.console, served by the web transport), turns them into rows of the lake's
+tables (data/schemas/*.json), each with `snapshot_id`, `collected_at` (when the task read
+the node) and `node`, and writes them itself as data files of the lake's tables
+(`stage_reads`, spark_app.parts); the driver receives the files' metadata and commits
+them, one Delta commit per table (`Lake.commit_parts`). In a rollout the reads happen in
+the traffic check's tasks (jobs/traffic.py), which stage them the same way.
 
 Reconciling the console's rows with the schemas (decisions):
 - Columns keep the console's names. Durations (peers lat/max/avg, routes lat, ports
@@ -50,6 +53,7 @@ from spark_app.jobs import admin
 from spark_app.jobs.deploy import NodeRecord
 from spark_app.jobs.errors import CollectError
 from spark_app.jobs.hosts import TaskHost, run_per_host
+from spark_app.parts import Part, Target, write_parts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -164,49 +168,72 @@ def read_node(node: NodeRecord, observer: bool = True) -> dict[str, tuple[dateti
     return out
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    snapshot_id: str
-    tables: Mapping[str, list[dict[str, Any]]]
-    nodes: tuple[str, ...]  # the nodes read
-
-
-def collect(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int, snapshot_id: str,
-            observers: int | None = None) -> Snapshot:
-    """Read every node on its host and map its rows onto the tables on the driver (the
-    tasks stay light); CollectError naming the nodes that could not be read. `observers`:
-    how many nodes report the network views (`observers_of`; None: all)."""
-    sample = observers_of([n.node for n in nodes], observers)
-
-    def task(host: TaskHost, ctx: BarrierTaskContext, _: list[Any]) -> Iterator[dict[str, Any]]:
-        got: dict[str, Any] = {"read": {}, "errors": []}
-        for n in host.share([n for n in nodes if n.machine == host.machine]):
-            try:
-                got["read"][n.node] = read_node(n, n.node in sample)
-            except CollectError as exc:
-                got["errors"].append(f"node {n.node} on host {host.machine}: {exc}")
-        yield got
-
-    results = run_per_host(spark, [[] for _ in range(hosts)], task)
-    read = {node: sources for r in results for node, sources in r["read"].items()}
-    errors = [e for r in results for e in r["errors"]]
-    return snapshot_of(read, nodes, snapshot_id, errors)
-
-
-def snapshot_of(
-    read: Mapping[str, Mapping[str, tuple[datetime, list[dict[str, Any]]]]],
-    nodes: Sequence[NodeRecord],
-    snapshot_id: str,
-    errors: Sequence[str] = (),
-) -> Snapshot:
-    """The tables of what `read_node` read from `nodes` (node -> its sources);
-    CollectError naming the nodes not read."""
-    errors = [*errors]
-    errors += [f"node {n.node}: no task ran on its host {n.machine}" for n in nodes if n.node not in read and not errors]
-    if errors:
-        raise CollectError("collect failed:\n  " + "\n  ".join(errors))
+def tables_of(read: Mapping[str, Mapping[str, tuple[datetime, list[dict[str, Any]]]]],
+              snapshot_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The rows of every table from what `read_node` read (node -> its sources)."""
     tables: dict[str, list[dict[str, Any]]] = {t: [] for t in SOURCES}
     for node, sources in sorted(read.items()):
         for table, (at, rows) in sources.items():
             tables[table] += table_rows(table, rows, {"snapshot_id": snapshot_id, "collected_at": at, "node": node})
-    return Snapshot(snapshot_id, tables, tuple(sorted(read)))
+    return tables
+
+
+def stage_reads(read: Mapping[str, Mapping[str, tuple[datetime, list[dict[str, Any]]]]], target: Target,
+                tag: str) -> dict[str, Any]:
+    """On the executor: the rows of the nodes read here written as lake parts
+    (spark_app.parts); what goes back to the driver is their metadata and the nodes."""
+    staged = {t: write_parts(target, t, rows, tag) for t, rows in tables_of(read, target.snapshot_id).items()}
+    return {"parts": staged, "nodes": sorted(read)}
+
+
+def task_tag(host: TaskHost, ctx: BarrierTaskContext) -> str:
+    """Names a task attempt's files: its host slot and attempt (a retry writes new ones)."""
+    return f"{host.partition}-{ctx.attemptNumber()}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot written by the tasks: per table, its parts (file metadata only)."""
+
+    snapshot_id: str
+    parts: Mapping[str, list[Part]]
+    nodes: tuple[str, ...]  # the nodes read
+
+    def rows(self, table: str) -> int:
+        return sum(p.rows for p in self.parts.get(table, ()))
+
+
+def staged_snapshot(results: Sequence[Mapping[str, Any]], nodes: Sequence[NodeRecord], snapshot_id: str,
+                    errors: Sequence[str] = ()) -> Snapshot:
+    """The tasks' staged parts as one Snapshot; CollectError naming the nodes not read."""
+    read = {n for r in results for n in r.get("nodes", ())}
+    errors = [*errors]
+    errors += [f"node {n.node}: no task ran on its host {n.machine}" for n in nodes if n.node not in read and not errors]
+    if errors:
+        raise CollectError("collect failed:\n  " + "\n  ".join(errors))
+    parts: dict[str, list[Part]] = {t: [] for t in SOURCES}
+    for r in results:
+        for table, got in r.get("parts", {}).items():
+            parts[table] += got
+    return Snapshot(snapshot_id, parts, tuple(sorted(read)))
+
+
+def collect(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int, target: Target,
+            observers: int | None = None) -> Snapshot:
+    """Read every node on its host and write its rows there as lake parts (nothing but
+    file metadata reaches the driver); CollectError naming the nodes that could not be
+    read. `observers`: how many nodes report the network views (`observers_of`; None: all)."""
+    sample = observers_of([n.node for n in nodes], observers)
+
+    def task(host: TaskHost, ctx: BarrierTaskContext, _: list[Any]) -> Iterator[dict[str, Any]]:
+        read: dict[str, Any] = {}
+        errors = []
+        for n in host.share([n for n in nodes if n.machine == host.machine]):
+            try:
+                read[n.node] = read_node(n, n.node in sample)
+            except CollectError as exc:
+                errors.append(f"node {n.node} on host {host.machine}: {exc}")
+        yield {**stage_reads(read, target, task_tag(host, ctx)), "errors": errors}
+
+    results = run_per_host(spark, [[] for _ in range(hosts)], task)
+    return staged_snapshot(results, nodes, target.snapshot_id, [e for r in results for e in r["errors"]])

@@ -11,7 +11,9 @@ task per host, for every node on the task's machine:
    `show match` names every node expecting its messages (their bloom filters arrived:
    what routing decides by), and publishes MESSAGES messages `<publisher>:<seq>`;
 3. each subscriber collects until it has every expected message or the time is up;
-4. with `TrafficSettings.collect`, each task then reads its nodes' snapshot rows, and
+4. with `TrafficSettings.target`, each task then reads its nodes' snapshot rows and
+   writes them as lake parts (collect.stage_reads: only their metadata reaches the
+   driver), and
    every task waits for all the others (allGather) before its clients close, so the
    snapshot holds the check's subscriptions, one seqno per node (and the filters
    and filter copies that carry them): collected after the check, a node subscribes
@@ -32,16 +34,17 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pyspark import BarrierTaskContext
 
 from spark_app.jobs import admin
-from spark_app.jobs.collect import read_node
+from spark_app.jobs.collect import read_node, stage_reads, task_tag
 from spark_app.jobs.deploy import NodeRecord
 from spark_app.jobs.errors import CollectError, TrafficError
 from spark_app.jobs.hosts import TaskHost, gather, run_per_host
+from spark_app.parts import Target
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -182,9 +185,14 @@ class TrafficSettings:
     messages: int
     timeout_s: float
     # read each node's snapshot rows (collect.read_node) once the messages are in, while
-    # the check's subscriptions are live: the subs and blooms tables then hold them
-    collect: bool = False
-    observers: frozenset[str] | None = None  # with collect: the nodes that read the views (None: all)
+    # the check's subscriptions are live (the subs and blooms tables then hold them), and
+    # write them as parts of the lake's tables for this target
+    target: Target | None = None
+    observers: frozenset[str] | None = None  # with a target: the nodes that read the views (None: all)
+
+    @property
+    def collect(self) -> bool:
+        return self.target is not None
 
 
 async def _check(host: TaskHost, ctx: BarrierTaskContext, nodes: Sequence[NodeRecord],
@@ -197,6 +205,7 @@ async def _check(host: TaskHost, ctx: BarrierTaskContext, nodes: Sequence[NodeRe
     prefix = NATS_SERVICE_PREFIX if settings.via == VIA_NATS else ""
     clients: dict[str, _Client] = {}
     reads: dict[str, Any] = {}
+    staged: dict[str, Any] = {}
     error = None
     try:
         for n in mine:
@@ -220,6 +229,8 @@ async def _check(host: TaskHost, ctx: BarrierTaskContext, nodes: Sequence[NodeRe
         for n in mine if settings.collect and not errors else []:
             observer = settings.observers is None or n.node in settings.observers
             reads[n.node] = await loop.run_in_executor(None, read_node, n, observer)
+        if settings.target is not None and not errors:
+            staged = await loop.run_in_executor(None, stage_reads, reads, settings.target, task_tag(host, ctx))
     except Exception as exc:  # reported with the counts, like every other failure of the check
         errors.append(f"host {host.machine}: {type(exc).__name__}: {exc}")
     finally:
@@ -230,7 +241,7 @@ async def _check(host: TaskHost, ctx: BarrierTaskContext, nodes: Sequence[NodeRe
             await loop.run_in_executor(None, gather, ctx, None)
         for c in clients.values():
             await c.close()
-    return {"sent": sent, "errors": errors, "reads": reads,
+    return {"sent": sent, "errors": errors, "staged": staged,
             "received": {name: [payload for _, payload in c.received] for name, c in clients.items()}}
 
 
@@ -241,7 +252,8 @@ class TrafficResult:
     expected: int
     received: int
     per_node: Mapping[str, int]  # subscriber -> messages received
-    reads: Mapping[str, Any] = field(default_factory=dict)  # node -> read_node(), with settings.collect
+    # with settings.target: each task's stage_reads() (parts and nodes), else empty
+    staged: Sequence[Mapping[str, Any]] = ()
 
 
 def tally(received: Mapping[str, Sequence[str]], senders: Mapping[str, Sequence[str]],
@@ -279,4 +291,4 @@ def traffic(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int,
                          settings.messages * sum(len(f) for f in senders.values()),
                          sum(len(v) for v in received.values()),
                          {k: len(v) for k, v in sorted(received.items())},
-                         {k: v for r in results for k, v in r.get("reads", {}).items()})
+                         tuple(r["staged"] for r in results if r["staged"]))

@@ -23,13 +23,14 @@ PYTHON = sys.executable
 
 
 class NodeProc:
-    def __init__(self, name: str, args: list[str], cwd: Path, stdin: bytes | None = None) -> None:
+    def __init__(self, name: str, args: list[str], cwd: Path, stdin: bytes | None = None,
+                 prefix: list[str] | None = None) -> None:
         self.name = name
         self.args = args
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "raims_node.server", *args], cwd=cwd,
+            [*(prefix or []), PYTHON, "-m", "raims_node.server", *args], cwd=cwd,  # prefix: `ip netns exec NS`
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 WAIT_S = 10.0
-UNORDERED = {b"smembers", b"sinter", b"sunion", b"sdiff", b"keys", b"spop", b"srandmember", b"hrandfield"}
+UNORDERED = {b"smembers", b"sinter", b"sunion", b"sdiff", b"keys", b"spop", b"srandmember", b"hrandfield",
+             b"zrandmember"}
 
 
 def free_port() -> int:

@@ -517,8 +517,177 @@ EXEC
 """
 
 
-@pytest.mark.parametrize("family", [STRINGS, KEYS, HASHES, LISTS, SETS, ZSETS, TRANSACTIONS],
-                         ids=["strings", "keys", "hashes", "lists", "sets", "zsets", "transactions"])
+MPOPS = """
+LMPOP 1 l LEFT
+RPUSH l a b c d e
+LMPOP 2 none l LEFT
+LMPOP 1 l RIGHT COUNT 2
+LMPOP 1 l left count 10
+EXISTS l
+LMPOP 1 l LEFT
+RPUSH l a
+LMPOP 0 l LEFT
+LMPOP -1 l LEFT
+LMPOP x l LEFT
+LMPOP 3 l LEFT
+LMPOP 1 l MIDDLE
+LMPOP 1 l LEFT COUNT 0
+LMPOP 1 l LEFT COUNT x
+LMPOP 1 l LEFT COUNT 1 COUNT 1
+LMPOP 1 l LEFT EXTRA
+LMPOP 1 l
+SET s v
+LMPOP 2 s l LEFT
+LMPOP 2 l s LEFT
+BLMPOP 0.01 1 none LEFT
+BLMPOP 0 2 s l RIGHT
+BLMPOP x 1 l LEFT
+BLMPOP -1 1 l LEFT
+BLMPOP 0 0 l LEFT
+BLMPOP 0 1 l
+RPUSH m 1 2 3
+BLMPOP 0 2 none m RIGHT COUNT 2
+ZADD z 1 a 2 b 3 c
+BZPOPMIN z 0
+BZPOPMAX none z 0
+BZPOPMIN none 0.01
+BZPOPMIN z x
+BZPOPMIN z -1
+BZPOPMAX s 0
+BZPOPMIN z
+ZRANGE z 0 -1 WITHSCORES
+"""
+
+OBJECTS = """
+SET s v
+COPY s t
+GET t
+COPY s t
+COPY s t REPLACE
+COPY s s
+COPY none t
+COPY s t DB 1 REPLACE
+COPY s t DB 16
+COPY s t DB x
+COPY s t DB
+COPY s t BOGUS
+COPY s s DB 1
+SET e v PX 100000
+COPY e e2
+TTL e2
+RPUSH l a b
+COPY l l2
+RPUSH l2 c
+LRANGE l 0 -1
+LRANGE l2 0 -1
+HSET h f v
+COPY h h2
+HGETALL h2
+SADD st 1 2
+COPY st st2
+SMEMBERS st2
+ZADD z 1 a 2 b
+COPY z z2
+ZADD z2 3 c
+ZRANGE z 0 -1 WITHSCORES
+ZRANGE z2 0 -1 WITHSCORES
+SELECT 1
+GET t
+SELECT 0
+SWAPDB 0 1
+DBSIZE
+GET t
+SWAPDB 0 1
+SWAPDB 0 0
+SWAPDB 0 16
+SWAPDB x 0
+SWAPDB 0 x
+SWAPDB -1 0
+SWAPDB 99999999999 0
+GET s
+SET i 123
+SET neg -5
+SET big 12345678901234567890
+SET zero 0
+SET lead 0123
+SET long aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+SET short aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+OBJECT ENCODING i
+OBJECT ENCODING neg
+OBJECT ENCODING big
+OBJECT ENCODING zero
+OBJECT ENCODING lead
+OBJECT ENCODING long
+OBJECT ENCODING short
+OBJECT ENCODING s
+OBJECT ENCODING l
+OBJECT ENCODING h
+OBJECT ENCODING st
+OBJECT ENCODING z
+SADD strs a b
+OBJECT ENCODING strs
+HSET bigh f aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+OBJECT ENCODING bigh
+ZADD bigz 1 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+OBJECT ENCODING bigz
+OBJECT ENCODING none
+OBJECT REFCOUNT i
+OBJECT REFCOUNT s
+OBJECT REFCOUNT big
+OBJECT REFCOUNT l
+OBJECT REFCOUNT none
+OBJECT IDLETIME s
+OBJECT IDLETIME none
+OBJECT FREQ s
+OBJECT ENCODING
+OBJECT ENCODING s extra
+OBJECT BOGUS s
+OBJECT
+"""
+
+RANDOMS = """
+HRANDFIELD none
+HRANDFIELD none 3
+HRANDFIELD none 3 WITHVALUES
+HSET h f v
+HRANDFIELD h
+HRANDFIELD h 0
+HRANDFIELD h 1
+HRANDFIELD h -3
+HRANDFIELD h 5 WITHVALUES
+HRANDFIELD h -2 WITHVALUES
+HRANDFIELD h 1 withvalues
+HRANDFIELD h x
+HRANDFIELD h 1 WITHSCORES
+HRANDFIELD h 1 WITHVALUES extra
+HRANDFIELD h -9223372036854775808
+HRANDFIELD h 4611686018427387904 WITHVALUES
+HSET h g w k x
+HRANDFIELD h 3
+HRANDFIELD h 10 WITHVALUES
+ZRANDMEMBER none
+ZRANDMEMBER none 2 WITHSCORES
+ZADD z 1.5 a
+ZRANDMEMBER z
+ZRANDMEMBER z 0
+ZRANDMEMBER z -3 WITHSCORES
+ZRANDMEMBER z 2 WITHSCORES
+ZRANDMEMBER z 1 WITHVALUES
+ZRANDMEMBER z x
+ZADD z 2 b 3 c
+ZRANDMEMBER z 3
+ZRANDMEMBER z 7 WITHSCORES
+SET s v
+HRANDFIELD s
+HRANDFIELD s 2
+ZRANDMEMBER s 2
+"""
+
+
+@pytest.mark.parametrize("family", [STRINGS, KEYS, HASHES, LISTS, SETS, ZSETS, TRANSACTIONS, MPOPS, OBJECTS,
+                                    RANDOMS],
+                         ids=["strings", "keys", "hashes", "lists", "sets", "zsets", "transactions", "mpops",
+                              "objects", "randoms"])
 def test_family(pair: Pair, family: str) -> None:
     pair.check([[b"" if a == b'""' else a for a in cmd] for cmd in cmds(family)])
 
@@ -563,6 +732,65 @@ def test_blocked_client_is_served_by_a_push(pair: Pair, servers: tuple[int, int]
         pair.check(cmds("BLMOVE q2 dst RIGHT LEFT 0\nBRPOP none 0.05\nLRANGE dst 0 -1"))
     finally:
         other.close()
+
+
+def test_blocked_lmpop_and_zpop_are_served_and_time_out(pair: Pair, servers: tuple[int, int]) -> None:
+    """BLMPOP and BZPOPMIN park the client; a push (RPUSH, ZADD creating the key) serves
+    it; BLPOP on a key that became a sorted set keeps waiting; timeouts answer null."""
+    other = Pair(servers[0], servers[1], pair.ref.resp)
+    try:
+        for c in (pair.ref, pair.us):
+            c.send([b"BLMPOP", b"5", b"2", b"q1", b"q2", b"RIGHT", b"COUNT", b"2"])
+        other.check(cmds("RPUSH q2 a b c"))
+        assert pair.us.read() == pair.ref.read()
+        for c in (pair.ref, pair.us):
+            c.send([b"BZPOPMAX", b"z1", b"z2", b"5"])
+        other.check(cmds("ZADD z2 1 a 2 b"))
+        assert pair.us.read() == pair.ref.read()
+        for c in (pair.ref, pair.us):
+            c.send([b"BLPOP", b"zz", b"0.3"])
+            c.send([b"BZPOPMIN", b"zz", b"5"])
+        other.check(cmds("ZADD zz 7 m"))
+        assert pair.us.read() == pair.ref.read()  # BLPOP: null at its deadline
+        assert pair.us.read() == pair.ref.read()  # then BZPOPMIN takes m at once
+        pair.check(cmds("BZPOPMIN none 0.05\nBLMPOP 0.05 1 none LEFT\nLRANGE q2 0 -1\nZRANGE z2 0 -1"))
+    finally:
+        other.close()
+
+
+def test_random_replies_keep_redis_shapes(pair: Pair) -> None:
+    """HRANDFIELD / ZRANDMEMBER with counts on several elements: the same reply shape as
+    redis-server's (lengths, pairs), distinct elements for a positive count, elements
+    of the key only, and the values or scores that belong to them."""
+    from tests.integration.kv_diff import parse
+
+    pair.check(cmds("HSET h a 1 b 2 c 3 d 4\nZADD z 1 a 2 b 3 c 4 d"))
+    values = {b"a": b"1", b"b": b"2", b"c": b"3", b"d": b"4"}
+    for cmd in ([b"HRANDFIELD", b"h", b"2"], [b"HRANDFIELD", b"h", b"-7"], [b"HRANDFIELD", b"h", b"3", b"WITHVALUES"],
+                [b"HRANDFIELD", b"h", b"-5", b"WITHVALUES"], [b"ZRANDMEMBER", b"z", b"3"],
+                [b"ZRANDMEMBER", b"z", b"-6", b"WITHSCORES"], [b"ZRANDMEMBER", b"z", b"2", b"WITHSCORES"],
+                [b"HRANDFIELD", b"h"], [b"ZRANDMEMBER", b"z"]):
+        replies = [parse(c.call(cmd)) for c in (pair.ref, pair.us)]
+        shapes = []
+        for r in replies:
+            if cmd[-1] in (b"WITHVALUES", b"WITHSCORES"):
+                kind, items = r
+                pairs = [tuple(x[1]) for x in items] if pair.ref.resp == 3 else list(zip(items[::2], items[1::2], strict=True))
+                for k, v in pairs:
+                    assert k in values and (v == values[k] or v == (b",", values[k]))  # RESP3 scores are doubles
+                shapes.append((kind, len(items), [type(x).__name__ for x in items]))
+                names = [k for k, _v in pairs]
+            elif len(cmd) == 2:
+                assert r in values
+                shapes.append(type(r).__name__)
+                names = []
+            else:
+                kind, names = r
+                assert set(names) <= set(values)
+                shapes.append((kind, len(names)))
+            if not cmd[2:3] or not cmd[2].startswith(b"-"):
+                assert len(set(names)) == len(names)
+        assert shapes[0] == shapes[1], (cmd, replies)
 
 
 _KEYS = st.sampled_from([b"k1", b"k2", b"k3"])
@@ -641,6 +869,13 @@ def _command() -> st.SearchStrategy[list[bytes]]:
         st.tuples(st.sampled_from([b"ZUNION", b"ZINTER"]), st.just(b"2"), k, k, st.just(b"AGGREGATE"),
                   st.sampled_from([b"SUM", b"MIN", b"MAX"]), st.just(b"WITHSCORES")).map(list),
         st.tuples(st.just(b"SCAN"), st.just(b"0"), st.just(b"TYPE"), st.sampled_from([b"list", b"zset"])).map(list),
+        st.tuples(st.just(b"LMPOP"), st.just(b"2"), k, k, st.sampled_from([b"LEFT", b"RIGHT"]), st.just(b"COUNT"),
+                  st.sampled_from([b"1", b"2"])).map(list),
+        st.tuples(st.sampled_from([b"BZPOPMIN", b"BZPOPMAX"]), k, k, st.just(b"0.01")).map(list),
+        st.tuples(st.just(b"COPY"), k, k, st.sampled_from([b"REPLACE", b"DB"]), st.just(b"1")).map(list),
+        st.tuples(st.just(b"COPY"), k, k).map(list),
+        st.tuples(st.just(b"OBJECT"), st.sampled_from([b"ENCODING", b"REFCOUNT"]), k).map(list),
+        st.tuples(st.just(b"SWAPDB"), st.just(b"0"), st.just(b"1")).map(list),
     ]
     return st.one_of(forms)
 

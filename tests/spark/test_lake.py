@@ -293,3 +293,39 @@ def test_lake_maintain_compacts_and_keeps_every_row(spark: SparkSession, lake: L
     assert done["links"].vacuumed >= 4 and done["links"].rows == before["links"]
     assert {t: lake.read(t).count() for t in ("links", "peers")} == before
     assert maintain_main(["--lake", lake.path, "--retention-hours", "0"]) == 0  # again: nothing to do
+
+
+def _staged(lake: Lake, snapshot: str, day: datetime, tag: str) -> list:
+    from spark_app.parts import write_parts
+
+    rows = snapshot_rows(snapshot, day)["links"]
+    half = len(rows) // 2  # two "hosts", each writing its own rows
+    return [*write_parts(lake.target(snapshot), "links", rows[:half], f"{tag}a"),
+            *write_parts(lake.target(snapshot), "links", rows[half:], f"{tag}b")]
+
+
+def test_parts_written_by_tasks_commit_once_per_snapshot(spark: SparkSession, lake: Lake) -> None:
+    want = len(snapshot_rows("s1", DAY1)["links"])
+    assert lake.commit_parts("links", _staged(lake, "s1", DAY1, "h0"), "s1") == want
+    retry = _staged(lake, "s1", DAY1, "h1")  # the collection again: same snapshot
+    assert lake.commit_parts("links", retry, "s1") == 0
+    assert lake.commit_parts("links", _staged(lake, "s2", DAY2, "h0"), "s2") == want
+    ids = DeltaTable(lake.table_path("links")).to_pyarrow_table().column("snapshot_id").to_pylist()
+    assert (ids.count("s1"), ids.count("s2")) == (want, want)
+    assert not any(os.path.exists(os.path.join(lake.table_path("links"), p.path)) for p in retry)
+    # the log's statistics prune by snapshot, the partition value by date
+    assert lake.read("links").where("snapshot_id = 's2' AND date = DATE'2026-03-21'").count() == want
+    actions = pa.table(DeltaTable(lake.table_path("links")).get_add_actions(flatten=True)).to_pylist()
+    assert {(a["min.snapshot_id"], a["max.snapshot_id"]) for a in actions} == {("s1", "s1"), ("s2", "s2")}
+
+
+def test_a_failed_attempts_files_are_removed_at_the_commit(lake: Lake) -> None:
+    from spark_app.parts import write_parts
+
+    rows = snapshot_rows("s1", DAY1)["peers"]
+    lake.write("peers", [])
+    stray = write_parts(lake.target("s1"), "peers", rows, "attempt0")  # its task failed later
+    done = write_parts(lake.target("s1"), "peers", rows, "attempt1")
+    assert lake.commit_parts("peers", done, "s1") == len(rows)
+    assert not os.path.exists(os.path.join(lake.table_path("peers"), stray[0].path))
+    assert DeltaTable(lake.table_path("peers")).to_pyarrow_table().num_rows == len(rows)

@@ -171,3 +171,12 @@ def _suite(**changes: Any) -> dict[str, Any]:
 def test_bad_suites_are_rejected(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(QualityError, match=message):
         parse_suite(raw, load_schemas())
+
+
+def test_peer_views_with_sampled_observers_expect_every_node() -> None:
+    from spark_app.quality import peer_views
+
+    rows = [{"snapshot_id": "s", "node": obs, "user": f"n{p}"} for obs in ("n0", "n5") for p in range(8)]
+    assert peer_views(pd.DataFrame(rows))["problem"].isna().all()  # 2 observers of 8 nodes
+    short = pd.DataFrame(rows[:-1])  # n5 misses a peer
+    assert peer_views(short)["problem"].dropna().tolist() == ["n5 sees 7 peers, of 8 (2 nodes reported)"]

@@ -129,3 +129,22 @@ def test_each_observer_holds_every_nodes_type_0_name(lake: Lake, spark: SparkSes
     """The `names` table (issue 21): each node's table holds the four nodes' own names."""
     rows = spark.sql("SELECT node, count(DISTINCT publisher) FROM names WHERE type = 0 GROUP BY node").collect()
     assert len(rows) == 4 and {r[1] for r in rows} == {4}
+
+
+def test_the_bloom_audit_checked_live_subscriptions_and_peer_copies(run: Run) -> None:
+    line = next(x for x in run.done.stdout.splitlines() if x.startswith("[  audit   ]"))
+    checked = {k: int(v) for k, v in re.findall(r"(subscriptions|peer_copies) (\d+)", line)}
+    assert checked.get("subscriptions", 0) > 0 and checked.get("peer_copies", 0) > 0, line
+
+
+def test_the_executors_wrote_the_snapshot_and_the_driver_committed_it(run: Run, lake: Lake) -> None:
+    line = next(x for x in run.done.stdout.splitlines() if x.startswith("[ collect  ]"))
+    assert "written by the executors in" in line, line
+    from deltalake import DeltaTable
+
+    for table in ("peers", "links"):
+        dt = DeltaTable(lake.table_path(table))
+        ops = [h.get("operation") for h in dt.history()]
+        assert "WRITE" in ops or "CREATE TABLE" in ops, ops
+        snapshot = dt.to_pyarrow_table(columns=["snapshot_id"]).column("snapshot_id")[0].as_py()
+        assert dt.transaction_version(f"raims.snapshot.{snapshot}") == 1

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from raims_node import RaimsError
 from raims_node.bridges.nats_proto import NatsParser
 from raims_node.bridges.resp import RespParser
+from raims_node.bridges.rv_codec import RvFrameReader
+from raims_node.bridges.rv_codec import decode as rv_decode
 from raims_node.config.tree import load_text
 from raims_node.wire import FrameReader, decode_frame
 
@@ -33,6 +35,11 @@ def _parse(target: str, data: bytes) -> None:
         NatsParser().feed(data)
     elif target == "resp":
         RespParser().feed(data)
+    elif target == "rv":
+        reader = RvFrameReader(1 << 20)
+        reader.push(data)
+        for frame in reader.frames():
+            rv_decode(frame).to_dict()
     else:
         raise AssertionError(f"unknown fuzz target {target!r}")
 
@@ -53,7 +60,7 @@ def test_fuzz_harness_runs_clean() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=512), st.sampled_from(["wire", "stream", "nats", "resp"]))
+@given(st.binary(max_size=512), st.sampled_from(["wire", "stream", "nats", "resp", "rv"]))
 def test_any_bytes_give_events_or_a_typed_error(data: bytes, target: str) -> None:
     try:
         _parse(target, data)

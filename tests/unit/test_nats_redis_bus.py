@@ -83,9 +83,8 @@ class MemoryBus:
             e.client.deliver(e.sid, subject, reply, headers, payload)
         return len(receivers)
 
-    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> None:
-        for payload in payloads:
-            self.publish(client, subject, None, None, payload)
+    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> int:
+        return sum(self.publish(client, subject, None, None, payload) for payload in payloads)
 
     def has_interest(self, subject: str) -> bool:
         return any(e.matches(subject) for e in self.entries.values())

@@ -5,6 +5,7 @@ client holding its pipelined commands, and the map-less refusal."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from raims_node.bridges import RedisSession
 from raims_node.kv import open_kv
@@ -110,3 +111,44 @@ def test_a_renamed_string_does_not_serve_list_waiters() -> None:
     assert talk(waiter, b"BLPOP q 0\r\n") == b""
     assert talk(other, b"SET s v\r\nRENAME s q\r\n") == b"+OK\r\n+OK\r\n"
     assert waiter.pending_output() == b"" and e.blocked_clients
+
+
+class RunBus(MemoryBus):
+    """A run to a channel of one subscriber goes to its deliver_run, as RouterBus does."""
+
+    def publish_run(self, client: Any, subject: str, payloads: list[bytes]) -> int:
+        matched = [e for e in self.entries.values() if e.matches(subject)]
+        if len(matched) == 1 and matched[0].queue is None:
+            matched[0].client.deliver_run(matched[0].sid, subject, payloads)
+            return len(payloads)
+        return super().publish_run(client, subject, payloads)
+
+
+def test_pipelined_publishes_answer_and_deliver_as_one_by_one() -> None:
+    """Runs of PUBLISH (one channel, mixed channels, spellings and payload sizes) in one
+    read: the publisher's replies and the subscribers' messages are those of the same
+    commands sent one per read."""
+    import random
+
+    rnd = random.Random(7)
+    for _ in range(30):
+        script = []
+        for _ in range(rnd.randint(1, 60)):
+            name = rnd.choice([b"PUBLISH", b"PUBLISH", b"publish", b"Publish"])
+            channel = rnd.choice([b"a", b"a", b"b", b"none"])
+            script.append(b"*3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
+                len(name), name, len(channel), channel, *((3, b"xyz") if rnd.random() < 0.7 else (1, b"q"))))
+        outputs = []
+        for whole in (True, False):
+            bus = RunBus()
+            e = Engine(KVStore())
+            subs = [session(e, bus, 2), session(e, bus, 3)]
+            talk(subs[0], b"SUBSCRIBE a b\r\n")
+            talk(subs[1], b"HELLO 3\r\nSUBSCRIBE a\r\n")
+            pub = session(e, bus, 1)
+            if whole:
+                out = talk(pub, b"".join(script))
+            else:
+                out = b"".join(talk(pub, cmd) for cmd in script)
+            outputs.append((out, [s.pending_output() for s in subs], pub.msgs_in, [s.msgs_out for s in subs]))
+        assert outputs[0] == outputs[1]

@@ -170,3 +170,53 @@ def test_encoders() -> None:
     assert (encode_map_header(2, 2), encode_map_header(2, 3)) == (b"*4\r\n", b"%2\r\n")
     assert encode_bulks([b"a", b"bc"]) == b"*2\r\n$1\r\na\r\n$2\r\nbc\r\n"
     assert encode_command(b"PING") == b"*1\r\n$4\r\nPING\r\n"
+
+
+class GeneralParser(RespParser):
+    """The parser without its batch scan: the reference for the scan."""
+
+    def _scan(self, data: bytes, pos: int, commands: list[list[bytes]]) -> int:
+        return pos
+
+
+def _outcome(p: RespParser, data: bytes, split: int) -> tuple[list[list[bytes]], bytes | None, int]:
+    got: list[list[bytes]] = []
+    try:
+        for i in range(0, len(data), split):
+            got += p.feed(data[i:i + split])
+    except RespProtocolError as exc:
+        return got + exc.events, exc.reply, p.buffered
+    return got, None, p.buffered
+
+
+_PIECES = [b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\nxxx\r\n", b"*2\r\n$3\r\nGET\r\n$4\r\na\r\nb\r\n",
+           b"*2\r\n$4\r\nECHO\r\n$03\r\nabc\r\n", b"*2\r\n$4\r\nECHO\r\n$+3\r\nabc\r\n", b"*02\r\n$1\r\na\r\n$0\r\n\r\n",
+           b"*1\r\n$4\r\nPING\r\n", b"PING\r\n", b"*0\r\n", b"*-1\r\n", b"*2\r\n$4\r\nECHO\r\n$2000\r\n" + b"y" * 2000 + b"\r\n",
+           b"*2\r\n$4\r\nECHO\r\n$3\r\nabcXY", b"*1\r\n$1\r\nx\r\n\r\n", b"*2\r\n$1\r\na\r\n$70\r\n" + b"z" * 70 + b"\r\n"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=st.lists(st.sampled_from(_PIECES), max_size=10), split=st.integers(1, 3000),
+       limits=st.sampled_from([{}, {"max_bulk": 64, "max_args": 2}, {"max_query": 80}]))
+def test_the_batch_scan_parses_as_the_general_parser(pieces: list[bytes], split: int, limits: dict[str, int]) -> None:
+    """Canonical and odd multibulks (a bulk holding CR LF, lengths with a sign or a
+    leading zero, bulks past the limits, a bulk not followed by CR LF), inline and empty
+    requests: the same commands, errors and buffered bytes with or without the scan."""
+    data = b"".join(pieces)
+    assert _outcome(RespParser(**limits), data, split) == _outcome(GeneralParser(**limits), data, split)
+
+
+_RUN = [b"*3\r\n$7\r\nPUBLISH\r\n$4\r\nchan\r\n$3\r\nabc\r\n", b"*3\r\n$3\r\nSET\r\n$2\r\nk1\r\n$0\r\n\r\n"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(base=st.sampled_from(_RUN), n=st.integers(30, 80), odd=st.sampled_from(_PIECES + _RUN),
+       at=st.integers(0, 80), split=st.integers(1, 6000), limits=st.sampled_from([{}, {"max_bulk": 2}]))
+def test_long_runs_of_one_shape_parse_as_the_general_parser(base: bytes, n: int, odd: bytes, at: int, split: int,
+                                                           limits: dict[str, int]) -> None:
+    """The column-by-column cut of a long pipeline of one shape (_scan_repeats), with one
+    other request somewhere in it."""
+    pieces = [base] * n
+    pieces.insert(at % (n + 1), odd)
+    data = b"".join(pieces)
+    assert _outcome(RespParser(**limits), data, split) == _outcome(GeneralParser(**limits), data, split)

@@ -1,0 +1,194 @@
+"""The Redis bridge's batch path: a pipeline's data commands and PUBLISHes run with
+their replies joined into one write (issues 24 and 27).
+
+RedisSession hands each parsed batch here while `fast_ok` holds (no transaction,
+blocked pop, held commands, CLIENT REPLY setting, capture for EXEC, or subscription: a
+subscriber's own messages must interleave with its replies as redis-server writes
+them); `run_fast` runs commands until one needs the session's general dispatch
+(connection, pub/sub and transaction commands, INFO), which the session then runs.
+Data commands try their fast form first (kv/fast.py) and fall back to
+`Engine.execute`; replies are encoded as redis_data.DataSide encodes them.
+
+A run of PUBLISHes to one channel is routed once (`Bus.publish_run`, one delivery of
+the whole run to a local subscriber); each is answered with the run's receivers divided
+by its length (decision: exact unless a delivery of the run drops a subscriber, a slow
+consumer cut mid-run, where redis-server's later replies would count one fewer).
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Protocol
+
+from raims_node.bridges.bus import Bus, ClientHandle
+from raims_node.bridges.redis_admin import RedisHost
+from raims_node.bridges.redis_data import DataSide
+from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, load_families
+from raims_node.kv.fast import FAST, FastHandler
+from raims_node.kv.reply import encode
+
+PUBLISH = object()  # the table's mark for PUBLISH
+SESSION_OWN = (b"info", b"multi", b"exec", b"discard", b"watch", b"unwatch")  # never batched here
+
+Entry = tuple[FastHandler | None, Cmd | object]
+
+
+class RedisSession(ClientHandle, Protocol):
+    """What the batch path uses of redis_session.RedisSession."""
+
+    resp: int
+    db: int
+    reply_off: bool
+    reply_skip_next: bool
+    _reply_skip: bool
+    _capture: list[bytes] | None
+    _data: DataSide | None
+    msgs_in: int
+    msgs_out: int
+    last_cmd: str
+    bus: Bus
+    host: RedisHost
+
+    @property
+    def subscribed(self) -> bool: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    def _write(self, data: bytes) -> bool: ...
+
+    def _push(self, data: bytes) -> bool: ...
+
+    def _command(self, args: list[bytes]) -> None: ...
+
+
+def _tables() -> tuple[dict[bytes, Entry], dict[bytes, Entry]]:
+    """(with the key-value engine, without): spelled name -> (fast form, command). Names
+    are looked up as sent, in lower and upper case; other spellings are lowered first."""
+    load_families()
+    publish: dict[bytes, Entry] = {b"publish": (None, PUBLISH), b"PUBLISH": (None, PUBLISH)}
+    data = dict(publish)
+    for name, cmd in COMMANDS.items():
+        if name not in SESSION_OWN:
+            data[name] = data[name.upper()] = (FAST.get(name), cmd)
+    return data, publish
+
+
+_DATA, _PUBLISH_ONLY = _tables()
+
+
+MESSAGE = {2: b"*3\r\n$7\r\nmessage\r\n", 3: b">3\r\n$7\r\nmessage\r\n"}
+
+
+def run_batch(s: RedisSession, commands: list[list[bytes]]) -> None:
+    """Run a parsed batch: the fast runs while `fast_ok`, the others one by one."""
+    i, n = 0, len(commands)
+    while i < n and not s.closing:
+        if fast_ok(s):
+            i = run_fast(s, commands, i)
+            if i >= n or s.closing:
+                return
+        s.host.commands += 1
+        s._command(commands[i])
+        i += 1
+
+
+def deliver_channel_run(s: RedisSession, channel: bytes | None, payloads: list[bytes]) -> bool:
+    """Messages of a subscribed channel (`channel` as the client wrote it) in one write;
+    False when `channel` is None (not a plain channel subscription, or unsubscribed)."""
+    if channel is None:
+        return False
+    if not payloads:
+        return True
+    head = b"%s$%d\r\n%s\r\n" % (MESSAGE[s.resp], len(channel), channel)
+    s.msgs_out += len(payloads)
+    sizes = list(map(len, payloads))
+    if sizes.count(sizes[0]) == len(sizes):  # one size (a producer's records): one join in C
+        size = b"$%d\r\n" % sizes[0]
+        s._push(head + size + (b"\r\n" + head + size).join(payloads) + b"\r\n")
+    else:
+        s._push(b"".join([b"%s$%d\r\n%s\r\n" % (head, len(p), p) for p in payloads]))
+    return True
+
+
+_NAME, _CHANNEL, _PAYLOAD = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+def _run_end(commands: list[list[bytes]], i: int, table: dict[bytes, Entry], entry: Entry) -> int:
+    """The end of the run of PUBLISHes to one channel starting at commands[i] (a
+    PUBLISH of 3 arguments): the whole rest checked at once in C when it is one run,
+    else command by command."""
+    rest = commands[i:]
+    first = rest[0]
+    if list(map(len, rest)).count(3) == len(rest) and list(map(_CHANNEL, rest)).count(first[1]) == len(rest) \
+            and list(map(_NAME, rest)).count(first[0]) == len(rest):
+        return len(commands)
+    j, n, channel = i + 1, len(commands), first[1]
+    while j < n and len(commands[j]) == 3 and commands[j][1] == channel and table.get(commands[j][0]) is entry:
+        j += 1
+    return j
+
+
+def fast_ok(s: RedisSession) -> bool:
+    if s._capture is not None or s.reply_off or s.reply_skip_next or s.subscribed:
+        return False
+    data = s._data
+    return data is None or (data.client.blocked is None and not data.held and data.multi is None)
+
+
+def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
+    """Run commands[i:] while they are data commands or PUBLISH, replies joined into one
+    write; the index of the first one left to the session's general dispatch."""
+    data = s._data
+    resp = s.resp
+    if data is not None:
+        client, engine = data.client, data.engine
+        client.db = s.db
+        client.resp = resp
+        table = _DATA
+    else:
+        table = _PUBLISH_ONLY
+    s._reply_skip = False
+    parts: list[bytes] = []
+    start, n = i, len(commands)
+    while i < n:
+        args = commands[i]
+        entry = table.get(args[0])
+        if entry is None:
+            entry = table.get(args[0].lower())
+            if entry is None:
+                break
+        fast, cmd = entry
+        if fast is not None:
+            out = fast(engine, client, args)
+            if out is not None:
+                parts.append(out)
+                i += 1
+                continue
+        if cmd is PUBLISH:
+            if len(args) != 3:
+                break
+            j = _run_end(commands, i, table, entry)
+            k = j - i
+            s.msgs_in += k
+            channel = args[1]
+            subject = channel.decode("utf-8", "surrogateescape")
+            if k == 1:
+                parts.append(b":%d\r\n" % s.bus.publish(s, subject, None, None, args[2]))
+            else:
+                total = s.bus.publish_run(s, subject, list(map(_PAYLOAD, commands[i:j])))
+                parts.append(b":%d\r\n" % (total // k) * k)
+            i = j
+            continue
+        assert isinstance(cmd, Cmd)
+        reply = engine.execute(client, args, cmd)
+        i += 1
+        if reply is BLOCKED:
+            break  # the pop answers later; what follows is held (redis_data.DataSide)
+        parts.append(encode(reply, resp))
+    if i > start:
+        s.host.commands += i - start
+        s.last_cmd = commands[i - 1][0].lower().decode("utf-8", "replace")
+        if parts:
+            s._write(b"".join(parts))
+    return i
