@@ -162,6 +162,8 @@ class Daemon:
     async def start_link(self, cfg: TransportConfig, listen: bool, role: str | None = None) -> Running:
         """Start link transport `cfg` (configured, or generated for a bridge's network);
         `role` overrides what its device advertises."""
+        if cfg.type == "pgm":  # a bridge's multicast network
+            return await self._start_pgm(cfg)
         name = cfg.tport
         run = self.running.get(name)
         if run is None:
