@@ -73,6 +73,7 @@ from raims_node.transports.name import (
     resolve_device,
 )
 from raims_node.transports.pgm import PgmError, start_pgm
+from raims_node.transports.ports import link_port_row
 from raims_node.transports.tcp import LinkProtocol
 
 log = logging.getLogger("raims.daemon")
@@ -161,6 +162,8 @@ class Daemon:
     async def start_link(self, cfg: TransportConfig, listen: bool, role: str | None = None) -> Running:
         """Start link transport `cfg` (configured, or generated for a bridge's network);
         `role` overrides what its device advertises."""
+        if cfg.type == "pgm":  # a bridge's multicast network
+            return await self._start_pgm(cfg)
         name = cfg.tport
         run = self.running.get(name)
         if run is None:
@@ -474,27 +477,12 @@ class Daemon:
 
     def port_rows(self) -> list[dict[str, object]]:
         rows: list[dict[str, object]] = []
-        now = time.monotonic()
         for name, run in self.running.items():
             if run.bridge is not None:
                 rows.append(run.bridge.port_row(f"{name}.{run.tport_id}"))
-                continue
-            links = [lk for lk in self.links.values() if lk.tport_id == run.tport_id]
-            rows.append({
-                "tport": f"{name}.{run.tport_id}", "type": run.cfg.type, "cost": run.cfg.cost[0],
-                "fd": len(links),
-                "bs": sum(lk.bytes_out for lk in links), "br": sum(lk.bytes_in for lk in links),
-                "ms": sum(lk.frames_out for lk in links), "mr": sum(lk.frames_in for lk in links),
-                "lat": "", "idle": "",
-                "fl": ("L" if run.listen else "") + ("C" if run.connect else "") + ("D" if run.device_ip else "")
-                      + ("M" if run.pgm is not None else "")
-                      + ("" if self._encrypt(run.cfg) and run.pgm is None else "N"),
-                "address": ", ".join(run.bound) or ", ".join(lk.peer_addr for lk in links),
-            })
-            if run.pgm is not None:  # show urls: each peer's unicast inbox
-                rows[-1]["urls"] = run.pgm.urls()
-                rows[-1]["pgm"] = run.pgm.counters()
-        del now
+            else:
+                links = [lk for lk in self.links.values() if lk.tport_id == run.tport_id]
+                rows.append(link_port_row(name, run, links, self._encrypt(run.cfg)))
         for extra in self.extra_ports:
             rows.extend(extra())
         return rows

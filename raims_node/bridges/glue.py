@@ -50,10 +50,9 @@ Formats, decisions where the manual is vague:
   connectors, `dev;any` or `dev` alone a connector to listeners and meshes; `;mesh` (no
   device) uses the host name; empty means no network. As in the reference, `dev;tcp` is
   `dev;tcp.listen` and `dev;mesh.listen` / `dev;mesh.connect` are `dev;mesh`.
-- `dev;<IPv4 multicast group>` is a PGM network, which raims does not implement: unless a
-  transport of the network's name is configured (which the manual says wins over the
-  network), the bridge does not start (BadNetwork names the formats that work) rather
-  than running without the network the client asked for.
+- `dev;<IPv4 multicast group>` (or `dev;recv1,recv2;send`) is a PGM network, joined
+  through a generated `type: pgm` transport (hub.py), unless a transport of the
+  network's name is configured (which the manual says wins over the network).
 """
 
 from __future__ import annotations
@@ -105,16 +104,9 @@ class ClientNetwork:
     kind: str  # mesh | tcp.listen | tcp.connect | any | pgm
     group: str = ""  # pgm: the multicast part as written
 
-    def check_joinable(self) -> None:
-        """BadNetwork unless raims can generate a transport for this network."""
-        if self.kind == "pgm":
-            dev = self.device or "<device>"
-            raise BadNetwork(f"network {self} is a PGM multicast network, which raims does not implement; "
-                             f"use {dev};mesh, {dev};tcp.listen, {dev};tcp.connect or {dev};any")
-
     @property
     def tport_type(self) -> str:
-        return "mesh" if self.kind == "mesh" else "tcp"
+        return self.kind if self.kind in ("mesh", "pgm") else "tcp"
 
     @property
     def listen(self) -> bool:

@@ -17,7 +17,9 @@ transport alike, whatever the bridge transports are called. Decisions:
 - Otherwise the hub generates it: `type: mesh` or `tcp` with `device` set to the
   network's device (the host name when the network has none), no listen or connect
   address: it listens on the device's address on an ephemeral port and the name
-  protocol finds its peers.
+  protocol finds its peers. A multicast network (`eth0;239.192.0.1`, RV's) is a
+  `type: pgm` transport on that group, its UDP port the service's number (RV service
+  7500: port 7500; a service without one: the PGM default).
 - Bridges of one service share the transport: the second one to start reuses it; a
   different network for a service whose transport already runs is refused.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 import socket
 import time
 
@@ -44,6 +47,7 @@ from raims_node.bridges.router_bus import InvalidService, RouterBus
 from raims_node.config.errors import ConfigError
 from raims_node.config.tree import TransportConfig
 from raims_node.kv.commands import Engine
+from raims_node.transports.pgm import DEFAULT_PORT as PGM_PORT
 from raims_node.wire.subjects import bridge_b64
 
 log = logging.getLogger("raims.bridge")
@@ -176,17 +180,21 @@ class BridgeHub:
                 log.info("transport %s: network %s ignored, transport %s is configured", bridge, network, name)
                 await host.start_transport(name, listen=not configured.connect)
             return
-        try:
-            network.check_joinable()
-        except BadNetwork as exc:
-            raise BadNetwork(f"transport {bridge!r}: {exc}") from None
         device = network.device or socket.gethostname()
+        if network.kind == "pgm":  # the group on the device; the service's number is the UDP port
+            digits = re.search(r"\d+$", service)
+            cfg = TransportConfig(name, "pgm", {"listen": f"{network.device};{network.group}",
+                                                "port": int(digits.group()) if digits else PGM_PORT})
+            wanted: tuple[object, ...] = ("pgm", cfg.listen)
+        else:
+            cfg = TransportConfig(name, network.tport_type, {"device": device})
+            wanted = (network.tport_type, device, network.role)
         if run is not None:
-            if (run.cfg.type, run.cfg.device, run.role) != (network.tport_type, device, network.role):
+            have = ("pgm", run.cfg.listen) if run.cfg.type == "pgm" else (run.cfg.type, run.cfg.device, run.role)
+            if have != wanted:
                 raise BridgeStartError(f"transport {bridge!r}: service {service!r} already joined a network "
                                        f"through {name!r} ({run.cfg.type} {run.role} on {run.cfg.device}), "
                                        f"not {network}")
             return
-        cfg = TransportConfig(name, network.tport_type, {"device": device})
         log.info("transport %s: joining network %s through %s", bridge, network, name)
         await host.start_link(cfg, network.listen, network.role)

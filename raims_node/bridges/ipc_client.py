@@ -235,14 +235,7 @@ class IpcClient:
 
     def _queue_all(self, packets: list[bytes]) -> None:
         """`_queue` each of `packets` (data, in order)."""
-        verdict = self.outbox.offer_all(packets)
-        if verdict == "error":
-            self._misbehaving()
-            return
-        if verdict == "queued" and not self._writing:
-            self._writing = True
-            self.server.loop.add_writer(self.fd, self._writable)
-        self._update_holding()
+        self._offered(self.outbox.offer_all(packets))
 
     def _misbehaving(self) -> None:
         self.server.slow_consumers += 1
@@ -257,6 +250,10 @@ class IpcClient:
             verdict: sp.Verdict = "queued"
         else:
             verdict = self.outbox.offer(packet)
+        self._offered(verdict)
+
+    def _offered(self, verdict: sp.Verdict) -> None:
+        """After the outbox took (or refused) packets: write when writable, or close."""
         if verdict == "error":
             self._misbehaving()
             return

@@ -18,8 +18,9 @@ Services and networks (decisions):
   formats) is joined through a generated link transport named `rv_<service>` (the
   name the manual's `ports` shows); an empty network joins nothing and uses the links
   already running, as does a multicast (PGM) network under `no_mcast`. A service
-  written `tcp:7500` or `udp:7500` is 7500. A network raims cannot join (a PGM group while no
-  PGM transport exists) is refused with RVD.INITREFUSED. The join runs in the
+  written `tcp:7500` or `udp:7500` is 7500. A multicast network (`eth0;239.192.0.1`) is
+  a generated PGM transport on the group, its UDP port the service's number. A
+  network that cannot be parsed is refused with RVD.INITREFUSED. The join runs in the
   background: the client is answered at once and its messages flow once the links
   are up.
 - The INITRESP `ipaddr` is a random address (the session and inbox names then do
@@ -163,8 +164,6 @@ class RvServer(BridgeServer):
                 net = None  # `no_mcast`: a multicast network is ignored, the links running are used
             name = RV_TPORT_PREFIX + service
             configured = any(t.tport == name for t in self.hub.host.tree.transports)
-            if net is not None and not configured:
-                net.check_joinable()
         except RvRefused:
             raise
         except BridgeError as exc:  # a network or a service name that cannot be used

@@ -254,7 +254,7 @@ async def test_forced_gap_one_dataloss_advisory(net: BridgeNet) -> None:
 
 def test_configured_rv_service_transport_takes_precedence(tmp_path: Path) -> None:
     """Two nodes with no links but a configured `rv_7500` (A listens, B connects): RV
-    clients of service 7500 asking for a PGM network (which raims cannot join) start
+    clients of service 7500 asking for a PGM network start
     `rv_7500` instead, the nodes link and the clients talk."""
     import yaml
 
@@ -287,6 +287,47 @@ def test_configured_rv_service_transport_takes_precedence(tmp_path: Path) -> Non
 
         asyncio.run(talk())
         assert any("rv_7500" in line and "ignored" in line for line in nodes["A"].lines + nodes["B"].lines)
+    finally:
+        for node in nodes.values():
+            node.stop()
+
+
+def test_a_multicast_network_is_joined_through_pgm(tmp_path: Path) -> None:
+    """Two nodes with nothing but an RV listener: their clients ask for the network
+    `127.0.0.1;<group>` (the looped-back group of this host), each node generates the
+    PGM transport `rv_<service>` on it, port the service's number, and the clients talk."""
+    import os
+
+    import yaml
+
+    from tests.integration.harness import NodeProc, graph_config
+    from tests.integration.test_bridges_net import CONVERGED, _listen_ports
+
+    service = str(17000 + os.getpid() % 3000)
+    network = f"127.0.0.1;239.192.79.{os.getpid() % 250 + 1}"
+    cfg, _ = graph_config(tmp_path, "node A B\n", web=False)
+    data = yaml.safe_load(cfg.read_text())
+    data["transports"] = [dict(RV)]
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    nodes = {name: NodeProc(name, ["-d", str(cfg), "-u", name, "-t", "rv.listen"], tmp_path) for name in "AB"}
+    try:
+        rv_ports = {name: _listen_ports(node, 1)[0] for name, node in nodes.items()}
+
+        async def talk() -> None:
+            a = await RvClient.connect(rv_ports["A"], service=service, network=network)
+            b = await RvClient.connect(rv_ports["B"], service=service, network=network)
+            try:
+                nodes["B"].wait_for(CONVERGED.format(n=1), 30)
+                await a.listen("MCAST.x")
+                m = await _until_delivered(a, b, "MCAST.x")
+                assert m.data == b"probe"
+            finally:
+                await a.close()
+                await b.close()
+
+        asyncio.run(talk())
+        for node in nodes.values():
+            assert node.wait_for(rf"pgm rv_{service} on \S+:{service}", 5)
     finally:
         for node in nodes.values():
             node.stop()

@@ -10,6 +10,7 @@ that tests running at once on this machine never hear each other.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import socket
@@ -195,9 +196,22 @@ def test_nats_and_redis_bridges_join_their_network(net_factory: Any) -> None:
     assert asyncio.run(_redis_across(_bridge_port(net, "B", "redis"), _bridge_port(net, "A", "redis"))) == b"marker"
 
 
+def test_a_multicast_network_is_joined_through_pgm(net_factory: Any) -> None:
+    """`network: 127.0.0.1;<group>`: each node generates a `type: pgm` transport on the
+    group (the looped-back group on this host: `mcast_loop` 2), the nodes find each other
+    on it and the NATS clients talk."""
+    group = f"239.192.78.{os.getpid() % 250 + 1}"
+    net = net_factory("A B", [_bridge("nats", f"{DEVICE};{group}", service="s9123")])
+    for user in "AB":
+        net.start(user, "nats.listen")
+    net.converge(1)
+    for user in "AB":
+        (pgm,) = [r for r in net.ports(user) if r["tport"].startswith("net_s9123.")]
+        assert pgm["type"] == "pgm" and "M" in pgm["fl"] and pgm["address"].endswith(":9123")
+    assert asyncio.run(_nats_across(_bridge_port(net, "A", "nats"), _bridge_port(net, "B", "nats"))) == b"marker"
+
+
 @pytest.mark.parametrize(("transport", "error"), [
-    (_bridge("nats", f"{DEVICE};239.1.2.3"), "transport 'nats': network 127.0.0.1;239.1.2.3 is a PGM multicast "
-                                             "network, which raims does not implement; use 127.0.0.1;mesh"),
     ({"tport": "mesh", "type": "mesh", "route": {"device": "nosuchdev0.invalid"}},
      "device 'nosuchdev0.invalid' is not an interface (lo 127.0.0.1/8"),
 ])
