@@ -75,6 +75,7 @@ from raims_node.transports.name import (
 from raims_node.transports.pgm import PgmError, start_pgm
 from raims_node.transports.ports import link_port_row
 from raims_node.transports.tcp import LinkProtocol
+from raims_node.wake import NodeWake
 
 log = logging.getLogger("raims.daemon")
 
@@ -126,6 +127,7 @@ class Daemon:
         self.discovery = DeviceDiscovery(self)
         self.extra_ports.append(self.discovery.port_rows)
         self.guard = LinkGuard(tree.parameters, self.node, self.say)  # unauthenticated links, log floods
+        self.wake = NodeWake(self.node, self._apply)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -242,6 +244,7 @@ class Daemon:
         self.bridges.close()
         if self._ticker is not None:
             self._ticker.cancel()
+        self.wake.close()
         if self.kv is not None:
             self.kv.close()
         for link in list(self.links.values()):
@@ -408,6 +411,7 @@ class Daemon:
                     host, _, port = act.url.rpartition(":")
                     run.tasks.append(asyncio.create_task(
                         self.dialer.connector(run, (host.strip("[]"), int(port)), once=True)))
+        self.wake.check()  # what the node holds for a few ms (router/batch.py)
 
     apply = _apply  # public for the operator's console (operator.py)
 
@@ -443,22 +447,16 @@ class Daemon:
                 no_echo: object | None = None, opt: int = 0) -> int:
         """Publish from a local client (never delivered back to `no_echo`; `opt` asks for
         acks or a trace); the number of local subscriptions it was delivered to."""
-        node = self.node
-        before = node.counters.delivered
-        actions = node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo, opt=opt)
-        delivered = node.counters.delivered - before
-        self._apply(actions)
-        return delivered
+        before = self.node.counters.delivered
+        self._apply(self.node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo, opt=opt))
+        return self.node.counters.delivered - before
 
     def publish_run(self, subject: str, payloads: list[bytes], no_echo: object | None = None) -> int:
         """Publish a pipelined run of one subject (no reply, headers or options): batch
         frames to the other nodes (wire/batch.py); the local deliveries made."""
-        node = self.node
-        before = node.counters.delivered
-        actions = node.publish_run(subject, payloads, time.time_ns(), no_echo)
-        delivered = node.counters.delivered - before
-        self._apply(actions)
-        return delivered
+        before = self.node.counters.delivered
+        self._apply(self.node.publish_run(subject, payloads, time.time_ns(), no_echo))
+        return self.node.counters.delivered - before
 
     def publish_acked(self, subject: str, payload: bytes, headers: bytes | None, no_echo: object | None,
                       kind: str, inbox: str) -> int:

@@ -1,0 +1,55 @@
+"""The daemon's timer for what the router holds between ticks (raims_node/wake.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, cast
+
+from raims_node.router.node import NS
+from raims_node.wake import NodeWake
+
+
+class HoldingNode:
+    """Holds output until `due_ns`; `tick` releases it."""
+
+    def __init__(self) -> None:
+        self.due_ns: int | None = None
+        self.ticks: list[int] = []
+
+    def next_wake_ns(self) -> int | None:
+        return self.due_ns
+
+    def tick(self, now_ns: int) -> list[Any]:
+        self.ticks.append(now_ns)
+        if self.due_ns is not None and now_ns >= self.due_ns:
+            self.due_ns = None
+        return []
+
+
+def test_the_node_is_ticked_when_its_hold_is_due_not_at_the_next_regular_tick() -> None:
+    async def run() -> None:
+        node = HoldingNode()
+        applied: list[list[Any]] = []
+        wake = NodeWake(cast(Any, node), applied.append)
+        wake.check()  # nothing held: no timer
+        assert wake.wakes == 0
+        start = time.time_ns()
+        node.due_ns = start + 20 * NS // 1000
+        wake.check()
+        node.due_ns = start + 5 * NS // 1000  # an earlier hold brings the timer forward
+        wake.check()
+        for _ in range(100):
+            if node.ticks:
+                break
+            await asyncio.sleep(0.002)
+        assert len(node.ticks) == 1 and node.ticks[0] >= start + 5 * NS // 1000
+        assert node.ticks[0] - start < 20 * NS // 1000  # brought forward, before the first hold
+        assert wake.wakes == 1 and applied == [[]]
+        node.due_ns = time.time_ns() + NS
+        wake.check()
+        wake.close()  # a stop cancels the armed timer
+        await asyncio.sleep(0.01)
+        assert wake.wakes == 1
+
+    asyncio.run(run())
