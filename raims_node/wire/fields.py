@@ -232,13 +232,6 @@ _UNPACK_H = struct.Struct(">H").unpack_from
 _UNPACK_I = struct.Struct(">I").unpack_from
 _UNPACK_Q = struct.Struct(">Q").unpack_from
 
-_INT_DESC = {
-    fid: tuple(descriptor(t, fid) for t in types)
-    for fid, types in FID_TYPES.items()
-    if types[0] in INT_TYPES
-}
-
-
 _DATA_DESC = descriptor(FieldType.LONG_OPAQUE, Fid.DATA)
 _new = tuple.__new__  # a NamedTuple without its generated __new__, a third of the cost
 _SEQNO_DESC = descriptor(FieldType.U64, Fid.SEQNO)  # the widths a publisher's seqno and stamp have
@@ -246,78 +239,99 @@ _STAMP_DESC = descriptor(FieldType.U64, Fid.STAMP)
 _WIDE, _TOO_WIDE = 1 << 32, 1 << 64  # the integers written as U64
 
 
+# per fid, what the encoder needs: (kind, descriptor) where the kind is the first type
+# of the fid (an int type picks its width per value, from _INT_ENC)
+_E_INT, _E_BOOL, _E_FIXED, _E_STRING, _E_LONG = range(5)
+
+
+def _enc_spec(ftype: FieldType, fid: int) -> tuple[int, int]:
+    if ftype in INT_TYPES:
+        return _E_INT, 0
+    if ftype is FieldType.BOOL:
+        return _E_BOOL, descriptor(ftype, fid)
+    if ftype <= FieldType.OPAQUE64:
+        return _E_FIXED, descriptor(ftype, fid)
+    if ftype is FieldType.STRING:
+        return _E_STRING, descriptor(ftype, fid)
+    return _E_LONG, descriptor(ftype, fid)
+
+
+_ENC = {fid: _enc_spec(types[0], fid) for fid, types in FID_TYPES.items()}
+_PACKERS = {FieldType.U16: _PACK_DESC_U16, FieldType.U32: _PACK_DESC_U32, FieldType.U64: _PACK_DESC_U64}
+_INT_ENC = {
+    fid: tuple((_INT_LIMIT[t], _PACKERS[t], descriptor(t, fid)) for t in types)
+    for fid, types in FID_TYPES.items()
+    if types[0] in INT_TYPES
+}
+_LONG_NESTED_DESC = {fid: descriptor(FieldType.LONG_OPAQUE, fid, False) for fid in _ENC}
+
+
 def _int_field(out: bytearray, fid: int, value: int) -> None:
-    descs = _INT_DESC[fid]
-    types = FID_TYPES[fid]
     if value < 0:
         raise BadField(f"{fid_name(fid)}: negative integer {value}")
-    for desc, ftype in zip(descs, types, strict=True):
-        if value < _INT_LIMIT[ftype]:
-            if ftype is FieldType.U16:
-                out += _PACK_DESC_U16(desc, value)
-            elif ftype is FieldType.U32:
-                out += _PACK_DESC_U32(desc, value)
-            else:
-                out += _PACK_DESC_U64(desc, value)
+    for limit, pack, desc in _INT_ENC[fid]:
+        if value < limit:
+            out += pack(desc, value)
             return
-    raise BadField(f"{fid_name(fid)}: integer {value} does not fit {types[-1].name}")
+    raise BadField(f"{fid_name(fid)}: integer {value} does not fit {FID_TYPES[fid][-1].name}")
 
 
 def encode_field(out: bytearray, fid: int, value: object, depth: int = 0) -> None:
     """Append one field to `out`; raises BadField when fid and value do not fit."""
-    types = FID_TYPES.get(fid)
-    if types is None:
+    spec = _ENC.get(fid)
+    if spec is None:
         raise BadField(f"fid {fid} is not in the field table")
-    ftype = types[0]
-    if ftype in INT_TYPES:
-        if not isinstance(value, int) or isinstance(value, bool):
+    kind, desc = spec
+    if kind == _E_INT:
+        if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
             raise BadField(f"{fid_name(fid)}: expected an integer, got {type(value).__name__}")
         _int_field(out, fid, value)
         return
-    if ftype is FieldType.BOOL:
-        if not isinstance(value, bool):
-            raise BadField(f"{fid_name(fid)}: expected a bool, got {type(value).__name__}")
-        out += _PACK_U16(descriptor(ftype, fid))
-        out += b"\x01\x00" if value else b"\x00\x00"
-        return
-    if ftype <= FieldType.OPAQUE64:
-        size = FIXED_SIZE[ftype]
-        if not isinstance(value, bytes | bytearray | memoryview) or len(value) != size:
-            raise BadField(f"{fid_name(fid)}: expected {size} bytes, got {_describe(value)}")
-        out += _PACK_U16(descriptor(ftype, fid))
-        out += value
-        return
-    if ftype is FieldType.STRING:
-        if value is None:
-            raw = b""
-        elif isinstance(value, str):
-            raw = value.encode("utf-8", "surrogateescape")
+    if kind == _E_LONG:  # bytes, or a nested message given as a list of (fid, value)
+        if isinstance(value, list):
+            if depth >= MAX_NESTING:
+                raise BadField(f"{fid_name(fid)}: messages nested deeper than {MAX_NESTING}")
+            raw: bytes | bytearray | memoryview = encode_fields(value, depth + 1)
+            desc = _LONG_NESTED_DESC[fid]
+        elif isinstance(value, bytes | bytearray):
+            raw = value
+        elif isinstance(value, memoryview):
+            raw = value.tobytes()
         else:
-            raise BadField(f"{fid_name(fid)}: expected a string, got {type(value).__name__}")
-        if len(raw) > MAX_STRING:
-            raise BadField(f"{fid_name(fid)}: string of {len(raw)} bytes exceeds {MAX_STRING}")
-        out += _PACK_DESC_U16(descriptor(ftype, fid), len(raw))
+            raise BadField(f"{fid_name(fid)}: expected bytes or a message, got {type(value).__name__}")
+        size = len(raw)
+        if size > MAX_LONG_OPAQUE:
+            raise BadField(f"{fid_name(fid)}: {size} bytes exceed {MAX_LONG_OPAQUE}")
+        out += _PACK_DESC_U32(desc, size)
         out += raw
-        if len(raw) & 1:
+        if size & 1:
             out.append(0)
         return
-    # long opaque: bytes, or a nested message given as a list of (fid, value)
-    if isinstance(value, list):
-        if depth >= MAX_NESTING:
-            raise BadField(f"{fid_name(fid)}: messages nested deeper than {MAX_NESTING}")
-        raw = bytes(encode_fields(value, depth + 1))
-        primitive = False
-    elif isinstance(value, bytes | bytearray | memoryview):
-        raw = bytes(value)
-        primitive = True
-    else:
-        raise BadField(f"{fid_name(fid)}: expected bytes or a message, got {type(value).__name__}")
-    if len(raw) > MAX_LONG_OPAQUE:
-        raise BadField(f"{fid_name(fid)}: {len(raw)} bytes exceed {MAX_LONG_OPAQUE}")
-    out += _PACK_DESC_U32(descriptor(ftype, fid, primitive), len(raw))
-    out += raw
-    if len(raw) & 1:
-        out.append(0)
+    if kind == _E_STRING:
+        if value is None:
+            sraw = b""
+        elif isinstance(value, str):
+            sraw = value.encode("utf-8", "surrogateescape")
+        else:
+            raise BadField(f"{fid_name(fid)}: expected a string, got {type(value).__name__}")
+        if len(sraw) > MAX_STRING:
+            raise BadField(f"{fid_name(fid)}: string of {len(sraw)} bytes exceeds {MAX_STRING}")
+        out += _PACK_DESC_U16(desc, len(sraw))
+        out += sraw
+        if len(sraw) & 1:
+            out.append(0)
+        return
+    if kind == _E_FIXED:
+        size = FIXED_SIZE[FID_TYPES[fid][0]]
+        if not isinstance(value, bytes | bytearray | memoryview) or len(value) != size:
+            raise BadField(f"{fid_name(fid)}: expected {size} bytes, got {_describe(value)}")
+        out += _PACK_U16(desc)
+        out += value
+        return
+    if not isinstance(value, bool):
+        raise BadField(f"{fid_name(fid)}: expected a bool, got {type(value).__name__}")
+    out += _PACK_U16(desc)
+    out += b"\x01\x00" if value else b"\x00\x00"
 
 
 def _describe(value: object) -> str:
@@ -393,6 +407,27 @@ def encode_fields(fields: Iterable[tuple[int, object]], depth: int = 0) -> bytea
     return out
 
 
+# the decoder's dispatch: the kind of field a descriptor's high byte announces (flag bits
+# and type together), one list index instead of the bit tests per field
+_K_U16, _K_U32, _K_U64, _K_LONG, _K_NESTED, _K_STRING, _K_OPAQUE, _K_BOOL, _K_BAD = range(9)
+
+
+def _kind(high: int) -> int:
+    ftype, fixed, primitive = high & 0xF, high & 0x80, high & 0x40
+    if ftype <= FieldType.OPAQUE64:
+        if not fixed or not primitive:
+            return _K_BAD
+        return {0: _K_BOOL, 1: _K_U16, 2: _K_U32, 3: _K_U64}.get(ftype, _K_OPAQUE)
+    if ftype == FieldType.STRING:
+        return _K_BAD if fixed or not primitive else _K_STRING
+    if ftype == FieldType.LONG_OPAQUE:
+        return _K_BAD if fixed else (_K_LONG if primitive else _K_NESTED)
+    return _K_BAD
+
+
+_KINDS = [_kind(h) for h in range(256)]
+
+
 def decode_fields(
     buf: bytes | bytearray | memoryview, off: int = 0, end: int | None = None, depth: int = 0
 ) -> Fields:
@@ -404,65 +439,72 @@ def decode_fields(
         end = len(buf)
     out: Fields = []
     append = out.append
+    kinds = _KINDS
+    unpack_h, unpack_i, unpack_q = _UNPACK_H, _UNPACK_I, _UNPACK_Q
     while off < end:
         if end - off < 2:
             raise Truncated("field descriptor cut short", off)
-        desc = (buf[off] << 8) | buf[off + 1]
-        ftype = (desc >> 8) & 0xF
-        fid = desc & 0xFF
+        high = buf[off]
+        fid = buf[off + 1]
+        kind = kinds[high]
         start = off
         off += 2
-        if ftype <= FieldType.OPAQUE64:
-            if not desc & FIXED_BIT or not desc & PRIMITIVE_BIT:
-                raise BadField(f"{fid_name(fid)}: fixed type {ftype} without fixed/primitive bits", start)
-            size = 1 << ftype
-            if end - off < size:
-                raise Truncated(f"{fid_name(fid)}: needs {size} bytes, {end - off} left", off)
-            if ftype == FieldType.U16:
-                value: object = _UNPACK_H(buf, off)[0]
-            elif ftype == FieldType.U32:
-                value = _UNPACK_I(buf, off)[0]
-            elif ftype == FieldType.U64:
-                value = _UNPACK_Q(buf, off)[0]
-            elif ftype == FieldType.BOOL:
-                if end - off < 2:
-                    raise Truncated(f"{fid_name(fid)}: bool padding cut short", off)
-                value = buf[off] != 0
-                size = 2
-            else:
-                value = bytes(buf[off : off + size])
+        left = end - off
+        if kind <= _K_U64:  # 0..2: u16, u32, u64
+            size = 2 << kind
+            if left < size:
+                raise Truncated(f"{fid_name(fid)}: needs {size} bytes, {left} left", off)
+            value: object = (unpack_h if kind == _K_U16 else unpack_i if kind == _K_U32 else unpack_q)(buf, off)[0]
             off += size
-        elif ftype == FieldType.STRING:
-            if desc & FIXED_BIT or not desc & PRIMITIVE_BIT:
-                raise BadField(f"{fid_name(fid)}: string with fixed bit or without primitive bit", start)
-            if end - off < 2:
-                raise Truncated(f"{fid_name(fid)}: string length cut short", off)
-            n = _UNPACK_H(buf, off)[0]
-            off += 2
-            if end - off < n + (n & 1):
-                raise Truncated(f"{fid_name(fid)}: string of {n} bytes, {end - off} left", off)
-            value = bytes(buf[off : off + n]).decode("utf-8", "surrogateescape") if n else None
-            off += n + (n & 1)
-        elif ftype == FieldType.LONG_OPAQUE:
-            if desc & FIXED_BIT:
-                raise BadField(f"{fid_name(fid)}: long opaque with the fixed bit", start)
-            if end - off < 4:
+        elif kind <= _K_NESTED:  # long opaque: bytes or a nested message
+            if left < 4:
                 raise Truncated(f"{fid_name(fid)}: long opaque length cut short", off)
-            n = _UNPACK_I(buf, off)[0]
+            n = unpack_i(buf, off)[0]
             off += 4
-            if end - off < n + (n & 1):
-                raise Truncated(f"{fid_name(fid)}: long opaque of {n} bytes, {end - off} left", off)
-            if desc & PRIMITIVE_BIT:
+            if left - 4 < n + (n & 1):
+                raise Truncated(f"{fid_name(fid)}: long opaque of {n} bytes, {left - 4} left", off)
+            if kind == _K_LONG:
                 value = bytes(buf[off : off + n])
             else:
                 if depth >= MAX_NESTING:
                     raise BadField(f"{fid_name(fid)}: messages nested deeper than {MAX_NESTING}", start)
                 value = decode_fields(buf, off, off + n, depth + 1)
             off += n + (n & 1)
+        elif kind == _K_STRING:
+            if left < 2:
+                raise Truncated(f"{fid_name(fid)}: string length cut short", off)
+            n = unpack_h(buf, off)[0]
+            off += 2
+            if left - 2 < n + (n & 1):
+                raise Truncated(f"{fid_name(fid)}: string of {n} bytes, {left - 2} left", off)
+            value = bytes(buf[off : off + n]).decode("utf-8", "surrogateescape") if n else None
+            off += n + (n & 1)
+        elif kind == _K_OPAQUE:
+            size = 1 << (high & 0xF)
+            if left < size:
+                raise Truncated(f"{fid_name(fid)}: needs {size} bytes, {left} left", off)
+            value = bytes(buf[off : off + size])
+            off += size
+        elif kind == _K_BOOL:
+            if left < 2:
+                raise Truncated(f"{fid_name(fid)}: bool padding cut short", off)
+            value = buf[off] != 0
+            off += 2
         else:
-            raise BadField(f"fid {fid}: unknown field type {ftype}", start)
+            raise BadField(_bad_descriptor(high, fid), start)
         append((fid, value))
     return out
+
+
+def _bad_descriptor(high: int, fid: int) -> str:
+    ftype = high & 0xF
+    if ftype <= FieldType.OPAQUE64:
+        return f"{fid_name(fid)}: fixed type {ftype} without fixed/primitive bits"
+    if ftype == FieldType.STRING:
+        return f"{fid_name(fid)}: string with fixed bit or without primitive bit"
+    if ftype == FieldType.LONG_OPAQUE:
+        return f"{fid_name(fid)}: long opaque with the fixed bit"
+    return f"fid {fid}: unknown field type {ftype}"
 
 
 def decode_typed_fields(buf: bytes | bytearray | memoryview, off: int = 0, end: int | None = None) -> list[DecodedField]:
