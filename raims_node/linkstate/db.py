@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from raims_node.linkstate.errors import InvalidRecord, UnknownPeer
 from raims_node.linkstate.records import MAX_SEQNO, LinkRecord, PeerRecord
@@ -132,7 +132,7 @@ class LinkStateDB:
     def put_peer(self, peer: PeerRecord) -> PeerRecord:
         """Add or update a peer; returns the stored record (its link seqno is the db's)."""
         old = self._peers.get(peer.bridge)
-        stored = replace(peer, link_seqno=old.link_seqno if old is not None else 0)
+        stored = _with_link_seqno(peer, old.link_seqno if old is not None else 0)
         if stored != old:
             self._peers[peer.bridge] = stored
             self._version += 1
@@ -170,7 +170,7 @@ class LinkStateDB:
         self._sorted.pop(bridge, None)
         self._synced.add(bridge)
         self._bad_refs.discard(bridge)
-        self._peers[bridge] = replace(peer, link_seqno=link_seqno)
+        self._peers[bridge] = _with_link_seqno(peer, link_seqno)
         self._version += 1
         return Applied(changed=True)
 
@@ -197,7 +197,7 @@ class LinkStateDB:
         if add:
             held[key] = link
             self._count(bridge, link.peer_bridge, 1)
-        self._peers[bridge] = replace(peer, link_seqno=link_seqno)
+        self._peers[bridge] = _with_link_seqno(peer, link_seqno)
         self._version += 1
         return Applied(changed=True)
 
@@ -266,3 +266,9 @@ class LinkStateDB:
 def _check_seqno(link_seqno: int) -> None:
     if not 0 <= link_seqno <= MAX_SEQNO:
         raise InvalidRecord(f"link_seqno {link_seqno} outside 0..{MAX_SEQNO}")
+
+
+def _with_link_seqno(peer: PeerRecord, link_seqno: int) -> PeerRecord:
+    """`replace(peer, link_seqno=...)` without its field introspection (a hot path while
+    a network converges); the constructor still validates."""
+    return PeerRecord(peer.bridge, peer.name, peer.start_ns, peer.sub_seqno, link_seqno, peer.bloom)

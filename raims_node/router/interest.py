@@ -146,7 +146,9 @@ class Interest:
         bloom = st.bloom if about == st.bridge else st.peers[about].bloom
         fields: Fields = []
         if isinstance(bloom, BloomFilter):
-            fields.append((Fid.BLOOM, bloom.to_bytes()))
+            # a peer's filter as it came (set_bloom keeps it): no re-encoding per reply
+            raw = None if about == st.bridge else st.peers[about].bloom_raw
+            fields.append((Fid.BLOOM, raw if raw is not None else bloom.to_bytes()))
         if about == st.bridge:
             subjects, patterns = list(st.subs.subjects()) + list(st.subs.queue_markers()), st.subs.patterns()
         else:

@@ -36,6 +36,8 @@ class MalformedMessage(RaimsError):
 
 def get_int(d: dict[int, object], fid: int, default: int = 0) -> int:
     v = d.get(fid, default)
+    if type(v) is int:  # the common case first: decoded integers are plain ints
+        return v
     if isinstance(v, bool) or not isinstance(v, int):
         raise MalformedMessage(f"field {Fid(fid).name.lower()} is not an integer")
     return v
@@ -66,14 +68,27 @@ def links_value(links: tuple[LinkRecord, ...] | list[LinkRecord]) -> Fields:
     return [(Fid.ADJACENCY, link_fields(link)) for link in links]
 
 
+_COST_FIDS = (int(Fid.COST), int(Fid.COST2), int(Fid.COST3), int(Fid.COST4))
+_SYNC_BRIDGE, _TPORT, _TPORTID, _TPORT_TYPE = int(Fid.SYNC_BRIDGE), int(Fid.TPORT), int(Fid.TPORTID), \
+    int(Fid.TPORT_TYPE)
+
+
 def parse_link(owner: bytes, fields: Fields) -> LinkRecord:
+    """A link from its nested fields (the last of a repeated field wins); one pass over
+    the fields, the common case of every cost given as a plain int without lookups."""
     d = dict(fields)
-    c0 = get_int(d, Fid.COST, 1000)
-    cost = (c0, get_int(d, Fid.COST2, c0), get_int(d, Fid.COST3, c0), get_int(d, Fid.COST4, c0))
+    get = d.get
+    c0, c1, c2, c3 = (get(f) for f in _COST_FIDS)
+    if type(c0) is int and type(c1) is int and type(c2) is int and type(c3) is int:
+        cost = (c0, c1, c2, c3)
+    else:
+        c0 = get_int(d, Fid.COST, 1000)
+        cost = (c0, get_int(d, Fid.COST2, c0), get_int(d, Fid.COST3, c0), get_int(d, Fid.COST4, c0))
+    tport, ttype = get(_TPORT), get(_TPORT_TYPE)
     try:
         return LinkRecord(
-            owner, get_str(d, Fid.TPORT), get_int(d, Fid.TPORTID), get_bytes(d, Fid.SYNC_BRIDGE),
-            cost, get_str(d, Fid.TPORT_TYPE, "tcp"),
+            owner, tport if isinstance(tport, str) else "", get_int(d, _TPORTID), get_bytes(d, _SYNC_BRIDGE),
+            cost, ttype if isinstance(ttype, str) else "tcp",
         )
     except LinkStateError as exc:
         raise MalformedMessage(f"bad link: {exc}") from None

@@ -242,6 +242,9 @@ def peeked_message(buf: bytes | bytearray | memoryview, head: Header) -> Message
     return decode_message_fields(buf, SUBJECT_OFFSET + slen + (slen & 1), head.frame_len)
 
 
+_MSG_TYPES = tuple(MsgType(t) for t in range(4))  # MsgType(t) is a slow enum call
+
+
 def decode_frame(buf: bytes | bytearray | memoryview) -> Frame:
     """Decode exactly one frame; raises only WireError subclasses."""
     mtype, opt, total, h, bridge, digest, slen, _ = _prefix(buf)
@@ -252,7 +255,7 @@ def decode_frame(buf: bytes | bytearray | memoryview) -> Frame:
     raw_sub = bytes(buf[SUBJECT_OFFSET : SUBJECT_OFFSET + slen])
     subject = raw_sub.decode("utf-8", "surrogateescape")
     fields = decode_fields(buf, SUBJECT_OFFSET + slen + (slen & 1), total)
-    return Frame(MsgType(mtype), opt, subject, h if h else subject_hash(raw_sub), bridge, digest, fields)
+    return Frame(_MSG_TYPES[mtype], opt, subject, h if h else subject_hash(raw_sub), bridge, digest, fields)
 
 
 def frame_length(buf: bytes | bytearray | memoryview) -> int:
