@@ -46,7 +46,7 @@ def check_cost(cost: Cost) -> Cost:
     if len(cost) != NUM_PATHS:
         raise InvalidRecord(f"cost {cost!r} must have {NUM_PATHS} values")
     for c in cost:
-        if not isinstance(c, int) or not MIN_COST <= c <= MAX_COST:
+        if type(c) is not int and not isinstance(c, int) or not MIN_COST <= c <= MAX_COST:
             raise InvalidRecord(f"cost {c!r} outside {MIN_COST}..{MAX_COST}")
     return cost
 

@@ -55,12 +55,16 @@ def get_str(d: dict[int, object], fid: int, default: str = "") -> str:
     return v if isinstance(v, str) else default
 
 
+_COST, _COST2, _COST3, _COST4 = int(Fid.COST), int(Fid.COST2), int(Fid.COST3), int(Fid.COST4)
+_SYNC_BRIDGE, _TPORT, _TPORTID, _TPORT_TYPE = int(Fid.SYNC_BRIDGE), int(Fid.TPORT), int(Fid.TPORTID), \
+    int(Fid.TPORT_TYPE)
+
+
 def link_fields(link: LinkRecord) -> Fields:
-    return [
-        (Fid.SYNC_BRIDGE, link.peer_bridge), (Fid.TPORT, link.tport_name),
-        (Fid.TPORTID, link.tport_id), (Fid.TPORT_TYPE, link.tport_type),
-        (Fid.COST, link.cost[0]), (Fid.COST2, link.cost[1]),
-        (Fid.COST3, link.cost[2]), (Fid.COST4, link.cost[3]),
+    cost = link.cost
+    return [  # plain-int fids: an enum attribute lookup each is a third of the cost
+        (_SYNC_BRIDGE, link.peer_bridge), (_TPORT, link.tport_name), (_TPORTID, link.tport_id),
+        (_TPORT_TYPE, link.tport_type), (_COST, cost[0]), (_COST2, cost[1]), (_COST3, cost[2]), (_COST4, cost[3]),
     ]
 
 
@@ -68,17 +72,12 @@ def links_value(links: tuple[LinkRecord, ...] | list[LinkRecord]) -> Fields:
     return [(Fid.ADJACENCY, link_fields(link)) for link in links]
 
 
-_COST_FIDS = (int(Fid.COST), int(Fid.COST2), int(Fid.COST3), int(Fid.COST4))
-_SYNC_BRIDGE, _TPORT, _TPORTID, _TPORT_TYPE = int(Fid.SYNC_BRIDGE), int(Fid.TPORT), int(Fid.TPORTID), \
-    int(Fid.TPORT_TYPE)
-
-
 def parse_link(owner: bytes, fields: Fields) -> LinkRecord:
     """A link from its nested fields (the last of a repeated field wins); one pass over
     the fields, the common case of every cost given as a plain int without lookups."""
     d = dict(fields)
     get = d.get
-    c0, c1, c2, c3 = (get(f) for f in _COST_FIDS)
+    c0, c1, c2, c3 = get(_COST), get(_COST2), get(_COST3), get(_COST4)
     if type(c0) is int and type(c1) is int and type(c2) is int and type(c3) is int:
         cost = (c0, c1, c2, c3)
     else:

@@ -34,11 +34,12 @@ from raims_node.router.messages import (
 )
 from raims_node.router.peer import Peer
 from raims_node.router.state import Conn, NodeState, Pending
-from raims_node.wire import Fid, Fields, Header, peek
+from raims_node.wire import Fid, Fields, Header, encode_fields, peek
 
 RPC_RETRIES = 3
 SYNC_RETRY_NS = 20_000_000  # after a failed sync reply, 20-40 ms before asking again
 WAITING_LIMIT = 64  # requesters answered when our own sync reply about a peer arrives
+STATE_CACHE_LIMIT = 4096  # encoded peer states kept for sync replies (cleared when full)
 
 Receive = Callable[[Conn, bytes, Header, int], None]  # the facade's full receive path, for parked frames
 
@@ -49,6 +50,9 @@ class Rpc:
         self.links = links
         self.interest = interest
         self.receive = receive
+        # about -> ((what the state is made of), encoded state): see _state_body
+        self._bodies: dict[bytes, tuple[tuple[object, object, int, object, object], bytes]] = {}
+        self.state_hits = 0
 
     def tick(self, now_ns: int) -> None:
         """Retry the requests whose answers are overdue, or give them up."""
@@ -126,9 +130,33 @@ class Rpc:
             return
         if peer.session_key is None:
             return
-        fields = self._state_fields(about)
-        fields.append((Fid.SESS_KEY, wrap_session_key(key, peer.session_key, about)))
-        st.send_inbox(peer.bridge, "sync_rpy", fields, now_ns)
+        tail = self._state_body(about) + encode_fields([(Fid.SESS_KEY, wrap_session_key(key, peer.session_key, about))])
+        st.send_inbox(peer.bridge, "sync_rpy", [], now_ns, tail=bytes(tail))
+
+    def _state_body(self, about: bytes) -> bytes:
+        """The encoded `_state_fields` of `about`, cached per peer while it does not
+        change: while a network converges a node answers the sync requests of each of
+        its neighbours about the same peer. The stamp holds what the state is made of:
+        the db record (replaced on every link change), the filter as received (None
+        after a delta changed it in place: not cached then), the subscription seqno and
+        the subject sets (replaced by a sync; changed in place only with the seqno)."""
+        st = self.st
+        peer = st.peers.get(about)
+        if about == st.bridge or peer is None or peer.bloom_raw is None:
+            return bytes(encode_fields(self._state_fields(about)))
+        rec = st.db.peer(about)
+        cached = self._bodies.get(about)
+        if cached is not None:
+            (c_rec, c_raw, c_seqno, c_subjects, c_patterns), body = cached
+            if c_rec is rec and c_raw is peer.bloom_raw and c_seqno == peer.sub_seqno and \
+                    c_subjects is peer.subjects and c_patterns is peer.patterns:
+                self.state_hits += 1
+                return body
+        body = bytes(encode_fields(self._state_fields(about)))
+        if len(self._bodies) >= STATE_CACHE_LIMIT:
+            self._bodies.clear()
+        self._bodies[about] = ((rec, peer.bloom_raw, peer.sub_seqno, peer.subjects, peer.patterns), body)
+        return body
 
     def in_sync_rpy(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         st = self.st

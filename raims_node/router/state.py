@@ -29,7 +29,16 @@ from raims_node.router.localsubs import LocalSubs
 from raims_node.router.messages import PeerSummary, summary_fields
 from raims_node.router.peer import Peer
 from raims_node.router.seqwin import PubWindow, SubWindow
-from raims_node.wire import DIGEST_LEN, DIGEST_OFFSET, Fid, Fields, MsgType, encode_frame
+from raims_node.wire import (
+    DIGEST_LEN,
+    DIGEST_OFFSET,
+    Fid,
+    Fields,
+    MsgType,
+    encode_fields,
+    encode_frame,
+    frame_with_body,
+)
 from raims_node.wire import subjects as S
 
 NS = 1_000_000_000
@@ -263,14 +272,18 @@ class NodeState:
             self._bcast_seen.popitem(last=False)
         return False
 
-    def send_inbox(self, dest: bytes, suffix: str, fields: Fields, now_ns: int, opt: int = 0) -> None:
+    def send_inbox(self, dest: bytes, suffix: str, fields: Fields, now_ns: int, opt: int = 0,
+                   tail: bytes = b"") -> None:
+        """An inbox message to `dest`: seqno, time, `fields`, then `tail` (fields encoded
+        already, e.g. a sync reply's cached peer state)."""
         peer = self.peers.get(dest)
         if peer is None:
             return
         peer.inbox_sent = self.hs.next_inbox_seqno(dest)
         subject = S.inbox_subject(dest, suffix)
-        frame = encode_frame(MsgType.INBOX, subject, self.bridge,
-                             [(Fid.SEQNO, peer.inbox_sent), (Fid.TIME, now_ns), *fields], opt)
+        body = encode_fields([(Fid.SEQNO, peer.inbox_sent), (Fid.TIME, now_ns), *fields])
+        body += tail
+        frame = frame_with_body(MsgType.INBOX, subject.encode("utf-8", "surrogateescape"), self.bridge, body, opt)
         self.mac.sign(frame)
         count(self.counters.pub_send, S.publish_type(subject).name.lower())
         self.route_inbox(dest, bytes(frame))
