@@ -146,11 +146,20 @@ class Flood:
         link_value = d.get(Fid.ADJACENCY)
         if not isinstance(link_value, list):
             raise MalformedMessage("_Z.ADJ without adjacency")
-        link = parse_link(peer.bridge, link_value)
         add = bool(d.get(Fid.LINK_ADD))
+        link_seqno = get_int(d, Fid.LINK_STATE)
+        rec = st.db.peer(peer.bridge)
+        if rec is not None and link_seqno <= rec.link_seqno and st.db.is_synced(peer.bridge):
+            # one the db holds already (most, while converging: a sync reply carried
+            # it): apply_delta would ignore it, so it is not parsed either
+            other = dict(link_value).get(Fid.SYNC_BRIDGE)
+            st.events.add(now_ns, Ev.RECV_ADJ_CHANGE, user=peer.user,
+                          peer=st.name(other if isinstance(other, bytes) else None), data="add" if add else "remove")
+            return
+        link = parse_link(peer.bridge, link_value)
         st.events.add(now_ns, Ev.RECV_ADJ_CHANGE, user=peer.user, peer=st.name(link.peer_bridge),
                       data="add" if add else "remove")
-        result = st.db.apply_delta(peer.bridge, get_int(d, Fid.LINK_STATE), add, link)
+        result = st.db.apply_delta(peer.bridge, link_seqno, add, link)
         if isinstance(result, NeedsSync):
             # hold the update until the gap before it is filled (by a reply or the missing
             # update); ask the origin itself when a path to it is known, since a neighbour

@@ -426,6 +426,7 @@ def _kind(high: int) -> int:
 
 
 _KINDS = [_kind(h) for h in range(256)]
+_INT_UNPACKERS = (_UNPACK_H, _UNPACK_I, _UNPACK_Q)  # by kind
 
 
 def decode_fields(
@@ -440,7 +441,7 @@ def decode_fields(
     out: Fields = []
     append = out.append
     kinds = _KINDS
-    unpack_h, unpack_i, unpack_q = _UNPACK_H, _UNPACK_I, _UNPACK_Q
+    unpack_h, unpack_i, unpackers = _UNPACK_H, _UNPACK_I, _INT_UNPACKERS
     while off < end:
         if end - off < 2:
             raise Truncated("field descriptor cut short", off)
@@ -454,7 +455,7 @@ def decode_fields(
             size = 2 << kind
             if left < size:
                 raise Truncated(f"{fid_name(fid)}: needs {size} bytes, {left} left", off)
-            value: object = (unpack_h if kind == _K_U16 else unpack_i if kind == _K_U32 else unpack_q)(buf, off)[0]
+            value: object = unpackers[kind](buf, off)[0]
             off += size
         elif kind <= _K_NESTED:  # long opaque: bytes or a nested message
             if left < 4:
