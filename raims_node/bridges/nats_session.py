@@ -82,6 +82,7 @@ from raims_node.bridges.nats_proto import (
     wire,
 )
 from raims_node.subject import SubjectError, compile_pattern
+from raims_node.wire.batch import PackedRun
 
 SERVER_VERSION = "2.10.0"
 PROTO_VERSION = 1
@@ -391,6 +392,17 @@ class NatsSession(SessionOutput):
         for payload in payloads:
             parts += (sub.msg_line(len(payload)), payload, b"\r\n")
         self._write(b"".join(parts))
+
+    def deliver_packed(self, sid: str, subject: str, run: PackedRun) -> None:
+        """A run of equal-size payloads still inside its batch frame (wire/batch.py): the
+        MSG lines written around them in one pass, no object per message."""
+        sub = self._subs.get(sid)
+        if sub is None or sub.max_msgs or subject != sub.subject:
+            self.deliver_run(sid, subject, run.payloads())
+            return
+        sub.delivered += run.count
+        self.msgs_out += run.count
+        self._write(run.framed(sub.msg_line(run.size), b"\r\n"))
 
     def lame_duck(self) -> None:
         """The server enters lame duck mode: tell the client (nats-server's `ldm`), so

@@ -80,6 +80,7 @@ from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.host import NodeHost
 from raims_node.router.actions import Deliver, DeliverRun
 from raims_node.subject import MAX_SUBJECT_LEN, SubjectError, compile_pattern
+from raims_node.wire.batch import PackedRun
 
 NAMES_PREFIX = "_NAMES."  # requests to the node's name service, never routed
 # Room left in a frame's subject for the `_S.JOIN.` / `_P.PSUB.` / `_QUEUE.q.sub.` wrappers.
@@ -119,7 +120,14 @@ class _Owner:
         self.client.deliver(d.sid, self.bus.outside(d.subject), d.reply, d.headers, d.payload)
 
     def on_deliver_run(self, d: DeliverRun) -> None:
-        self.client.deliver_run(d.sid, self.bus.outside(d.subject), d.payloads)
+        run = d.payloads
+        if isinstance(run, PackedRun):  # still inside the frame: a client that can, takes it whole
+            packed = getattr(self.client, "deliver_packed", None)
+            if packed is not None:
+                packed(d.sid, self.bus.outside(d.subject), run)
+                return
+            run = run.payloads()
+        self.client.deliver_run(d.sid, self.bus.outside(d.subject), run)
 
 
 class RouterBus:

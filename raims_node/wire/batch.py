@@ -20,11 +20,18 @@ network of nodes of this version (the mixed-version case is not handled).
 
 A frame holds at most BATCH_BYTES of records (a larger run becomes several frames), so
 flow control and latency keep the granularity of a few link writes.
+
+A receiving node keeps a run of equal-size payloads (a stream) inside the frame as a
+PackedRun: the payloads become objects only when a consumer asks for them, and a bridge
+that puts fixed bytes around every message (NATS: the `MSG` line and CRLF) renders the
+whole run with `PackedRun.framed`, column copies in numpy, no object per message.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from raims_node.wire.errors import BadField
 from raims_node.wire.fields import Fid, FieldType, descriptor
@@ -43,6 +50,80 @@ _pack_i = _I.pack
 _unpack_h = _H.unpack_from
 _unpack_i = _I.unpack_from
 _unpack_q = struct.Struct(">Q").unpack_from
+FRAMED_MIN = 16  # records from which PackedRun.framed copies columns (numpy's fixed cost)
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+
+class PackedRun:
+    """`count` records of a 4-byte length prefix and `size` payload bytes, from `pos` in
+    `data` (a batch frame's records, all of one size): the payloads without an object
+    each until asked for (module docstring)."""
+
+    __slots__ = ("data", "pos", "count", "size")
+
+    def __init__(self, data: bytes, pos: int, count: int, size: int) -> None:
+        self.data = data
+        self.pos = pos
+        self.count = count
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.payloads())
+
+    def __repr__(self) -> str:
+        return f"PackedRun({self.count} x {self.size} B)"
+
+    def payloads(self) -> list[bytes]:
+        data, size, rec = self.data, self.size, self.size + 4
+        first = self.pos + 4
+        return [data[i:i + size] for i in range(first, first + self.count * rec, rec)]
+
+    def tail(self, skip: int) -> PackedRun:
+        """The run without its first `skip` records."""
+        return PackedRun(self.data, self.pos + skip * (self.size + 4), self.count - skip, self.size)
+
+    def framed(self, head: bytes, end: bytes) -> bytes:
+        """`head + payload + end` for every record, joined: one copy per column of the
+        output instead of three objects per message."""
+        k, size = self.count, self.size
+        if k < FRAMED_MIN:
+            return head + (end + head).join(self.payloads()) + end
+        np = _numpy()
+        rec, h = size + 4, len(head)
+        src = np.frombuffer(self.data, np.uint8, k * rec, self.pos).reshape(k, rec)
+        out = np.empty((k, h + size + len(end)), np.uint8)
+        out[:, :h] = np.frombuffer(head, np.uint8)
+        out[:, h:h + size] = src[:, 4:]
+        out[:, h + size:] = np.frombuffer(end, np.uint8)
+        return out.tobytes()
+
+
+_np_module: ModuleType | None = None
+
+
+def _numpy() -> ModuleType:
+    """numpy, imported on the first framed run (the wire package's other users, such as
+    the sbus client library, do not load it)."""
+    global _np_module
+    if _np_module is None:
+        import numpy
+        _np_module = numpy
+    return _np_module
+
+
+Run = list[bytes] | PackedRun  # a batch's payloads, as decode_batch_run gives them
+
+
+def skip_run(run: Run, skip: int) -> Run:
+    """`run` without its first `skip` payloads."""
+    if not skip:
+        return run
+    return run.tail(skip) if isinstance(run, PackedRun) else run[skip:]
 
 
 def split_runs(payloads: list[bytes]) -> list[list[bytes]]:
@@ -96,6 +177,15 @@ def decode_batch(buf: bytes | bytearray | memoryview, off: int, end: int) -> tup
     """(first seqno, stamp, payloads) when buf[off:end] holds batch fields, else None
     (a single message: the caller decodes it as usual). Raises BadField on a batch
     whose records overrun it."""
+    got = decode_batch_run(buf, off, end)
+    if got is None:
+        return None
+    seqno, stamp, run = got
+    return seqno, stamp, run.payloads() if isinstance(run, PackedRun) else run
+
+
+def decode_batch_run(buf: bytes | bytearray | memoryview, off: int, end: int) -> tuple[int, int, Run] | None:
+    """decode_batch, with a run of equal-size payloads left packed (a PackedRun)."""
     if end - off < 16 or _unpack_h(buf, off)[0] != _SEQNO_DESC:
         return None
     pos = off + 10
@@ -119,7 +209,7 @@ def decode_batch(buf: bytes | bytearray | memoryview, off: int, end: int) -> tup
         rec = first + 4
         k = size // rec
         if k > 1 and k * rec == size and _same_prefixes(data, pos, stop, rec, k):
-            return seqno, stamp, [data[i:i + first] for i in range(pos + 4, stop, rec)]
+            return seqno, stamp, PackedRun(data, pos, k, first)
     payloads: list[bytes] = []
     append = payloads.append
     while pos < stop:
