@@ -75,6 +75,7 @@ from raims_node.transports.name import (
 from raims_node.transports.pgm import PgmError, start_pgm
 from raims_node.transports.ports import link_port_row
 from raims_node.transports.tcp import LinkProtocol
+from raims_node.wire.batch import Run
 
 log = logging.getLogger("raims.daemon")
 
@@ -450,7 +451,7 @@ class Daemon:
         self._apply(actions)
         return delivered
 
-    def publish_run(self, subject: str, payloads: list[bytes], no_echo: object | None = None) -> int:
+    def publish_run(self, subject: str, payloads: Run, no_echo: object | None = None) -> int:
         """Publish a pipelined run of one subject (no reply, headers or options): batch
         frames to the other nodes (wire/batch.py); the local deliveries made."""
         node = self.node

@@ -77,7 +77,7 @@ class Forward:
             cached = self._published[subject] = (sub, hashes, path, path_opt(path) | (OPT_ANY if anycast else 0))
         return cached
 
-    def publish_run(self, subject: str, payloads: list[bytes], now_ns: int, no_echo: object | None) -> None:
+    def publish_run(self, subject: str, payloads: Run, now_ns: int, no_echo: object | None) -> None:
         """Publish a pipelined run of one subject (no reply, headers or options): one
         batch frame per BATCH_BYTES of records (wire/batch.py), delivered here in order."""
         st = self.st

@@ -57,17 +57,19 @@ if TYPE_CHECKING:
 
 
 class PackedRun:
-    """`count` records of a 4-byte length prefix and `size` payload bytes, from `pos` in
-    `data` (a batch frame's records, all of one size): the payloads without an object
-    each until asked for (module docstring)."""
+    """`count` payloads of `size` bytes each, the first at `off` in `data`, one every
+    `stride` bytes (the records of a batch frame: a 4-byte length prefix apart; a NATS
+    client's pipelined `PUB` run: a control line and CRLF apart): the payloads
+    without an object each until asked for (module docstring)."""
 
-    __slots__ = ("data", "pos", "count", "size")
+    __slots__ = ("data", "off", "count", "size", "stride")
 
-    def __init__(self, data: bytes, pos: int, count: int, size: int) -> None:
+    def __init__(self, data: bytes, off: int, count: int, size: int, stride: int) -> None:
         self.data = data
-        self.pos = pos
+        self.off = off
         self.count = count
         self.size = size
+        self.stride = stride
 
     def __len__(self) -> int:
         return self.count
@@ -79,26 +81,31 @@ class PackedRun:
         return f"PackedRun({self.count} x {self.size} B)"
 
     def payloads(self) -> list[bytes]:
-        data, size, rec = self.data, self.size, self.size + 4
-        first = self.pos + 4
-        return [data[i:i + size] for i in range(first, first + self.count * rec, rec)]
+        data, size, off = self.data, self.size, self.off
+        return [data[i:i + size] for i in range(off, off + self.count * self.stride, self.stride)]
+
+    def part(self, start: int, stop: int) -> PackedRun:
+        """Payloads start..stop-1 of the run."""
+        stop = min(stop, self.count)
+        return PackedRun(self.data, self.off + start * self.stride, max(0, stop - start), self.size, self.stride)
 
     def tail(self, skip: int) -> PackedRun:
-        """The run without its first `skip` records."""
-        return PackedRun(self.data, self.pos + skip * (self.size + 4), self.count - skip, self.size)
+        """The run without its first `skip` payloads."""
+        return self.part(skip, self.count)
 
     def framed(self, head: bytes, end: bytes) -> bytes:
-        """`head + payload + end` for every record, joined: one copy per column of the
+        """`head + payload + end` for every payload, joined: one copy per column of the
         output instead of three objects per message."""
         k, size = self.count, self.size
         if k < FRAMED_MIN:
             return head + (end + head).join(self.payloads()) + end
         np = _numpy()
-        rec, h = size + 4, len(head)
-        src = np.frombuffer(self.data, np.uint8, k * rec, self.pos).reshape(k, rec)
+        h, stride = len(head), self.stride
+        src = np.frombuffer(self.data, np.uint8, (k - 1) * stride + size, self.off)
+        cols = np.lib.stride_tricks.as_strided(src, (k, size), (stride, 1))
         out = np.empty((k, h + size + len(end)), np.uint8)
         out[:, :h] = np.frombuffer(head, np.uint8)
-        out[:, h:h + size] = src[:, 4:]
+        out[:, h:h + size] = cols
         out[:, h + size:] = np.frombuffer(end, np.uint8)
         return out.tobytes()
 
@@ -126,12 +133,15 @@ def skip_run(run: Run, skip: int) -> Run:
     return run.tail(skip) if isinstance(run, PackedRun) else run[skip:]
 
 
-def split_runs(payloads: list[bytes]) -> list[list[bytes]]:
+def split_runs(payloads: Run) -> list[Run]:
     """`payloads` cut into runs of at most BATCH_BYTES of records each (in order)."""
+    if isinstance(payloads, PackedRun):
+        per = max(1, BATCH_BYTES // (payloads.size + 4))
+        return [payloads.part(i, i + per) for i in range(0, payloads.count, per)]
     if len(set(map(len, payloads))) == 1:  # one size (a stream): cut by count
         per = max(1, BATCH_BYTES // (len(payloads[0]) + 4))
         return [payloads[i:i + per] for i in range(0, len(payloads), per)] if len(payloads) > per else [payloads]
-    runs: list[list[bytes]] = []
+    runs: list[Run] = []
     start = size = 0
     for i, p in enumerate(payloads):
         n = len(p) + 4
@@ -143,11 +153,18 @@ def split_runs(payloads: list[bytes]) -> list[list[bytes]]:
     return runs
 
 
-def encode_batch_fields(seqno: int, stamp: int, payloads: list[bytes]) -> bytearray:
+def encode_batch_fields(seqno: int, stamp: int, payloads: Run) -> bytearray:
     """The fields of a batch frame (module docstring); seqno and stamp are 64-bit."""
     out = bytearray(_pack_hq(_SEQNO_DESC, seqno))
     if stamp:
         out += _pack_hq(_STAMP_DESC, stamp)
+    if isinstance(payloads, PackedRun):  # the records framed in one pass
+        size = payloads.count * (payloads.size + 4)
+        out += _pack_hi(BATCH_DESC, size)
+        out += payloads.framed(_pack_i(payloads.size), b"")
+        if size & 1:
+            out.append(0)
+        return out
     size = 4 * len(payloads) + sum(map(len, payloads))
     out += _pack_hi(BATCH_DESC, size)
     if len(set(map(len, payloads))) == 1:  # one size (a stream): the records joined in one call
@@ -209,7 +226,7 @@ def decode_batch_run(buf: bytes | bytearray | memoryview, off: int, end: int) ->
         rec = first + 4
         k = size // rec
         if k > 1 and k * rec == size and _same_prefixes(data, pos, stop, rec, k):
-            return seqno, stamp, PackedRun(data, pos, k, first)
+            return seqno, stamp, PackedRun(data, pos + 4, k, first, rec)
     payloads: list[bytes] = []
     append = payloads.append
     while pos < stop:

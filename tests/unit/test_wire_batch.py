@@ -124,3 +124,17 @@ def test_mixed_sizes_come_back_as_a_list() -> None:
     got = decode_batch_run(frame, *_body(frame))
     assert got == (SEQ, 0, payloads)
     assert skip_run(payloads, 2) == [b"a"] and skip_run(payloads, 0) is payloads
+
+
+def test_a_packed_pub_run_encodes_as_its_payloads_would() -> None:
+    """A NATS client's pipelined PUBs, kept in the read buffer (stride: line + CRLF),
+    make the same batch frames as the list of their payloads."""
+    payloads = [b"%016d" % i for i in range(3000)]
+    line = b"PUB s 16\r\n"
+    data = b"".join(line + p + b"\r\n" for p in payloads)
+    run = PackedRun(data, len(line), len(payloads), 16, len(line) + 18)
+    assert run.payloads() == payloads
+    packed, plain = split_runs(run), split_runs(payloads)
+    assert [len(r) for r in packed] == [len(r) for r in plain] and len(plain) > 1
+    for a, b in zip(packed, plain, strict=True):
+        assert encode_batch_fields(SEQ, T0, a) == encode_batch_fields(SEQ, T0, b)
