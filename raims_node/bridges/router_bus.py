@@ -261,7 +261,11 @@ class RouterBus:
                 if type(owner) is _Owner and owner.bus is self:
                     node.counters.published += len(payloads)
                     node.counters.delivered += len(payloads)
-                    owner.client.deliver_run(subs[0].sid, subject, list(payloads))  # (a PackedRun: split)
+                    packed = getattr(owner.client, "deliver_packed", None) if isinstance(payloads, PackedRun) else None
+                    if packed is not None:  # a NATS run still in its read buffer: framed at once
+                        packed(subs[0].sid, subject, payloads)
+                    else:
+                        owner.client.deliver_run(subs[0].sid, subject, list(payloads))
                     return len(payloads)
         n = 0
         for payload in payloads:
