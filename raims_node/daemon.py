@@ -76,6 +76,7 @@ from raims_node.transports.pgm import PgmError, start_pgm
 from raims_node.transports.ports import link_port_row
 from raims_node.transports.tcp import LinkProtocol
 from raims_node.wake import NodeWake
+from raims_node.wire.batch import Run
 
 log = logging.getLogger("raims.daemon")
 
@@ -451,7 +452,7 @@ class Daemon:
         self._apply(self.node.publish(subject, payload, time.time_ns(), reply, headers, no_echo=no_echo, opt=opt))
         return self.node.counters.delivered - before
 
-    def publish_run(self, subject: str, payloads: list[bytes], no_echo: object | None = None) -> int:
+    def publish_run(self, subject: str, payloads: Run, no_echo: object | None = None) -> int:
         """Publish a pipelined run of one subject (no reply, headers or options): batch
         frames to the other nodes (wire/batch.py); the local deliveries made."""
         before = self.node.counters.delivered

@@ -29,10 +29,14 @@ class NodeWake:
         due = self.node.next_wake_ns()
         if due is None or (self._at is not None and self._at <= due):
             return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # driven outside a loop (tests, a console command): ticks will do
+            return
         if self._handle is not None:
             self._handle.cancel()
         self._at = due
-        self._handle = asyncio.get_running_loop().call_later(max(0.0, (due - time.time_ns()) / NS), self._fire)
+        self._handle = loop.call_later(max(0.0, (due - time.time_ns()) / NS), self._fire)
 
     def _fire(self) -> None:
         self._handle = self._at = None

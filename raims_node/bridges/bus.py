@@ -48,6 +48,8 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
+from raims_node.wire.batch import Run
+
 SHARD_PREFIX = "_SHARD."
 
 PatternSyntax = Literal["rv", "glob"]
@@ -86,7 +88,7 @@ class Bus(Protocol):
     def publish(self, client: ClientHandle | None, subject: str, reply: str | None,
                 headers: bytes | None, payload: bytes) -> int: ...
 
-    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> int:
+    def publish_run(self, client: ClientHandle, subject: str, payloads: Run) -> int:
         """`publish` of each payload in order, without reply or headers (a client's
         pipelined run on one subject, routed once); the receivers reached, summed."""
 

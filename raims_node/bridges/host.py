@@ -13,6 +13,7 @@ from typing import Protocol
 from raims_node.bloom.shard import Shard
 from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.router.node import Node
+from raims_node.wire.batch import Run
 
 
 class RunningTransport(Protocol):
@@ -62,7 +63,7 @@ class NodeHost(Protocol):
     def publish(self, subject: str, payload: bytes, reply: str | None = None, headers: bytes | None = None,
                 no_echo: object | None = None) -> int: ...
 
-    def publish_run(self, subject: str, payloads: list[bytes], no_echo: object | None = None) -> int: ...
+    def publish_run(self, subject: str, payloads: Run, no_echo: object | None = None) -> int: ...
 
     def publish_acked(self, subject: str, payload: bytes, headers: bytes | None, no_echo: object | None,
                       kind: str, inbox: str) -> int: ...

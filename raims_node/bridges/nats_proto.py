@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from raims_node.bridges.errors import ProtocolViolation
+from raims_node.wire.batch import PackedRun, Run
 
 MAX_CONTROL_LINE = 4096
 MAX_PAYLOAD = 1024 * 1024
@@ -131,7 +132,7 @@ class PubRun(NamedTuple):
     first PUB with a new line is a Pub."""
 
     subject: str
-    payloads: list[bytes]
+    payloads: Run  # a PackedRun when every record of the read was checked at once
 
 
 NatsEvent = Connect | Pub | PubRun | Sub | Unsub | Ping | Pong
@@ -293,7 +294,7 @@ def _run(data: bytes, pos: int, start: int, size: int, events: list[NatsEvent], 
     k = (n - pos) // rec
     if k >= _SKELETON_MIN and _skeleton(data, pos, head + b"\r\n", rec, k, start - pos + size):
         end = pos + k * rec  # every record is well formed: cut the payloads in one pass
-        events.append(_new(PubRun, (subject, [data[i:i + size] for i in range(start, end, rec)])))
+        events.append(_new(PubRun, (subject, PackedRun(data, start, k, size, rec))))  # no object per payload
         return end
     payloads: list[bytes] = []
     append = payloads.append

@@ -82,6 +82,7 @@ from raims_node.bridges.nats_proto import (
     wire,
 )
 from raims_node.subject import SubjectError, compile_pattern
+from raims_node.wire.batch import PackedRun, Run
 
 SERVER_VERSION = "2.10.0"
 PROTO_VERSION = 1
@@ -195,7 +196,7 @@ class NatsSession(SessionOutput):
         except NatsProtocolError as exc:
             events, error = exc.events, exc
         guarded = self.config.auth_required
-        run: list[bytes] = []  # consecutive plain PUBs on one subject, published together
+        run: Run = []  # consecutive plain PUBs on one subject, published together
         run_subject = ""
         for ev in events:
             if self._closing:
@@ -207,7 +208,7 @@ class NatsSession(SessionOutput):
                         self._publish_run(run_subject, run)
                         run = []
                     run_subject = ev.subject
-                    run += ev.payloads
+                    run = ev.payloads if not run else [*run, *ev.payloads]  # a lone run stays packed
                     continue
                 if run:
                     self._publish_run(run_subject, run)
@@ -225,6 +226,8 @@ class NatsSession(SessionOutput):
                         self._publish_run(run_subject, run)
                         run = []
                     run_subject = subject
+                    if isinstance(run, PackedRun):
+                        run = run.payloads()
                     run.append(payload)
                     continue
             if run:
@@ -254,7 +257,7 @@ class NatsSession(SessionOutput):
         elif type(ev) is Connect:
             self._on_connect(ev.options)
 
-    def _publish_run(self, subject: str, payloads: list[bytes]) -> None:
+    def _publish_run(self, subject: str, payloads: Run) -> None:
         """The common case, routed once for a pipelined run: no reply, no headers, not
         verbose. A run is published whole even if a delivery closes this session."""
         self.msgs_in += len(payloads)
@@ -391,6 +394,17 @@ class NatsSession(SessionOutput):
         for payload in payloads:
             parts += (sub.msg_line(len(payload)), payload, b"\r\n")
         self._write(b"".join(parts))
+
+    def deliver_packed(self, sid: str, subject: str, run: PackedRun) -> None:
+        """A run of equal-size payloads still inside its batch frame (wire/batch.py): the
+        MSG lines written around them in one pass, no object per message."""
+        sub = self._subs.get(sid)
+        if sub is None or sub.max_msgs or subject != sub.subject:
+            self.deliver_run(sid, subject, run.payloads())
+            return
+        sub.delivered += run.count
+        self.msgs_out += run.count
+        self._write(run.framed(sub.msg_line(run.size), b"\r\n"))
 
     def lame_duck(self) -> None:
         """The server enters lame duck mode: tell the client (nats-server's `ldm`), so

@@ -80,6 +80,7 @@ from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.host import NodeHost
 from raims_node.router.actions import Deliver, DeliverRun
 from raims_node.subject import MAX_SUBJECT_LEN, SubjectError, compile_pattern
+from raims_node.wire.batch import PackedRun, Run
 
 NAMES_PREFIX = "_NAMES."  # requests to the node's name service, never routed
 # Room left in a frame's subject for the `_S.JOIN.` / `_P.PSUB.` / `_QUEUE.q.sub.` wrappers.
@@ -119,7 +120,14 @@ class _Owner:
         self.client.deliver(d.sid, self.bus.outside(d.subject), d.reply, d.headers, d.payload)
 
     def on_deliver_run(self, d: DeliverRun) -> None:
-        self.client.deliver_run(d.sid, self.bus.outside(d.subject), d.payloads)
+        run = d.payloads
+        if isinstance(run, PackedRun):  # still inside the frame: a client that can, takes it whole
+            packed = getattr(self.client, "deliver_packed", None)
+            if packed is not None:
+                packed(d.sid, self.bus.outside(d.subject), run)
+                return
+            run = run.payloads()
+        self.client.deliver_run(d.sid, self.bus.outside(d.subject), run)
 
 
 class RouterBus:
@@ -216,11 +224,11 @@ class RouterBus:
                 headers: bytes | None, payload: bytes) -> int:
         return self._publish(client, subject, reply, headers, (payload,))
 
-    def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> int:
+    def publish_run(self, client: ClientHandle, subject: str, payloads: Run) -> int:
         return self._publish(client, subject, None, None, payloads)
 
     def _publish(self, client: ClientHandle | None, subject: str, reply: str | None,
-                 headers: bytes | None, payloads: Sequence[bytes]) -> int:
+                 headers: bytes | None, payloads: Sequence[bytes] | PackedRun) -> int:
         """Publish each payload in order; the receivers reached, summed."""
         if subject.startswith(NAMES_PREFIX):  # the node's name service (names/glue.py)
             names = self.host.naming
@@ -236,7 +244,8 @@ class RouterBus:
             if not self._carriable(internal) or (reply is not None and not self._carriable(reply)):
                 return 0
             if reply is None and headers is None and len(payloads) > 1:  # a pipelined run: batch frames
-                return self.host.publish_run(internal, list(payloads), no_echo) + remote * len(payloads)
+                run = payloads if isinstance(payloads, PackedRun) else list(payloads)
+                return self.host.publish_run(internal, run, no_echo) + remote * len(payloads)
             publish = self.host.publish
             return sum(publish(internal, payload, reply, headers, no_echo) + remote for payload in payloads)
         # the local fast path: a multicast to no remote node, without a frame
@@ -252,7 +261,11 @@ class RouterBus:
                 if type(owner) is _Owner and owner.bus is self:
                     node.counters.published += len(payloads)
                     node.counters.delivered += len(payloads)
-                    owner.client.deliver_run(subs[0].sid, subject, list(payloads))
+                    packed = getattr(owner.client, "deliver_packed", None) if isinstance(payloads, PackedRun) else None
+                    if packed is not None:  # a NATS run still in its read buffer: framed at once
+                        packed(subs[0].sid, subject, payloads)
+                    else:
+                        owner.client.deliver_run(subs[0].sid, subject, list(payloads))
                     return len(payloads)
         n = 0
         for payload in payloads:

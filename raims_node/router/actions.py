@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raims_node.wire.batch import Run
+
 
 @dataclass(slots=True)
 class Send:
@@ -41,12 +43,14 @@ class Deliver:
 class DeliverRun:
     """Consecutive messages of one subject, without reply or headers, for subscription
     `sid` of `owner` (a batch frame, wire/batch.py). A driver hands it to the owner's
-    `on_deliver_run` when it has one, else as one `Deliver` per payload (`delivers`)."""
+    `on_deliver_run` when it has one, else as one `Deliver` per payload (`delivers`).
+    `payloads` is a list, or a PackedRun (wire/batch.py) still inside the received
+    frame: iterate it, or ask it for `payloads()`."""
 
     owner: object
     sid: str
     subject: str
-    payloads: list[bytes]
+    payloads: Run
     source: bytes
 
     def delivers(self) -> list[Deliver]:

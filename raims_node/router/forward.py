@@ -41,7 +41,7 @@ from raims_node.wire import (
     peeked_message,
 )
 from raims_node.wire import subjects as S
-from raims_node.wire.batch import decode_batch, encode_batch_fields, split_runs
+from raims_node.wire.batch import Run, decode_batch_run, encode_batch_fields, skip_run, split_runs
 from raims_node.wire.frame import SUBJECT_OFFSET
 
 MPing = Callable[[bytes, int, int, str, int], None]  # (source, stamp, token, tport, now_ns)
@@ -77,7 +77,7 @@ class Forward:
             cached = self._published[subject] = (sub, hashes, path, path_opt(path) | (OPT_ANY if anycast else 0))
         return cached
 
-    def publish_run(self, subject: str, payloads: list[bytes], now_ns: int, no_echo: object | None) -> None:
+    def publish_run(self, subject: str, payloads: Run, now_ns: int, no_echo: object | None) -> None:
         """Publish a pipelined run of one subject (no reply, headers or options): one
         batch frame per BATCH_BYTES of records (wire/batch.py), delivered here in order."""
         st = self.st
@@ -294,7 +294,7 @@ class Forward:
         """Deliver a received message frame, a single message or a batch (wire/batch.py);
         False when all of it repeats what was delivered."""
         slen = len(head.subject)
-        batch = decode_batch(data, SUBJECT_OFFSET + slen + (slen & 1), head.frame_len)
+        batch = decode_batch_run(data, SUBJECT_OFFSET + slen + (slen & 1), head.frame_len)
         if batch is None:
             return self._deliver_message(source, subject, peeked_message(data, head), subs, now_ns, own=False)
         st = self.st
@@ -312,10 +312,10 @@ class Forward:
                     peer.loss.loss_time = now_ns
             if skip >= n:
                 return False
-        self._deliver_run(source, subject, seqno + skip, subs, payloads[skip:] if skip else payloads, loss, None)
+        self._deliver_run(source, subject, seqno + skip, subs, skip_run(payloads, skip), loss, None)
         return True
 
-    def _deliver_run(self, source: bytes, subject: str, seqno: int, subs: Sequence[LocalSub], payloads: list[bytes],
+    def _deliver_run(self, source: bytes, subject: str, seqno: int, subs: Sequence[LocalSub], payloads: Run,
                      loss: int, no_echo: object | None) -> None:
         """Deliver a run of consecutive messages (seqno, seqno + 1, ...) in order; `loss`
         goes with the first. Plain subscriptions without loss get one DeliverRun each."""

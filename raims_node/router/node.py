@@ -81,6 +81,7 @@ from raims_node.router.state import (
 )
 from raims_node.wire import Fid, Header, MsgType, decode_frame, peek
 from raims_node.wire import subjects as S
+from raims_node.wire.batch import Run
 
 log = logging.getLogger("raims.router")
 
@@ -358,7 +359,7 @@ class Node:
         self.forward.publish(subject, payload, now_ns, reply, headers, no_echo, opt)
         return self._flush(now_ns)
 
-    def publish_run(self, subject: str, payloads: list[bytes], now_ns: int, no_echo: object = None) -> list[Action]:
+    def publish_run(self, subject: str, payloads: Run, now_ns: int, no_echo: object = None) -> list[Action]:
         """A run of one subject, no reply, headers or options: batch frames (wire/batch.py)."""
         self.forward.publish_run(subject, payloads, now_ns, no_echo)
         return self._flush(now_ns)

@@ -20,11 +20,18 @@ network of nodes of this version (the mixed-version case is not handled).
 
 A frame holds at most BATCH_BYTES of records (a larger run becomes several frames), so
 flow control and latency keep the granularity of a few link writes.
+
+A receiving node keeps a run of equal-size payloads (a stream) inside the frame as a
+PackedRun: the payloads become objects only when a consumer asks for them, and a bridge
+that puts fixed bytes around every message (NATS: the `MSG` line and CRLF) renders the
+whole run with `PackedRun.framed`, column copies in numpy, no object per message.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from raims_node.wire.errors import BadField
 from raims_node.wire.fields import Fid, FieldType, descriptor
@@ -43,14 +50,98 @@ _pack_i = _I.pack
 _unpack_h = _H.unpack_from
 _unpack_i = _I.unpack_from
 _unpack_q = struct.Struct(">Q").unpack_from
+FRAMED_MIN = 16  # records from which PackedRun.framed copies columns (numpy's fixed cost)
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 
-def split_runs(payloads: list[bytes]) -> list[list[bytes]]:
+class PackedRun:
+    """`count` payloads of `size` bytes each, the first at `off` in `data`, one every
+    `stride` bytes (the records of a batch frame: a 4-byte length prefix apart; a NATS
+    client's pipelined `PUB` run: a control line and CRLF apart): the payloads
+    without an object each until asked for (module docstring)."""
+
+    __slots__ = ("data", "off", "count", "size", "stride")
+
+    def __init__(self, data: bytes, off: int, count: int, size: int, stride: int) -> None:
+        self.data = data
+        self.off = off
+        self.count = count
+        self.size = size
+        self.stride = stride
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.payloads())
+
+    def __repr__(self) -> str:
+        return f"PackedRun({self.count} x {self.size} B)"
+
+    def payloads(self) -> list[bytes]:
+        data, size, off = self.data, self.size, self.off
+        return [data[i:i + size] for i in range(off, off + self.count * self.stride, self.stride)]
+
+    def part(self, start: int, stop: int) -> PackedRun:
+        """Payloads start..stop-1 of the run."""
+        stop = min(stop, self.count)
+        return PackedRun(self.data, self.off + start * self.stride, max(0, stop - start), self.size, self.stride)
+
+    def tail(self, skip: int) -> PackedRun:
+        """The run without its first `skip` payloads."""
+        return self.part(skip, self.count)
+
+    def framed(self, head: bytes, end: bytes) -> bytes:
+        """`head + payload + end` for every payload, joined: one copy per column of the
+        output instead of three objects per message."""
+        k, size = self.count, self.size
+        if k < FRAMED_MIN:
+            return head + (end + head).join(self.payloads()) + end
+        np = _numpy()
+        h, stride = len(head), self.stride
+        src = np.frombuffer(self.data, np.uint8, (k - 1) * stride + size, self.off)
+        cols = np.lib.stride_tricks.as_strided(src, (k, size), (stride, 1))
+        out = np.empty((k, h + size + len(end)), np.uint8)
+        out[:, :h] = np.frombuffer(head, np.uint8)
+        out[:, h:h + size] = cols
+        out[:, h + size:] = np.frombuffer(end, np.uint8)
+        return out.tobytes()
+
+
+_np_module: ModuleType | None = None
+
+
+def _numpy() -> ModuleType:
+    """numpy, imported on the first framed run (the wire package's other users, such as
+    the sbus client library, do not load it)."""
+    global _np_module
+    if _np_module is None:
+        import numpy
+        _np_module = numpy
+    return _np_module
+
+
+Run = list[bytes] | PackedRun  # a batch's payloads, as decode_batch_run gives them
+
+
+def skip_run(run: Run, skip: int) -> Run:
+    """`run` without its first `skip` payloads."""
+    if not skip:
+        return run
+    return run.tail(skip) if isinstance(run, PackedRun) else run[skip:]
+
+
+def split_runs(payloads: Run) -> list[Run]:
     """`payloads` cut into runs of at most BATCH_BYTES of records each (in order)."""
+    if isinstance(payloads, PackedRun):
+        per = max(1, BATCH_BYTES // (payloads.size + 4))
+        return [payloads.part(i, i + per) for i in range(0, payloads.count, per)]
     if len(set(map(len, payloads))) == 1:  # one size (a stream): cut by count
         per = max(1, BATCH_BYTES // (len(payloads[0]) + 4))
         return [payloads[i:i + per] for i in range(0, len(payloads), per)] if len(payloads) > per else [payloads]
-    runs: list[list[bytes]] = []
+    runs: list[Run] = []
     start = size = 0
     for i, p in enumerate(payloads):
         n = len(p) + 4
@@ -62,11 +153,18 @@ def split_runs(payloads: list[bytes]) -> list[list[bytes]]:
     return runs
 
 
-def encode_batch_fields(seqno: int, stamp: int, payloads: list[bytes]) -> bytearray:
+def encode_batch_fields(seqno: int, stamp: int, payloads: Run) -> bytearray:
     """The fields of a batch frame (module docstring); seqno and stamp are 64-bit."""
     out = bytearray(_pack_hq(_SEQNO_DESC, seqno))
     if stamp:
         out += _pack_hq(_STAMP_DESC, stamp)
+    if isinstance(payloads, PackedRun):  # the records framed in one pass
+        size = payloads.count * (payloads.size + 4)
+        out += _pack_hi(BATCH_DESC, size)
+        out += payloads.framed(_pack_i(payloads.size), b"")
+        if size & 1:
+            out.append(0)
+        return out
     size = 4 * len(payloads) + sum(map(len, payloads))
     out += _pack_hi(BATCH_DESC, size)
     if len(set(map(len, payloads))) == 1:  # one size (a stream): the records joined in one call
@@ -96,6 +194,15 @@ def decode_batch(buf: bytes | bytearray | memoryview, off: int, end: int) -> tup
     """(first seqno, stamp, payloads) when buf[off:end] holds batch fields, else None
     (a single message: the caller decodes it as usual). Raises BadField on a batch
     whose records overrun it."""
+    got = decode_batch_run(buf, off, end)
+    if got is None:
+        return None
+    seqno, stamp, run = got
+    return seqno, stamp, run.payloads() if isinstance(run, PackedRun) else run
+
+
+def decode_batch_run(buf: bytes | bytearray | memoryview, off: int, end: int) -> tuple[int, int, Run] | None:
+    """decode_batch, with a run of equal-size payloads left packed (a PackedRun)."""
     if end - off < 16 or _unpack_h(buf, off)[0] != _SEQNO_DESC:
         return None
     pos = off + 10
@@ -119,7 +226,7 @@ def decode_batch(buf: bytes | bytearray | memoryview, off: int, end: int) -> tup
         rec = first + 4
         k = size // rec
         if k > 1 and k * rec == size and _same_prefixes(data, pos, stop, rec, k):
-            return seqno, stamp, [data[i:i + first] for i in range(pos + 4, stop, rec)]
+            return seqno, stamp, PackedRun(data, pos + 4, k, first, rec)
     payloads: list[bytes] = []
     append = payloads.append
     while pos < stop:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raims_node.bridges.nats_proto import NatsParser, NatsProtocolError, Ping, Pub, PubRun
+from raims_node.wire.batch import PackedRun
 
 
 def _flat(events: list[object]) -> list[tuple[str, bytes]]:
@@ -21,6 +22,9 @@ def test_a_run_is_one_event_after_its_first_pub() -> None:
     data = b"".join(b"PUB a.b 4\r\n%04d\r\n" % i for i in range(100)) + b"PING\r\nPUB a.b 4\r\nlast\r\n"
     events = NatsParser(runs=True).feed(data)
     assert [type(e) for e in events] == [Pub, PubRun, Ping, PubRun]  # the line was seen before
+    stream = NatsParser(runs=True).feed(data[:data.index(b"PING")] + b"PUB a.b 4\r\nxy")
+    assert isinstance(stream[1].payloads, PackedRun)  # checked at once: kept in the read buffer
+    assert _flat(stream) == _flat(events)[:100]
     assert _flat(events) == [("a.b", b"%04d" % i) for i in range(100)] + [("a.b", b"last")]
 
 

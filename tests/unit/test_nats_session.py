@@ -469,6 +469,28 @@ def test_a_delivered_run_is_what_single_deliveries_write() -> None:
     assert many.msgs_out == one.msgs_out == 13
 
 
+def test_a_packed_run_is_what_single_deliveries_write() -> None:
+    """A stream kept inside its batch frame (wire/batch.PackedRun) is written as the same
+    MSG lines; a subscription with an UNSUB max still counts them one by one."""
+    from raims_node.wire import MsgType, frame_with_body, peek
+    from raims_node.wire.batch import PackedRun, decode_batch_run, encode_batch_fields
+    from raims_node.wire.frame import SUBJECT_OFFSET
+
+    one, many = fresh(), fresh()
+    payloads = [b"%05d" % i for i in range(40)]
+    frame = bytes(frame_with_body(MsgType.MCAST, b"a", bytes(16), encode_batch_fields(1, 0, payloads)))
+    got = decode_batch_run(frame, SUBJECT_OFFSET + 2, peek(frame).frame_len)
+    assert got is not None and isinstance(got[2], PackedRun)
+    for s in (one, many):
+        s.data_received(b'CONNECT {"verbose":false}\r\nSUB a 7\r\nSUB a 8\r\nUNSUB 8 4\r\n')
+        s.pending_output()
+    for sid in ("7", "8"):
+        one.deliver_run(sid, "a", payloads)
+        many.deliver_packed(sid, "a", got[2])
+    assert many.pending_output() == one.pending_output()
+    assert many.msgs_out == one.msgs_out == 44
+
+
 def test_the_output_ledger_counts_every_byte_queued_and_taken() -> None:
     """Sessions sharing a ledger: the greeting, deliveries and a slow consumer's error all
     count, what is taken or dropped is released, so the total returns to zero."""

@@ -53,3 +53,11 @@ def test_the_node_is_ticked_when_its_hold_is_due_not_at_the_next_regular_tick() 
         assert wake.wakes == 1
 
     asyncio.run(run())
+
+
+def test_outside_a_running_loop_the_hold_waits_for_the_regular_tick() -> None:
+    node = HoldingNode()
+    node.due_ns = time.time_ns()
+    wake = NodeWake(cast(Any, node), lambda actions: None)
+    wake.check()  # a daemon driven synchronously (tests, the console): no timer, no error
+    assert wake.wakes == 0 and node.ticks == []

@@ -13,7 +13,16 @@ from raims_node.wire import (
     frame_with_body,
     peek,
 )
-from raims_node.wire.batch import BATCH_BYTES, decode_batch, encode_batch_fields, split_runs
+from raims_node.wire.batch import (
+    BATCH_BYTES,
+    FRAMED_MIN,
+    PackedRun,
+    decode_batch,
+    decode_batch_run,
+    encode_batch_fields,
+    skip_run,
+    split_runs,
+)
 from raims_node.wire.frame import SUBJECT_OFFSET
 
 NS = 1_000_000_000
@@ -89,3 +98,43 @@ def test_a_batch_of_one_size_round_trips() -> None:
     mixed = [*payloads[:50], b"short", *payloads[50:]]
     frame = bytes(frame_with_body(MsgType.MCAST, b"s", bytes(16), encode_batch_fields(SEQ, 0, mixed)))
     assert decode_batch(frame, *_body(frame)) == (SEQ, 0, mixed)
+
+
+@pytest.mark.parametrize("count", [2, FRAMED_MIN - 1, FRAMED_MIN, 700])
+@pytest.mark.parametrize("size", [0, 1, 16, 1000])
+def test_a_stream_stays_packed_and_frames_as_the_payloads_would(count: int, size: int) -> None:
+    payloads = [(i.to_bytes(4, "big") * (size // 4 + 1))[:size] for i in range(count)]
+    frame = bytes(frame_with_body(MsgType.MCAST, b"s", bytes(16), encode_batch_fields(SEQ, 0, payloads)))
+    got = decode_batch_run(frame, *_body(frame))
+    assert got is not None
+    run = got[2]
+    assert isinstance(run, PackedRun) and len(run) == count and run.size == size
+    assert run.payloads() == list(run) == payloads
+    head, end = b"MSG s 1 %d\r\n" % size, b"\r\n"
+    assert run.framed(head, end) == b"".join(head + p + end for p in payloads)
+    assert run.framed(b"", b"") == b"".join(payloads)
+    tail = skip_run(run, 1)
+    assert isinstance(tail, PackedRun) and tail.payloads() == payloads[1:]
+    assert tail.framed(head, end) == b"".join(head + p + end for p in payloads[1:])
+
+
+def test_mixed_sizes_come_back_as_a_list() -> None:
+    payloads = [b"a", b"bc", b"a"]
+    frame = bytes(frame_with_body(MsgType.MCAST, b"s", bytes(16), encode_batch_fields(SEQ, 0, payloads)))
+    got = decode_batch_run(frame, *_body(frame))
+    assert got == (SEQ, 0, payloads)
+    assert skip_run(payloads, 2) == [b"a"] and skip_run(payloads, 0) is payloads
+
+
+def test_a_packed_pub_run_encodes_as_its_payloads_would() -> None:
+    """A NATS client's pipelined PUBs, kept in the read buffer (stride: line + CRLF),
+    make the same batch frames as the list of their payloads."""
+    payloads = [b"%016d" % i for i in range(3000)]
+    line = b"PUB s 16\r\n"
+    data = b"".join(line + p + b"\r\n" for p in payloads)
+    run = PackedRun(data, len(line), len(payloads), 16, len(line) + 18)
+    assert run.payloads() == payloads
+    packed, plain = split_runs(run), split_runs(payloads)
+    assert [len(r) for r in packed] == [len(r) for r in plain] and len(plain) > 1
+    for a, b in zip(packed, plain, strict=True):
+        assert encode_batch_fields(SEQ, T0, a) == encode_batch_fields(SEQ, T0, b)
