@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -259,7 +260,6 @@ def test_configured_rv_service_transport_takes_precedence(tmp_path: Path) -> Non
     import yaml
 
     from tests.integration.harness import NodeProc, graph_config
-    from tests.integration.test_bridges_net import CONVERGED, _listen_ports
 
     cfg, _ = graph_config(tmp_path, "node A B\n", web=False)
     data = yaml.safe_load(cfg.read_text())
@@ -271,21 +271,7 @@ def test_configured_rv_service_transport_takes_precedence(tmp_path: Path) -> Non
             path = tmp_path / f"{name}.yaml"
             path.write_text(yaml.safe_dump(data, sort_keys=False))
             nodes[name] = NodeProc(name, ["-d", str(path), "-u", name, "-t", "rv.listen"], tmp_path)
-        rv_ports = {name: _listen_ports(node, 1)[0] for name, node in nodes.items()}
-
-        async def talk() -> None:
-            a = await RvClient.connect(rv_ports["A"], network="eth0;239.192.0.1")
-            b = await RvClient.connect(rv_ports["B"], network="eth0;239.192.0.1")
-            try:
-                nodes["B"].wait_for(CONVERGED.format(n=1), 30)
-                await a.listen("PREC.x")
-                m = await _until_delivered(a, b, "PREC.x")
-                assert m.data == b"probe"
-            finally:
-                await a.close()
-                await b.close()
-
-        asyncio.run(talk())
+        asyncio.run(_two_nodes_talk(nodes, "7500", "eth0;239.192.0.1", "PREC.x"))
         assert any("rv_7500" in line and "ignored" in line for line in nodes["A"].lines + nodes["B"].lines)
     finally:
         for node in nodes.values():
@@ -301,7 +287,6 @@ def test_a_multicast_network_is_joined_through_pgm(tmp_path: Path) -> None:
     import yaml
 
     from tests.integration.harness import NodeProc, graph_config
-    from tests.integration.test_bridges_net import CONVERGED, _listen_ports
 
     service = str(17000 + os.getpid() % 3000)
     network = f"127.0.0.1;239.192.79.{os.getpid() % 250 + 1}"
@@ -311,26 +296,30 @@ def test_a_multicast_network_is_joined_through_pgm(tmp_path: Path) -> None:
     cfg.write_text(yaml.safe_dump(data, sort_keys=False))
     nodes = {name: NodeProc(name, ["-d", str(cfg), "-u", name, "-t", "rv.listen"], tmp_path) for name in "AB"}
     try:
-        rv_ports = {name: _listen_ports(node, 1)[0] for name, node in nodes.items()}
-
-        async def talk() -> None:
-            a = await RvClient.connect(rv_ports["A"], service=service, network=network)
-            b = await RvClient.connect(rv_ports["B"], service=service, network=network)
-            try:
-                nodes["B"].wait_for(CONVERGED.format(n=1), 30)
-                await a.listen("MCAST.x")
-                m = await _until_delivered(a, b, "MCAST.x")
-                assert m.data == b"probe"
-            finally:
-                await a.close()
-                await b.close()
-
-        asyncio.run(talk())
+        asyncio.run(_two_nodes_talk(nodes, service, network, "MCAST.x"))
         for node in nodes.values():
             assert node.wait_for(rf"pgm rv_{service} on \S+:{service}", 5)
     finally:
         for node in nodes.values():
             node.stop()
+
+
+async def _two_nodes_talk(nodes: dict[str, Any], service: str, network: str, subject: str) -> None:
+    """RV clients of A and B on `service` / `network`: once B has converged, what B
+    publishes on `subject` reaches A."""
+    from tests.integration.test_bridges_net import CONVERGED, _listen_ports
+
+    ports = {name: _listen_ports(node, 1)[0] for name, node in nodes.items()}
+    a = await RvClient.connect(ports["A"], service=service, network=network)
+    b = await RvClient.connect(ports["B"], service=service, network=network)
+    try:
+        nodes["B"].wait_for(CONVERGED.format(n=1), 30)
+        await a.listen(subject)
+        m = await _until_delivered(a, b, subject)
+        assert m.data == b"probe"
+    finally:
+        await a.close()
+        await b.close()
 
 
 def test_a_network_raims_cannot_join_is_refused(net: BridgeNet) -> None:
