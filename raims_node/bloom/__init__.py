@@ -28,6 +28,7 @@ from raims_node.bloom.filter import (
     BloomFilter,
     capacity,
     level_for,
+    shared_replica,
     size_bits_for,
 )
 from raims_node.bloom.hashing import (
@@ -69,6 +70,7 @@ __all__ = [
     "encode_image",
     "level_for",
     "match_filters",
+    "shared_replica",
     "prefix_hash",
     "shard_of",
     "size_bits_for",

@@ -42,6 +42,7 @@ Design decisions (the manual gives the targets, not the structure):
 """
 
 import secrets
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Final, TypeVar
 
@@ -443,6 +444,20 @@ class BloomFilter:
     def from_bytes(cls, data: bytes) -> "BloomFilter":
         return cls.from_image(decode_image(data))
 
+    def copy(self) -> "BloomFilter":
+        """An independent copy (of a shared replica, before a delta changes it)."""
+        f = BloomFilter.__new__(BloomFilter)
+        f._size_bits, f._seed, f._num_hashes, f._hash_seeds = self._size_bits, self._seed, self._num_hashes, \
+            self._hash_seeds
+        f._level, f._steps = self._level, self._steps
+        f._subs = None if self._subs is None else dict(self._subs)
+        f._plain_hashes = dict(self._plain_hashes)
+        f._positions = dict(self._positions)
+        f._details = {k: dict(recs) for k, recs in self._details.items()}
+        f._plain, f._detailed = list(self._plain), list(self._detailed)
+        f._subject_count, f._pattern_count = self._subject_count, self._pattern_count
+        return f
+
     # -- union ---------------------------------------------------------------------------
 
     @classmethod
@@ -484,3 +499,25 @@ class BloomFilter:
             out._pattern_count += f._pattern_count
         out._restep()
         return out
+
+
+SHARED_LIMIT: Final = 4096  # decoded replicas kept by shared_replica
+SHARED_MAX_BYTES: Final = 512  # larger filters are decoded per call (bounds the memory held)
+_shared: OrderedDict[bytes, BloomFilter] = OrderedDict()
+
+
+def shared_replica(data: bytes) -> BloomFilter:
+    """`BloomFilter.from_bytes(data)`, decoded once per process while recently used:
+    every peer state holding the same filter bytes (each node of a simulated network,
+    sync replies and `_Z.BLM` floods repeating a filter) shares one replica. The result
+    must not be changed: copy it before applying a delta."""
+    if len(data) > SHARED_MAX_BYTES:
+        return BloomFilter.from_bytes(data)
+    f = _shared.get(data)
+    if f is None:
+        f = _shared[data] = BloomFilter.from_bytes(data)
+        if len(_shared) > SHARED_LIMIT:
+            _shared.popitem(last=False)
+    else:
+        _shared.move_to_end(data)
+    return f

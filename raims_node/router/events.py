@@ -61,26 +61,29 @@ class Event:
 
 
 class EventRecorder:
+    """The ring holds plain tuples, made `Event`s when read: a converging network
+    records a few events per peer at every node, and are read only by the console."""
+
     def __init__(self, size: int = EVENT_RING_SIZE) -> None:
-        self._ring: deque[Event] = deque(maxlen=size)
+        self._ring: deque[tuple[int, str, str, str, Ev, str]] = deque(maxlen=size)
         self.total = 0
 
     def add(self, now_ns: int, event: Ev, *, tport: str = "", user: str = "", peer: str = "", data: str = "") -> None:
-        self._ring.append(Event(now_ns, tport, user, peer, event, data))
+        self._ring.append((now_ns, tport, user, peer, event, data))
         self.total += 1
 
     def __iter__(self) -> Iterator[Event]:
-        return iter(self._ring)
+        return (Event(*t) for t in self._ring)
 
     def __len__(self) -> int:
         return len(self._ring)
 
     def names(self) -> list[str]:
-        return [e.event.value for e in self._ring]
+        return [t[4].value for t in self._ring]
 
     def rows(self) -> list[dict[str, object]]:
         return [
             {"stamp": e.stamp_ns, "tport": e.tport, "user": e.user, "peer": e.peer,
              "event": e.event.value, "data": e.data}
-            for e in self._ring
+            for e in self
         ]

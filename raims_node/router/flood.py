@@ -22,19 +22,19 @@ from raims_node.router.events import Ev
 from raims_node.router.interest import Interest
 from raims_node.router.links import Links
 from raims_node.router.messages import (
-    MalformedMessage,
     get_bytes,
     get_int,
-    parse_link,
+    link_of,
     parse_summary,
 )
 from raims_node.router.peer import Peer
 from raims_node.router.rpc import Rpc
 from raims_node.router.state import Conn, NodeState
-from raims_node.wire import Fid, Frame, MsgType, decode_frame, peek
+from raims_node.wire import Fid, Fields, Header, MsgType, peek, peeked_fields
 from raims_node.wire import subjects as S
 
 Z_BAT_B = Z_BAT.encode()
+_SEQNO, _DATA = int(Fid.SEQNO), int(Fid.DATA)
 EARLY_LIMIT = 64  # link updates held per peer while waiting for the ones before them
 
 
@@ -46,18 +46,18 @@ class Flood:
         self.rpc = rpc
         self._in_batch = False
 
-    def on_bcast(self, conn: Conn, data: bytes, peer: Peer, now_ns: int, relay: bool = True) -> None:
-        """A flood from `peer` (MAC checked), flooded on unless `relay` is False (an
-        update inside an origin batch, which travels as a whole)."""
+    def on_bcast(self, conn: Conn, data: bytes, head: Header, peer: Peer, now_ns: int, relay: bool = True) -> None:
+        """A flood from `peer` (MAC checked, `head` its peeked header), flooded on unless
+        `relay` is False (an update inside an origin batch, which travels as a whole)."""
         st = self.st
-        frame = decode_frame(data)
-        subj = frame.subject
-        d = frame.as_dict()
-        if subj == Z_BAT and Fid.SEQNO not in d:
+        fields = peeked_fields(data, head, lazy=True)  # nested records: messages.py, when wanted
+        d = dict(fields)  # the last of a repeated field wins
+        subj = head.subject.decode("utf-8", "surrogateescape")
+        if subj == Z_BAT and _SEQNO not in d:
             if relay and not self._in_batch:
                 self._in_batch = True
                 try:
-                    self._on_batch(conn, frame, now_ns)
+                    self._on_batch(conn, fields, now_ns)
                 finally:
                     self._in_batch = False
             else:
@@ -65,10 +65,10 @@ class Flood:
             return
         batch = st.batch
         if relay:
-            key = flood_key(frame.bridge, frame.digest)
+            key = flood_key(head.bridge, head.digest)
             batch.has_from(conn.conn_id, key)
             batch.remember(key)
-        if st.seen((peer.bridge, get_int(d, Fid.SEQNO))):
+        if st.seen((peer.bridge, get_int(d, _SEQNO))):
             st.counters.dup_bcast += 1
             return
         if relay:
@@ -78,7 +78,7 @@ class Flood:
                     batch.hold(other.conn_id, key, data, now_ns)
         if subj == Z_BAT:
             if relay:
-                self._on_origin_batch(conn, frame, peer, now_ns)
+                self._on_origin_batch(conn, fields, peer, now_ns)
             return
         via = conn.peer or peer.bridge
         if subj == S.Z_ADJ:
@@ -100,12 +100,12 @@ class Flood:
         elif subj == S.Z_NAMES:
             self.in_names(peer, d, via, now_ns)
 
-    def _on_batch(self, conn: Conn, frame: Frame, now_ns: int) -> None:
+    def _on_batch(self, conn: Conn, fields: Fields, now_ns: int) -> None:
         """A `_Z.BAT` of a neighbour (batch.py): each inner flood as if it came alone."""
         st = self.st
         batch = st.batch
-        for fid, inner in frame.fields:
-            if fid != Fid.DATA or not isinstance(inner, bytes):
+        for fid, inner in fields:
+            if fid != _DATA or not isinstance(inner, bytes):
                 continue
             head = peek(inner)
             key = flood_key(head.bridge, head.digest)
@@ -117,16 +117,16 @@ class Flood:
             elif st.conns.get(conn.conn_id) is conn:
                 self.rpc.receive(conn, inner, head, now_ns)
 
-    def _on_origin_batch(self, conn: Conn, frame: Frame, peer: Peer, now_ns: int) -> None:
+    def _on_origin_batch(self, conn: Conn, fields: Fields, peer: Peer, now_ns: int) -> None:
         """The updates of `peer`, batched at the origin and covered by its MAC."""
-        for fid, inner in frame.fields:
-            if fid != Fid.DATA or not isinstance(inner, bytes):
+        for fid, inner in fields:
+            if fid != _DATA or not isinstance(inner, bytes):
                 continue
             head = peek(inner)
             if head.bridge != peer.bridge or head.msg_type != MsgType.RTR_ALERT or head.subject == Z_BAT_B:
                 self.st.counters.bad_frames += 1
                 continue
-            self.on_bcast(conn, inner, peer, now_ns, relay=False)
+            self.on_bcast(conn, inner, head, peer, now_ns, relay=False)
 
     def send_names(self, dest: bytes | None, data: bytes, now_ns: int) -> None:
         """A names frame (issue 21): flooded to every node when `dest` is None, else to
@@ -143,22 +143,14 @@ class Flood:
 
     def _on_adj_change(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         st = self.st
-        link_value = d.get(Fid.ADJACENCY)
-        if not isinstance(link_value, list):
-            raise MalformedMessage("_Z.ADJ without adjacency")
+        link = link_of(peer.bridge, d.get(Fid.ADJACENCY))
         add = bool(d.get(Fid.LINK_ADD))
         link_seqno = get_int(d, Fid.LINK_STATE)
-        rec = st.db.peer(peer.bridge)
-        if rec is not None and link_seqno <= rec.link_seqno and st.db.is_synced(peer.bridge):
-            # one the db holds already (most, while converging: a sync reply carried
-            # it): apply_delta would ignore it, so it is not parsed either
-            other = dict(link_value).get(Fid.SYNC_BRIDGE)
-            st.events.add(now_ns, Ev.RECV_ADJ_CHANGE, user=peer.user,
-                          peer=st.name(other if isinstance(other, bytes) else None), data="add" if add else "remove")
-            return
-        link = parse_link(peer.bridge, link_value)
         st.events.add(now_ns, Ev.RECV_ADJ_CHANGE, user=peer.user, peer=st.name(link.peer_bridge),
                       data="add" if add else "remove")
+        rec = st.db.peer(peer.bridge)
+        if rec is not None and link_seqno <= rec.link_seqno and st.db.is_synced(peer.bridge):
+            return  # one the db holds already (most, while converging: a sync reply carried it)
         result = st.db.apply_delta(peer.bridge, link_seqno, add, link)
         if isinstance(result, NeedsSync):
             # hold the update until the gap before it is filled (by a reply or the missing
@@ -179,9 +171,6 @@ class Flood:
             st.changed("adj_change")
 
     def _on_peer_add(self, d: dict[int, object], via: bytes, now_ns: int) -> None:
-        value = d.get(Fid.PEER_DB)
-        if not isinstance(value, list):
-            raise MalformedMessage("_Z.ADD without peer_db")
-        s = parse_summary(value)
+        s = parse_summary(d.get(Fid.PEER_DB))
         self.st.events.add(now_ns, Ev.RECV_ADD_ROUTE, user=s.user)
         self.rpc.consider_summary(s, via, now_ns)

@@ -9,7 +9,7 @@ when it was resized (or a delta was missed, answered by an adjacency request).
 
 from __future__ import annotations
 
-from raims_node.bloom import BloomError, BloomFilter, Shard, SubjectHashes
+from raims_node.bloom import BloomError, BloomFilter, Shard, SubjectHashes, shared_replica
 from raims_node.linkstate.records import PeerRecord
 from raims_node.router.events import Ev
 from raims_node.router.localsubs import Change
@@ -105,6 +105,8 @@ class Interest:
             return
         bloom = peer.bloom
         assert isinstance(bloom, BloomFilter)
+        if peer.bloom_raw is not None:  # the filter as received may be shared (shared_replica)
+            bloom = peer.bloom = bloom.copy()
         text = subj[len(S.S_JOIN):]
         syntax = FMT_SYNTAX.get(get_int(d, Fid.FMT, 0), "rv")
         try:
@@ -133,7 +135,7 @@ class Interest:
         if isinstance(raw, bytes) and seqno >= peer.sub_seqno:
             if raw == peer.bloom_raw and seqno == peer.sub_seqno and peer.bloom is not None:
                 return  # the filter held (floods and sync replies repeat it while converging)
-            peer.bloom = BloomFilter.from_bytes(raw)
+            peer.bloom = shared_replica(raw)
             peer.bloom_raw = raw
             self.st.filters_version += 1
             peer.sub_seqno = seqno

@@ -9,7 +9,7 @@ id dials, so a pair makes one link.
 from __future__ import annotations
 
 from raims_node.router.actions import Connect
-from raims_node.router.messages import get_bytes, get_str
+from raims_node.router.messages import get_bytes, get_str, nested_fields
 from raims_node.router.peer import Peer
 from raims_node.router.state import Conn, NodeState, Tport
 from raims_node.wire import Fid
@@ -53,8 +53,8 @@ class Mesh:
     def in_mesh_rpy(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         st = self.st
         tport = self._tport(get_str(d, Fid.TPORT))
-        entries = d.get(Fid.MESH_DB)
-        if tport is None or not isinstance(entries, list):
+        entries = nested_fields(d.get(Fid.MESH_DB))  # decoded lazily (node.py)
+        if tport is None or entries is None:
             return
         for fid, sub in entries:
             if fid != Fid.MESH_DB or not isinstance(sub, list):

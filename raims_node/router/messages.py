@@ -20,13 +20,16 @@ import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from raims_node import RaimsError
 from raims_node.linkstate.errors import LinkStateError
 from raims_node.linkstate.records import LinkRecord
-from raims_node.wire import Fid, Fields
+from raims_node.wire import Fid, Fields, Nested
 
 SESSION_KEY_LEN = 32
+K = TypeVar("K")
+V = TypeVar("V")
 _WRAP_NONCE = 16
 
 
@@ -58,6 +61,7 @@ def get_str(d: dict[int, object], fid: int, default: str = "") -> str:
 _COST, _COST2, _COST3, _COST4 = int(Fid.COST), int(Fid.COST2), int(Fid.COST3), int(Fid.COST4)
 _SYNC_BRIDGE, _TPORT, _TPORTID, _TPORT_TYPE = int(Fid.SYNC_BRIDGE), int(Fid.TPORT), int(Fid.TPORTID), \
     int(Fid.TPORT_TYPE)
+_ADJACENCY = int(Fid.ADJACENCY)
 
 
 def link_fields(link: LinkRecord) -> Fields:
@@ -70,6 +74,33 @@ def link_fields(link: LinkRecord) -> Fields:
 
 def links_value(links: tuple[LinkRecord, ...] | list[LinkRecord]) -> Fields:
     return [(Fid.ADJACENCY, link_fields(link)) for link in links]
+
+
+def nested_fields(value: object) -> Fields | None:
+    """The fields of a nested message value, decoded or left encoded (`Nested`, from a
+    lazy decode); None for any other value."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, Nested):
+        return value.fields()
+    return None
+
+
+# Records decoded from a nested message, interned by its bytes (bounded, oldest out):
+# the same link or peer summary recurs in `_Z.ADJ`, `_Z.ADD` and every sync and adj
+# reply about its peer, and identical bytes give equal immutable records. One process
+# (a simulated network) shares them between its nodes.
+INTERN_LIMIT = 1 << 16
+_links: dict[tuple[bytes, bytes], LinkRecord] = {}
+_link_sets: dict[tuple[bytes, bytes], tuple[LinkRecord, ...]] = {}
+_summaries: dict[bytes, PeerSummary] = {}
+
+
+def _intern(table: dict[K, V], key: K, value: V) -> V:
+    if len(table) >= INTERN_LIMIT:
+        del table[next(iter(table))]
+    table[key] = value
+    return value
 
 
 def parse_link(owner: bytes, fields: Fields) -> LinkRecord:
@@ -93,10 +124,30 @@ def parse_link(owner: bytes, fields: Fields) -> LinkRecord:
         raise MalformedMessage(f"bad link: {exc}") from None
 
 
+def link_of(owner: bytes, value: object) -> LinkRecord:
+    """The link of `owner` in a nested `adjacency` value (interned when left encoded)."""
+    if isinstance(value, Nested):
+        key = (owner, value.raw)
+        link = _links.get(key)
+        return link if link is not None else _intern(_links, key, parse_link(owner, value.fields()))
+    if isinstance(value, list):
+        return parse_link(owner, value)
+    raise MalformedMessage("adjacency is not a nested message")
+
+
 def parse_links(owner: bytes, value: object) -> list[LinkRecord]:
-    if not isinstance(value, list):
-        return []
-    return [parse_link(owner, sub) for fid, sub in value if fid == Fid.ADJACENCY and isinstance(sub, list)]
+    """The links of `owner` in a full state's `adjacency` list (interned when left encoded)."""
+    if isinstance(value, Nested):
+        key = (owner, value.raw)
+        links = _link_sets.get(key)
+        if links is None:
+            links = _intern(_link_sets, key, tuple(_parse_links(owner, value.fields())))
+        return list(links)
+    return _parse_links(owner, value) if isinstance(value, list) else []
+
+
+def _parse_links(owner: bytes, fields: Fields) -> list[LinkRecord]:
+    return [link_of(owner, sub) for fid, sub in fields if fid == _ADJACENCY and isinstance(sub, list | Nested)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +166,22 @@ def summary_fields(s: PeerSummary) -> Fields:
     ]
 
 
-def parse_summary(fields: Fields) -> PeerSummary:
-    d = dict(fields)
+def summary_of(d: dict[int, object]) -> PeerSummary:
+    """The peer summary in a message's fields (a full state carries one at its top)."""
     return PeerSummary(
         get_bytes(d, Fid.SYNC_BRIDGE), get_str(d, Fid.USER), get_int(d, Fid.START),
         get_int(d, Fid.LINK_STATE), get_int(d, Fid.SUB_SEQNO),
     )
+
+
+def parse_summary(value: object) -> PeerSummary:
+    """The summary in a nested `peer_db` value (interned when left encoded)."""
+    if isinstance(value, Nested):
+        s = _summaries.get(value.raw)
+        return s if s is not None else _intern(_summaries, value.raw, summary_of(dict(value.fields())))
+    if isinstance(value, list):
+        return summary_of(dict(value))
+    raise MalformedMessage("peer_db is not a nested message")
 
 
 def wrap_session_key(key: bytes, for_key: bytes, about: bytes) -> bytes:
@@ -151,13 +212,14 @@ def sub_list_value(subjects: Iterable[str], patterns: Iterable[tuple[str, str]])
 def parse_sub_list(value: object) -> tuple[set[str], set[tuple[str, str]]]:
     subjects: set[str] = set()
     patterns: set[tuple[str, str]] = set()
-    if not isinstance(value, list):
+    fields = nested_fields(value)
+    if fields is None:
         return subjects, patterns
-    for fid, v in value:
+    for fid, v in fields:
         if fid == Fid.SUBJECT and isinstance(v, str):
             subjects.add(v)
-        elif fid == Fid.SUB_LIST and isinstance(v, list):
-            d = dict(v)
+        elif fid == Fid.SUB_LIST and (sub := nested_fields(v)) is not None:
+            d = dict(sub)
             text = d.get(Fid.PATTERN)
             if isinstance(text, str):
                 patterns.add((FMT_SYNTAX.get(get_int(d, Fid.FMT, 1), "rv"), text))

@@ -79,7 +79,7 @@ from raims_node.router.state import (
     Tport,
     count,
 )
-from raims_node.wire import Fid, Header, MsgType, decode_frame, peek
+from raims_node.wire import Fid, Header, MsgType, decode_frame, peek, peeked_fields
 from raims_node.wire import subjects as S
 from raims_node.wire.batch import Run
 
@@ -444,13 +444,12 @@ class Node:
         if head.msg_type == MsgType.MCAST:
             self.forward.on_mcast(conn, data, head, now_ns)
         elif head.msg_type == MsgType.INBOX:
-            self._on_inbox(conn, data, peer, now_ns)
+            self._on_inbox(conn, data, head, peer, now_ns)
         else:
-            self.flood.on_bcast(conn, data, peer, now_ns)
+            self.flood.on_bcast(conn, data, head, peer, now_ns)
 
-    def _on_inbox(self, conn: Conn, data: bytes, peer: Peer, now_ns: int) -> None:
+    def _on_inbox(self, conn: Conn, data: bytes, head: Header, peer: Peer, now_ns: int) -> None:
         st = self.state
-        head = peek(data)
         dest, suffix = S.parse_inbox(head.subject.decode("utf-8", "replace"))  # bad bytes: BadSubject
         if dest != st.bridge:
             st.counters.forwarded += 1
@@ -459,7 +458,7 @@ class Node:
                 st.send_inbox(head.bridge, "trace", [(Fid.SUBJECT, head.subject.decode(errors="replace")),
                                                      (Fid.TPORT, conn.tport.name)], now_ns)
             return
-        d = decode_frame(data).as_dict()
+        d = dict(peeked_fields(data, head, lazy=True))  # nested records decoded when wanted
         if not st.inbox_accept(peer, get_int(d, Fid.SEQNO), now_ns):
             st.counters.ibx_repeat += 1
             return

@@ -25,16 +25,18 @@ from raims_node.router.messages import (
     PeerSummary,
     get_bytes,
     links_value,
+    nested_fields,
     parse_links,
     parse_sub_list,
     parse_summary,
     summary_fields,
+    summary_of,
     unwrap_session_key,
     wrap_session_key,
 )
 from raims_node.router.peer import Peer
 from raims_node.router.state import Conn, NodeState, Pending
-from raims_node.wire import Fid, Fields, Header, encode_fields, peek
+from raims_node.wire import Fid, Fields, Header, Nested, encode_fields, peek
 
 RPC_RETRIES = 3
 SYNC_RETRY_NS = 20_000_000  # after a failed sync reply, 20-40 ms before asking again
@@ -95,12 +97,10 @@ class Rpc:
             st.request("adj", s.bridge, via, now_ns)
 
     def in_add_rte(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
-        value = d.get(Fid.PEER_DB)
         self.st.events.add(now_ns, Ev.RECV_PEER_DB, user=peer.user)
-        if isinstance(value, list):
-            for fid, sub in value:
-                if fid == Fid.PEER_DB and isinstance(sub, list):
-                    self.consider_summary(parse_summary(sub), peer.bridge, now_ns)
+        for fid, sub in nested_fields(d.get(Fid.PEER_DB)) or ():
+            if fid == Fid.PEER_DB and isinstance(sub, list | Nested):
+                self.consider_summary(parse_summary(sub), peer.bridge, now_ns)
 
     def in_sync_req(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         st = self.st
@@ -175,7 +175,7 @@ class Rpc:
                     "sync", about, st.next_neighbor(peer.bridge) or peer.bridge,
                     now_ns + st.rng.randrange(SYNC_RETRY_NS, 2 * SYNC_RETRY_NS))
             return
-        s = parse_summary([(f, v) for f, v in d.items()])
+        s = summary_of(d)
         if about == st.bridge:
             return
         existing = st.peers.get(about)
@@ -224,7 +224,7 @@ class Rpc:
         if target is None or Fid.USER not in d:
             st.changed("adj_fail")
             return
-        s = parse_summary([(f, v) for f, v in d.items()])
+        s = summary_of(d)
         if s.start_ns != target.start_ns:
             st.request("sync", about, peer.bridge, now_ns)
             return

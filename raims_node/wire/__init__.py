@@ -15,6 +15,7 @@ from raims_node.wire.fields import (
     Fields,
     FieldType,
     Message,
+    Nested,
     decode_fields,
     decode_message_fields,
     decode_typed_fields,
@@ -38,6 +39,7 @@ from raims_node.wire.frame import (
     frame_with_body,
     path_opt,
     peek,
+    peeked_fields,
     peeked_message,
     subject_hash,
 )
@@ -46,8 +48,8 @@ from raims_node.wire.stream import MAX_FRAME, FrameReader
 __all__ = [
     "BRIDGE_LEN", "DIGEST_LEN", "DIGEST_OFFSET", "FID_TYPES", "MAX_FRAME",
     "BadField", "BadHeader", "DecodedField", "FieldType", "Fid", "Fields", "Frame",
-    "FrameReader", "FrameTooLarge", "Header", "Message", "MsgType", "Opt", "StreamDesync", "Truncated",
+    "FrameReader", "FrameTooLarge", "Header", "Message", "MsgType", "Nested", "Opt", "StreamDesync", "Truncated",
     "WireError", "decode_fields", "decode_frame", "decode_message_fields", "decode_typed_fields",
     "dump_id", "encode_fields", "encode_frame", "encode_message_fields", "fid_name", "frame_length",
-    "frame_with_body", "message_of", "path_opt", "peek", "peeked_message", "subject_hash",
+    "frame_with_body", "message_of", "path_opt", "peek", "peeked_fields", "peeked_message", "subject_hash",
 ]

@@ -202,7 +202,7 @@ def dump_id(ftype: int, fid: int) -> int:
     return (ftype << 8) | fid
 
 
-FieldValue = bool | int | bytes | str | None | list[tuple[int, object]]
+FieldValue = bool | int | bytes | str | None | list[tuple[int, object]]  # or a Nested (lazy decode)
 Fields = list[tuple[int, object]]
 
 
@@ -214,6 +214,31 @@ class Message(NamedTuple):
     reply: str | None
     headers: bytes | None
     payload: bytes
+
+
+class Nested:
+    """A nested message left encoded by `decode_fields(..., lazy=True)`: `raw` holds its
+    fields, decoded by `fields()` when wanted. A router reads many system messages only
+    to find them stale, and the same record (a link, a peer summary) recurs in many of
+    them; the raw bytes are what identical records share."""
+
+    __slots__ = ("depth", "raw")
+
+    def __init__(self, raw: bytes, depth: int) -> None:
+        self.raw = raw
+        self.depth = depth  # the nesting depth of its fields
+
+    def fields(self, lazy: bool = False) -> Fields:
+        return decode_fields(self.raw, 0, len(self.raw), self.depth, lazy)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Nested) and other.raw == self.raw
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+    def __repr__(self) -> str:
+        return f"Nested({self.raw!r})"
 
 
 class DecodedField(NamedTuple):
@@ -297,6 +322,9 @@ def encode_field(out: bytearray, fid: int, value: object, depth: int = 0) -> Non
             raw = value
         elif isinstance(value, memoryview):
             raw = value.tobytes()
+        elif isinstance(value, Nested):  # a nested message as it was received
+            raw = value.raw
+            desc = _LONG_NESTED_DESC[fid]
         else:
             raise BadField(f"{fid_name(fid)}: expected bytes or a message, got {type(value).__name__}")
         size = len(raw)
@@ -430,9 +458,10 @@ _INT_UNPACKERS = (_UNPACK_H, _UNPACK_I, _UNPACK_Q)  # by kind
 
 
 def decode_fields(
-    buf: bytes | bytearray | memoryview, off: int = 0, end: int | None = None, depth: int = 0
+    buf: bytes | bytearray | memoryview, off: int = 0, end: int | None = None, depth: int = 0, lazy: bool = False
 ) -> Fields:
-    """Decode the fields in buf[off:end] into (fid, value) pairs, in order.
+    """Decode the fields in buf[off:end] into (fid, value) pairs, in order; with `lazy`
+    a nested message stays encoded, a `Nested` (its depth checked when decoded).
 
     Raises only WireError subclasses; every length is checked against `end` first.
     """
@@ -469,7 +498,8 @@ def decode_fields(
             else:
                 if depth >= MAX_NESTING:
                     raise BadField(f"{fid_name(fid)}: messages nested deeper than {MAX_NESTING}", start)
-                value = decode_fields(buf, off, off + n, depth + 1)
+                value = Nested(bytes(buf[off : off + n]), depth + 1) if lazy else decode_fields(
+                    buf, off, off + n, depth + 1)
             off += n + (n & 1)
         elif kind == _K_STRING:
             if left < 2:

@@ -242,6 +242,17 @@ def peeked_message(buf: bytes | bytearray | memoryview, head: Header) -> Message
     return decode_message_fields(buf, SUBJECT_OFFSET + slen + (slen & 1), head.frame_len)
 
 
+def peeked_fields(buf: bytes | bytearray | memoryview, head: Header, lazy: bool = False) -> Fields:
+    """The fields of the one frame in `buf` that `head` was peeked from: `decode_frame`
+    without validating the prefix again or building a Frame (a router's system messages);
+    `lazy`: nested messages left encoded (`Nested`)."""
+    if head.frame_len != len(buf):
+        raise (Truncated if head.frame_len > len(buf) else BadHeader)(
+            f"frame size says {head.frame_len} bytes, buffer has {len(buf)}", min(head.frame_len, len(buf)))
+    slen = len(head.subject)
+    return decode_fields(buf, SUBJECT_OFFSET + slen + (slen & 1), head.frame_len, 0, lazy)
+
+
 _MSG_TYPES = tuple(MsgType(t) for t in range(4))  # MsgType(t) is a slow enum call
 
 
