@@ -73,7 +73,13 @@ def link_fields(link: LinkRecord) -> Fields:
 
 
 def links_value(links: tuple[LinkRecord, ...] | list[LinkRecord]) -> Fields:
-    return [(Fid.ADJACENCY, link_fields(link)) for link in links]
+    """A full state's `adjacency` list; a link interned from received bytes is sent as
+    those bytes (the same fields), not encoded again."""
+    out: Fields = []
+    for link in links:
+        held = _received.get(id(link))
+        out.append((_ADJACENCY, held[1] if held is not None and held[0] is link else link_fields(link)))
+    return out
 
 
 def nested_fields(value: object) -> Fields | None:
@@ -94,6 +100,7 @@ INTERN_LIMIT = 1 << 16
 _links: dict[tuple[bytes, bytes], LinkRecord] = {}
 _link_sets: dict[tuple[bytes, bytes], tuple[LinkRecord, ...]] = {}
 _summaries: dict[bytes, PeerSummary] = {}
+_received: dict[int, tuple[LinkRecord, Nested]] = {}  # by id: an interned link and its bytes
 
 
 def _intern(table: dict[K, V], key: K, value: V) -> V:
@@ -129,7 +136,10 @@ def link_of(owner: bytes, value: object) -> LinkRecord:
     if isinstance(value, Nested):
         key = (owner, value.raw)
         link = _links.get(key)
-        return link if link is not None else _intern(_links, key, parse_link(owner, value.fields()))
+        if link is None:
+            link = _intern(_links, key, parse_link(owner, value.fields()))
+            _intern(_received, id(link), (link, value))  # the entry keeps the id's object alive
+        return link
     if isinstance(value, list):
         return parse_link(owner, value)
     raise MalformedMessage("adjacency is not a nested message")

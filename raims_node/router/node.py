@@ -440,7 +440,7 @@ class Node:
         if head.msg_type == MsgType.MCAST:
             st.counters.mcast_recv += 1
         else:
-            count(st.counters.pub_recv, S.publish_type(head.subject.decode(errors="replace")).name.lower())
+            count(st.counters.pub_recv, S.publish_type_name(head.subject.decode(errors="replace")))
         if head.msg_type == MsgType.MCAST:
             self.forward.on_mcast(conn, data, head, now_ns)
         elif head.msg_type == MsgType.INBOX:

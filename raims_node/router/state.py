@@ -203,7 +203,7 @@ class NodeState:
     def send_signed(self, conn: Conn, subject: str, fields: Fields, mtype: MsgType) -> None:
         frame = encode_frame(mtype, subject, self.bridge, fields)
         self.mac.sign(frame)
-        count(self.counters.pub_send, S.publish_type(subject).name.lower())
+        count(self.counters.pub_send, S.publish_type_name(subject))
         self.emit(conn.conn_id, bytes(frame))
 
     def bcast(self, subject: str, fields: Fields, now_ns: int) -> None:
@@ -212,7 +212,7 @@ class NodeState:
         frame = encode_frame(MsgType.RTR_ALERT, subject, self.bridge,
                              [(Fid.SEQNO, self.bcast_seqno), (Fid.TIME, now_ns), *fields])
         self.mac.sign(frame)
-        count(self.counters.pub_send, S.publish_type(subject).name.lower())
+        count(self.counters.pub_send, S.publish_type_name(subject))
         self.seen((self.bridge, self.bcast_seqno))
         data = bytes(frame)
         self.batch.remember(flood_key(self.bridge, data[DIGEST_OFFSET:DIGEST_OFFSET + DIGEST_LEN]))
@@ -285,7 +285,7 @@ class NodeState:
         body += tail
         frame = frame_with_body(MsgType.INBOX, subject.encode("utf-8", "surrogateescape"), self.bridge, body, opt)
         self.mac.sign(frame)
-        count(self.counters.pub_send, S.publish_type(subject).name.lower())
+        count(self.counters.pub_send, S.publish_type_name(subject))
         self.route_inbox(dest, bytes(frame))
 
     def route_inbox(self, dest: bytes, data: bytes) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 from enum import IntEnum
+from functools import lru_cache
 
 from raims_node.wire.errors import WireError
 from raims_node.wire.frame import BRIDGE_LEN, MsgType
@@ -132,6 +133,11 @@ def is_system(subject: str) -> bool:
 
 def bridge_b64(bridge: bytes) -> str:
     """A bridge id as printed in subjects and consoles (22 base64 characters)."""
+    return _bridge_b64(bytes(bridge))  # bytes(b) is b itself for bytes
+
+
+@lru_cache(maxsize=8192)  # a node names the same peers again and again (subjects, logs)
+def _bridge_b64(bridge: bytes) -> str:
     return base64.b64encode(bridge).decode()[:BRIDGE_B64_LEN]
 
 
@@ -152,6 +158,7 @@ def inbox_subject(bridge: bytes, suffix: str) -> str:
     return f"{INBOX}{bridge_b64(bridge)}.{suffix}"
 
 
+@lru_cache(maxsize=16384)  # a node receives its inbox messages on few subjects
 def parse_inbox(subject: str) -> tuple[bytes, str]:
     """(destination bridge, suffix) of an inbox subject."""
     if not subject.startswith(INBOX):
@@ -160,6 +167,13 @@ def parse_inbox(subject: str) -> tuple[bytes, str]:
     if len(subject) < end + 2 or subject[end] != ".":
         raise BadSubject(f"inbox subject {subject!r} lacks '<bridge>.<suffix>'")
     return bridge_from_b64(subject[len(INBOX) : end]), subject[end + 1 :]
+
+
+@lru_cache(maxsize=16384)
+def publish_type_name(subject: str) -> str:
+    """`publish_type(subject)` as the counters name it ("u_inbox_sync_rpy"); a router
+    counts every system message it sends and receives, on few distinct subjects."""
+    return publish_type(subject).name.lower()
 
 
 def publish_type(subject: str) -> PublishType:
