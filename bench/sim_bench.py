@@ -41,7 +41,6 @@ from raims_node.linkstate import path_for_hash  # noqa: E402
 from raims_node.router.actions import Send  # noqa: E402
 from raims_node.router.node import NS, Node  # noqa: E402
 from raims_node.router.sim import MS, SimNetwork  # noqa: E402
-from raims_node.server import GC_GEN0  # noqa: E402
 from raims_node.wire import peek  # noqa: E402
 
 from _report import rate, report  # noqa: E402
@@ -80,26 +79,26 @@ def build(n: int, seed: int) -> SimNetwork:
 
 
 @contextmanager
-def server_gc() -> Iterator[None]:
-    """The collector as `raims_node.server` sets it for a node (the objects made while
-    starting frozen, a larger young generation), for the time of a run. One process
-    holds every simulated node's state: with CPython's defaults, the short-lived frames
-    and records of a converging network are promoted and set off full collections of
-    that whole heap, a third of the CPU at 256 nodes."""
-    old = gc.get_threshold()
+def quiet_gc() -> Iterator[None]:
+    """No cyclic collection while a network converges. One process holds every
+    simulated node's state (7 GB at 1,024 nodes), and the frames and records of a
+    converging network die young but not young enough: CPython's default thresholds
+    set off full collections of that whole heap (a third of the CPU at 256 nodes), the
+    server's (`raims_node.server._tune_gc`) still an eighth at 512 in young ones. A run
+    makes almost no cyclic garbage (474 objects at 256 nodes), collected after it."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(GC_GEN0, 20, 20)
+    gc.disable()
     try:
         yield
     finally:
-        gc.set_threshold(*old)
+        gc.enable()
         gc.unfreeze()  # the network may be dropped after: its cycles are collectable again
 
 
 def converge(net: SimNetwork, budget_s: float) -> tuple[bool, float, float]:
     """Step until converged or out of CPU budget: (converged, virtual s, CPU s)."""
-    with server_gc():
+    with quiet_gc():
         return _converge(net, budget_s)
 
 

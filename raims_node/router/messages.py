@@ -203,13 +203,19 @@ def wrap_session_key(key: bytes, for_key: bytes, about: bytes) -> bytes:
     """
     nonce = os.urandom(_WRAP_NONCE)
     pad = hashlib.blake2b(nonce + about, key=for_key, digest_size=SESSION_KEY_LEN).digest()
-    return bytes(a ^ b for a, b in zip(key, pad, strict=True)) + nonce + bytes(16)
+    return _xor(key, pad) + nonce + bytes(16)
 
 
 def unwrap_session_key(blob: bytes, my_key: bytes, about: bytes) -> bytes:
     nonce = blob[SESSION_KEY_LEN : SESSION_KEY_LEN + _WRAP_NONCE]
     pad = hashlib.blake2b(nonce + about, key=my_key, digest_size=SESSION_KEY_LEN).digest()
-    return bytes(a ^ b for a, b in zip(blob[:SESSION_KEY_LEN], pad, strict=True))
+    return _xor(blob[:SESSION_KEY_LEN], pad)
+
+
+def _xor(a: bytes, b: bytes) -> bytes:
+    if len(a) != len(b):
+        raise MalformedMessage(f"session key of {len(a)} bytes, pad of {len(b)}")
+    return (int.from_bytes(a) ^ int.from_bytes(b)).to_bytes(len(a))
 
 
 def sub_list_value(subjects: Iterable[str], patterns: Iterable[tuple[str, str]]) -> Fields:

@@ -228,10 +228,11 @@ class NodeState:
 
     def log_flood(self, key: bytes, data: bytes, now_ns: int) -> None:
         """Keep a flood for the links still shaking hands (batch.py); none: keep nothing."""
-        if any(not c.active for c in self.conns.values()):
-            self.batch.log(key, data, now_ns)
-        else:
-            self.batch.clear_log()
+        for c in self.conns.values():  # a loop, not any(): this runs for every flood
+            if not c.active:
+                self.batch.log(key, data, now_ns)
+                return
+        self.batch.clear_log()
 
     def flush_floods(self, now_ns: int) -> None:
         """Send the floods whose hold ended (batch.py): alone, or together in `_Z.BAT`."""
