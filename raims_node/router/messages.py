@@ -151,7 +151,7 @@ def parse_links(owner: bytes, value: object) -> list[LinkRecord]:
         key = (owner, value.raw)
         links = _link_sets.get(key)
         if links is None:
-            links = _intern(_link_sets, key, tuple(_parse_links(owner, value.fields())))
+            links = _intern(_link_sets, key, tuple(_parse_links(owner, value.fields(lazy=True))))
         return list(links)
     return _parse_links(owner, value) if isinstance(value, list) else []
 
