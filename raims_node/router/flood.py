@@ -50,6 +50,13 @@ class Flood:
         """A flood from `peer` (MAC checked, `head` its peeked header), flooded on unless
         `relay` is False (an update inside an origin batch, which travels as a whole)."""
         st = self.st
+        batch = st.batch
+        if relay:
+            key = flood_key(head.bridge, head.digest)
+            if batch.seen(key):  # this very frame was handled (a hop batch never is): not decoded again
+                batch.has_from(conn.conn_id, key)
+                st.counters.dup_bcast += 1
+                return
         fields = peeked_fields(data, head, lazy=True)  # nested records: messages.py, when wanted
         d = dict(fields)  # the last of a repeated field wins
         subj = head.subject.decode("utf-8", "surrogateescape")
@@ -63,9 +70,7 @@ class Flood:
             else:
                 st.counters.bad_frames += 1  # a hop batch never nests in another
             return
-        batch = st.batch
         if relay:
-            key = flood_key(head.bridge, head.digest)
             batch.has_from(conn.conn_id, key)
             batch.remember(key)
         if st.seen((peer.bridge, get_int(d, _SEQNO))):
