@@ -502,7 +502,7 @@ class BloomFilter:
 
 
 SHARED_LIMIT: Final = 4096  # decoded replicas kept by shared_replica
-SHARED_MAX_BYTES: Final = 512  # larger filters are decoded per call (bounds the memory held)
+SHARED_MAX_BYTES: Final = 256  # larger filters are decoded per call (bounds the memory held)
 _shared: OrderedDict[bytes, BloomFilter] = OrderedDict()
 
 
