@@ -1,0 +1,48 @@
+"""The daemon's side of the lone-frame path (issue 24, latency).
+
+A link read that is exactly one multicast data frame (transports/tcp.py) is handed to
+`LoneFrames.received`: the node's `LonePath` (router/lone.py) checks and routes it,
+the frame is written at once on every link it goes on to (`LinkProtocol.send_now`:
+behind whatever waits on that link, else in this pass), and local deliveries are
+carried out and written to their clients now (`FlowGate.flush`) instead of on the
+loop's next turn. A frame the lone path does not take goes to `Node.on_frames` as if
+read with others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from raims_node.router.actions import Action
+from raims_node.router.node import Node
+
+if TYPE_CHECKING:
+    from raims_node.bridges.glue import FlowGate
+    from raims_node.transports.tcp import LinkProtocol
+
+
+class LoneFrames:
+    def __init__(self, node: Node, links: dict[int, LinkProtocol], apply: Callable[[list[Action]], None],
+                 gate: FlowGate) -> None:
+        self.node = node
+        self.links = links  # the daemon's, by conn id
+        self.apply = apply
+        self.gate = gate
+
+    def received(self, conn_id: int, frame: bytes) -> None:
+        lone = self.node.lone
+        now_ns = time.time_ns()
+        sends = lone.forward_lone(conn_id, frame, now_ns)
+        if sends is None:
+            self.apply(self.node.on_frames(conn_id, [frame], now_ns))
+            return
+        links = self.links
+        for cid in sends:
+            link = links.get(cid)
+            if link is not None:
+                link.send_now(frame)
+        if lone.has_actions:  # local deliveries: written to their clients now
+            self.apply(lone.take_actions())
+            self.gate.flush()
