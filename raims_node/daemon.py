@@ -130,7 +130,8 @@ class Daemon:
         self.extra_ports.append(self.discovery.port_rows)
         self.guard = LinkGuard(tree.parameters, self.node, self.say)  # unauthenticated links, log floods
         self.wake = NodeWake(self.node, self._apply)
-        self.link_lone = LoneFrames(self.node, self.links, self._apply, self.bridges.gate).received  # tcp.py
+        lone = LoneFrames(self.node, self.links, self._apply, self.bridges.gate)
+        self.link_lone, self.publish_lone = lone.received, lone.publish  # tcp.py, router_bus.py
 
     # ------------------------------------------------------------------ lifecycle
 

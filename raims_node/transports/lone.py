@@ -7,6 +7,9 @@ behind whatever waits on that link, else in this pass), and local deliveries are
 carried out and written to their clients now (`FlowGate.flush`) instead of on the
 loop's next turn. A frame the lone path does not take goes to `Node.on_frames` as if
 read with others.
+
+`publish` is the same for a message a client sent alone (RouterBus.publish_lone): the
+node's frames are written on their links in this pass.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from raims_node.router.actions import Action
+from raims_node.router.actions import Action, Send
 from raims_node.router.node import Node
 
 if TYPE_CHECKING:
@@ -46,3 +49,18 @@ class LoneFrames:
         if lone.has_actions:  # local deliveries: written to their clients now
             self.apply(lone.take_actions())
             self.gate.flush()
+
+    def publish(self, subject: str, payload: bytes, no_echo: object | None) -> int:
+        """Daemon.publish of one message read alone, its frames written now; the local
+        deliveries made."""
+        node = self.node
+        before = node.counters.delivered
+        links = self.links
+        for act in node.publish(subject, payload, time.time_ns(), no_echo=no_echo):
+            if type(act) is Send:
+                link = links.get(act.conn_id)
+                if link is not None:
+                    link.send_now(act.data)
+            else:
+                self.apply([act])
+        return node.counters.delivered - before
