@@ -18,6 +18,11 @@ frame reader, `Node.on_frames`, the action list and the loop's next turn:
 - Anything else (ack or trace options, a source whose key is not known yet, our own
   frame, an inactive connection, a prefix that is not the usual one) returns None and
   takes the general path, unchanged.
+
+`publish` is `Forward.publish` for a message a client sent alone (no reply, headers or
+options; not anycast): the same seqno, fields, frame, MAC, local deliveries and
+counters, the frame built from a per-subject template, returned with the connections
+to write it on instead of as `Send` actions.
 """
 
 from __future__ import annotations
@@ -26,19 +31,77 @@ import struct
 
 from raims_node.router.actions import Action
 from raims_node.router.forward import Forward
-from raims_node.router.state import OPT_ACK, OPT_TRACE, NodeState
-from raims_node.wire.frame import DIGEST_DESC, SUBJECT_DESC, SUBJECT_OFFSET
+from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, NodeState
+from raims_node.wire.fields import encode_message_fields
+from raims_node.wire.frame import (
+    BRIDGE_DESC,
+    DIGEST_DESC,
+    DIGEST_LEN,
+    MIN_BODY,
+    SUBJECT_DESC,
+    SUBJECT_OFFSET,
+    VERSION,
+    MsgType,
+)
 
 _PREFIX = struct.Struct(">IIH16sH16sHH")  # wire/frame.py's fixed prefix
 _unpack_prefix = _PREFIX.unpack_from
 _SLOW_OPTS = (OPT_ACK | OPT_TRACE) << 24  # in the first word: these take the full path
 _NONE: tuple[int, ...] = ()
+_pack_prefix = _PREFIX.pack
+_ZERO_DIGEST = bytes(DIGEST_LEN)
+LONE_PUBLISH_MAX = 1 << 20  # larger payloads take Forward.publish (the frame size may not fit 24 bits)
+TEMPLATE_LIMIT = 4096  # subjects whose publish template is kept
 
 
 class LonePath:
     def __init__(self, st: NodeState, forward: Forward) -> None:
         self.st = st
         self.forward = forward
+        # subject -> (first word without size, hash, subject bytes, subject + pad, path)
+        self._templates: dict[str, tuple[int, int, bytes, bytes, int]] = {}
+
+    def publish(self, subject: str, payload: bytes, now_ns: int,
+                no_echo: object | None) -> tuple[bytes, tuple[int, ...]] | None:
+        """(frame, connections to write it on) of one message published alone, local
+        deliveries queued for `take_actions`; None: use `Node.publish`."""
+        if len(payload) > LONE_PUBLISH_MAX:
+            return None
+        tmpl = self._templates.get(subject)
+        if tmpl is None:
+            tmpl = self._template(subject)
+            if tmpl is None:
+                return None
+        word, h, sub, padded, path = tmpl
+        st = self.st
+        seqno, start = st.pub_window.next_seqno(subject, now_ns)
+        body = encode_message_fields(seqno, now_ns if start else 0, None, None, payload)
+        frame = bytearray(_pack_prefix(word | (MIN_BODY + len(padded) + len(body)), h, BRIDGE_DESC, st.bridge,
+                                       DIGEST_DESC, _ZERO_DIGEST, SUBJECT_DESC, len(sub)))
+        frame += padded
+        frame += body
+        st.mac.sign(frame)
+        counters = st.counters
+        counters.published += 1
+        forward = self.forward
+        if st.subs:
+            local = st.subs.match(subject)
+            if local:
+                forward._deliver(st.bridge, subject, seqno, local, payload, None, None, 0, no_echo)
+        conns = forward._forward_set(st.bridge, path, sub, h)
+        counters.forwarded += len(conns)
+        counters.frames_out += len(conns)
+        return bytes(frame), conns
+
+    def _template(self, subject: str) -> tuple[int, int, bytes, bytes, int] | None:
+        sub, hashes, path, opt = self.forward._subject(subject)
+        if opt & OPT_ANY:
+            return None
+        if len(self._templates) >= TEMPLATE_LIMIT:
+            self._templates.clear()
+        word = (VERSION << 31) | (MsgType.MCAST << 29) | (opt << 24)
+        tmpl = self._templates[subject] = (word, hashes.full, sub, sub + b"\0" * (len(sub) & 1), path)
+        return tmpl
 
     @property
     def has_actions(self) -> bool:

@@ -56,7 +56,19 @@ class LoneFrames:
         node = self.node
         before = node.counters.delivered
         links = self.links
-        for act in node.publish(subject, payload, time.time_ns(), no_echo=no_echo):
+        lone = node.lone
+        now_ns = time.time_ns()
+        made = lone.publish(subject, payload, now_ns, no_echo)
+        if made is not None:
+            frame, sends = made
+            for cid in sends:
+                link = links.get(cid)
+                if link is not None:
+                    link.send_now(frame)
+            if lone.has_actions:  # local deliveries (the glue writes them after the read)
+                self.apply(lone.take_actions())
+            return node.counters.delivered - before
+        for act in node.publish(subject, payload, now_ns, no_echo=no_echo):
             if type(act) is Send:
                 link = links.get(act.conn_id)
                 if link is not None:

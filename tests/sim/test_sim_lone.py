@@ -14,10 +14,18 @@ from collections.abc import Callable
 import pytest
 
 from raims_node.crypto.credentials import Credentials
+from raims_node.linkstate.routes import path_for_hash
 from raims_node.router.actions import Send
 from raims_node.router.node import NS
 from raims_node.router.sim import SimNetwork
-from raims_node.wire import MsgType, encode_frame
+from raims_node.wire import (
+    MsgType,
+    encode_frame,
+    encode_message_fields,
+    frame_with_body,
+    path_opt,
+    subject_hash,
+)
 from raims_node.wire.frame import BRIDGE_DESC, DIGEST_OFFSET, HEADER_SIZE
 
 GRAPH = [("link_ab", "A", "B", 200), ("link_bc", "B", "C", 100), ("link_ac", "A", "C", 200),
@@ -158,3 +166,26 @@ def test_frames_the_lone_path_leaves_to_the_general_one(creds: Callable[[str], C
     own = encode_frame(MsgType.MCAST, "RSF.IBM.N", b.bridge, [])
     assert b.lone.forward_lone(conn_b, bytes(own), net.now) is None
     assert b.lone.forward_lone(99_999, frame, net.now) is None  # no such connection
+
+
+@pytest.mark.parametrize("subject", ["RSF.IBM.N", "odd.len", "RSF.MSFT.N"])
+def test_lone_publish_builds_the_general_frame(creds: Callable[[str], Credentials], subject: str) -> None:
+    net = build(LoneSim, creds)
+    a = net.nodes["A"].node
+    general = [act for act in a.publish(subject, b"first", net.now) if isinstance(act, Send)]
+    last = dict(a.state.pub_window.entries())[subject]  # lone.publish takes the next seqno
+    before = (a.counters.published, a.counters.forwarded, a.counters.frames_out)
+    made = a.lone.publish(subject, b"second", net.now, None)
+    assert made is not None
+    frame, sends = made
+    sub = subject.encode()
+    want = frame_with_body(MsgType.MCAST, sub, a.bridge, encode_message_fields(last + 1, 0, None, None, b"second"),
+                           path_opt(path_for_hash(subject_hash(sub))), subject_hash(sub))
+    a.state.mac.sign(want)
+    assert frame == bytes(want)
+    assert sends == tuple(act.conn_id for act in general)
+    n = len(sends)
+    assert (a.counters.published, a.counters.forwarded, a.counters.frames_out) == (
+        before[0] + 1, before[1] + n, before[2] + n)
+    assert a.lone.publish(subject, bytes(2 << 20), net.now, None) is None  # too large for the template
+    assert a.lone.publish("_INBOX.x", b"r", net.now, None) is None  # anycast
