@@ -229,6 +229,11 @@ class FlowGate:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
+    def defer(self) -> None:
+        """The caller flushes (`flush`) in this pass what the next deliveries wake: no
+        turn of the loop is scheduled for them (the lone-frame path, transports/lone.py)."""
+        self._flush_scheduled = True
+
     def flush(self) -> None:
         self._flush_scheduled = False
         while self._dirty:

@@ -28,11 +28,14 @@ to write it on instead of as `Send` actions.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 from raims_node.router.actions import Action
 from raims_node.router.forward import Forward
+from raims_node.router.localsubs import LocalSub
+from raims_node.router.seqwin import Verdict
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, NodeState
-from raims_node.wire.fields import encode_message_fields
+from raims_node.wire.fields import Fid, FieldType, descriptor, encode_message_fields
 from raims_node.wire.frame import (
     BRIDGE_DESC,
     DIGEST_DESC,
@@ -48,6 +51,11 @@ _PREFIX = struct.Struct(">IIH16sH16sHH")  # wire/frame.py's fixed prefix
 _unpack_prefix = _PREFIX.unpack_from
 _SLOW_OPTS = (OPT_ACK | OPT_TRACE) << 24  # in the first word: these take the full path
 _NONE: tuple[int, ...] = ()
+_SEQ_DATA = struct.Struct(">HQHI")  # a seqno field (u64), then the data field's descriptor and size
+_unpack_seq_data = _SEQ_DATA.unpack_from
+_SEQ_DATA_LEN = _SEQ_DATA.size
+_SEQNO_DESC = descriptor(FieldType.U64, Fid.SEQNO)
+_DATA_DESC = descriptor(FieldType.LONG_OPAQUE, Fid.DATA)
 _pack_prefix = _PREFIX.pack
 _ZERO_DIGEST = bytes(DIGEST_LEN)
 LONE_PUBLISH_MAX = 1 << 20  # larger payloads take Forward.publish (the frame size may not fit 24 bits)
@@ -92,6 +100,32 @@ class LonePath:
         counters.forwarded += len(conns)
         counters.frames_out += len(conns)
         return bytes(frame), conns
+
+    def _deliver(self, source: bytes, subject: str, data: bytes, off: int, end: int,
+                 subs: Sequence[LocalSub], now_ns: int) -> None:
+        """Forward._deliver_frame for the usual lone message (a seqno and the data, as a
+        publisher writes every message of a stream after its first): the sequence check
+        and its loss accounting as in `Forward._deliver_message`, then the same
+        deliveries. Any other layout (a stamp, reply, headers, a batch) goes there."""
+        if end - off >= _SEQ_DATA_LEN:
+            sdesc, seqno, ddesc, size = _unpack_seq_data(data, off)
+            start = off + _SEQ_DATA_LEN
+            if sdesc == _SEQNO_DESC and ddesc == _DATA_DESC and start + size + (size & 1) == end:
+                st = self.st
+                verdict, loss = st.sub_window.check(source, subject, seqno, 0, now_ns)
+                if verdict is Verdict.REPEAT or loss:
+                    peer = st.peers.get(source)
+                    if verdict is Verdict.REPEAT:
+                        if peer is not None:
+                            peer.loss.repeat += 1
+                            peer.loss.repeat_time = now_ns
+                        return
+                    if peer is not None:
+                        peer.loss.msg_loss += loss
+                        peer.loss.loss_time = now_ns
+                self.forward._deliver(source, subject, seqno, subs, data[start:start + size], None, None, loss, None)
+                return
+        self.forward._deliver_frame(source, subject, data, off, end, subs, now_ns)
 
     def _template(self, subject: str) -> tuple[int, int, bytes, bytes, int] | None:
         sub, hashes, path, opt = self.forward._subject(subject)
@@ -149,7 +183,7 @@ class LonePath:
             text = subject.decode("utf-8", "surrogateescape")
             subs = st.subs.match(text)
             if subs:
-                forward._deliver_frame(source, text, data, off, end, subs, now_ns)
+                self._deliver(source, text, data, off, end, subs, now_ns)
                 return conns
         if not sent:
             peer = st.peers[source]

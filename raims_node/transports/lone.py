@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from raims_node.router.actions import Action, Send
+from raims_node.router.actions import Action, Deliver, Send
 from raims_node.router.node import Node
 
 if TYPE_CHECKING:
@@ -47,8 +47,18 @@ class LoneFrames:
             if link is not None:
                 link.send_now(frame)
         if lone.has_actions:  # local deliveries: written to their clients now
-            self.apply(lone.take_actions())
-            self.gate.flush()
+            gate = self.gate
+            gate.defer()
+            try:
+                for act in lone.take_actions():
+                    if type(act) is Deliver:
+                        handler = getattr(act.owner, "on_deliver", None)
+                        if handler is not None:
+                            handler(act)
+                    else:
+                        self.apply([act])
+            finally:
+                gate.flush()
 
     def publish(self, subject: str, payload: bytes, no_echo: object | None) -> int:
         """Daemon.publish of one message read alone, its frames written now; the local

@@ -189,3 +189,23 @@ def test_lone_publish_builds_the_general_frame(creds: Callable[[str], Credential
         before[0] + 1, before[1] + n, before[2] + n)
     assert a.lone.publish(subject, bytes(2 << 20), net.now, None) is None  # too large for the template
     assert a.lone.publish("_INBOX.x", b"r", net.now, None) is None  # anycast
+
+
+def test_loss_and_repeats_are_counted_on_the_lone_path(creds: Callable[[str], Credentials]) -> None:
+    net = build(LoneSim, creds)
+    a, b = net.nodes["A"].node, net.nodes["B"].node
+    net.publish("A", "RSF.IBM.N", b"start")  # the stream's first message (with a stamp) goes first
+    net.run_for(NS // 100)
+    frames = []
+    for i in range(3):
+        made = a.lone.publish("RSF.IBM.N", b"p%d" % i, net.now, None)
+        assert made is not None
+        frames.append(made[0])
+    conn_b = next(c.conn_id for c in b.state.conns.values() if c.peer == a.bridge)
+    peer = b.peers[a.bridge]
+    b.lone.forward_lone(conn_b, frames[0], net.now)
+    b.lone.forward_lone(conn_b, frames[2], net.now)  # frames[1] lost on the way
+    b.lone.forward_lone(conn_b, frames[2], net.now)  # and a replay
+    got = [(act.payload, act.loss) for act in b.lone.take_actions()]  # type: ignore[attr-defined]
+    assert got == [(b"p0", 0), (b"p2", 1)]
+    assert (peer.loss.msg_loss, peer.loss.repeat) == (1, 1)
