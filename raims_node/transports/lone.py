@@ -14,16 +14,21 @@ node's frames are written on their links in this pass.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from raims_node import RaimsError
 from raims_node.router.actions import Action, Deliver, Send
 from raims_node.router.node import Node
 
 if TYPE_CHECKING:
     from raims_node.bridges.glue import FlowGate
     from raims_node.transports.tcp import LinkProtocol
+
+
+log = logging.getLogger("raims.router")
 
 
 class LoneFrames:
@@ -37,7 +42,16 @@ class LoneFrames:
     def received(self, conn_id: int, frame: bytes) -> None:
         lone = self.node.lone
         now_ns = time.time_ns()
-        sends = lone.forward_lone(conn_id, frame, now_ns)
+        try:
+            sends = lone.forward_lone(conn_id, frame, now_ns)
+        except RaimsError as exc:  # a malformed field after a good MAC: as Node.on_frames
+            self.node.counters.bad_frames += 1
+            log.debug("bad frame from conn %d: %s", conn_id, exc)
+            sends = ()
+        except Exception:  # a bug must cost this frame only, never the link
+            self.node.counters.internal_errors += 1
+            log.exception("error handling a frame from conn %d", conn_id)
+            sends = ()
         if sends is None:
             self.apply(self.node.on_frames(conn_id, [frame], now_ns))
             return

@@ -13,11 +13,13 @@ from collections.abc import Callable
 
 import pytest
 
+from raims_node.bridges.glue import FlowGate
 from raims_node.crypto.credentials import Credentials
 from raims_node.linkstate.routes import path_for_hash
 from raims_node.router.actions import Send
 from raims_node.router.node import NS
 from raims_node.router.sim import SimNetwork
+from raims_node.transports.lone import LoneFrames
 from raims_node.wire import (
     MsgType,
     encode_frame,
@@ -26,11 +28,14 @@ from raims_node.wire import (
     path_opt,
     subject_hash,
 )
+from raims_node.wire.batch import BATCH_DESC
+from raims_node.wire.fields import Fid, FieldType, descriptor
 from raims_node.wire.frame import BRIDGE_DESC, DIGEST_OFFSET, HEADER_SIZE
 
 GRAPH = [("link_ab", "A", "B", 200), ("link_bc", "B", "C", 100), ("link_ac", "A", "C", 200),
          ("link_bd", "B", "D", 200), ("link_dc", "D", "C", 300)]
 _HEAD = struct.Struct(">IIH")
+_SEQNO_DESC = descriptor(FieldType.U64, Fid.SEQNO)
 
 
 def lone_candidate(data: bytes) -> bool:
@@ -209,3 +214,20 @@ def test_loss_and_repeats_are_counted_on_the_lone_path(creds: Callable[[str], Cr
     got = [(act.payload, act.loss) for act in b.lone.take_actions()]  # type: ignore[attr-defined]
     assert got == [(b"p0", 0), (b"p2", 1)]
     assert (peer.loss.msg_loss, peer.loss.repeat) == (1, 1)
+
+
+def test_a_signed_frame_with_a_bad_field_is_counted_not_raised(creds: Callable[[str], Credentials]) -> None:
+    """A frame with a good MAC whose batch field overruns it (a faulty peer): on the lone
+    path as on Node.on_frames, counted in bad_frames; the link's reader never sees it."""
+    net = build(LoneSim, creds)
+    a, b = net.nodes["A"].node, net.nodes["B"].node
+    bad = frame_with_body(MsgType.MCAST, b"RSF.IBM.N", a.bridge,
+                          struct.pack(">HQHI", _SEQNO_DESC, 1 << 40, BATCH_DESC, 999) + b"xx", 0,
+                          subject_hash(b"RSF.IBM.N"))
+    a.state.mac.sign(bad)
+    conn_b = next(c.conn_id for c in b.state.conns.values() if c.peer == a.bridge)
+    applied: list[object] = []
+    lone = LoneFrames(b, {}, applied.extend, FlowGate())
+    before = b.counters.bad_frames
+    lone.received(conn_b, bytes(bad))
+    assert b.counters.bad_frames == before + 1 and applied == []
