@@ -327,6 +327,13 @@ class SessionProtocol(asyncio.Protocol):
             rest, off = self._backlog
             self._backlog = (rest[off:] + data, 0)
             return
+        session = self.session
+        if len(data) <= MIN_SLICE_BYTES and session is not None:  # a message alone: one slice, nothing timed
+            if not session.closing:
+                session.data_received(data)
+            self.flush()
+            self.server.hub.gate.flush()
+            return
         self._feed(data, 0)
 
     def _feed(self, data: bytes, off: int) -> None:

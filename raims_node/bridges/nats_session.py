@@ -161,6 +161,7 @@ class NatsSession(SessionOutput):
         self._parser = NatsParser(config.max_payload, config.max_control_line, runs=True)
         # RouterBus.publish_lone, when the bus has it: a PUB read alone, written on at once
         self._publish_lone: Callable[[NatsSession, str, bytes], int] | None = getattr(bus, "publish_lone", None)
+        self._lone_subject: str | None = None  # the last subject _plain_pub allowed
         self._subs: dict[str, _Subscription] = {}
         self._pings_out = 0
         self._in_bus = True
@@ -193,7 +194,7 @@ class NatsSession(SessionOutput):
         if self._closing:
             return
         lone = self._parser.lone_pub(data) if type(data) is bytes else None
-        if lone is not None and self._plain_pub(lone[0]):  # one message alone: written on at once
+        if lone is not None and (lone[0] is self._lone_subject or self._plain_pub(lone[0])):  # written on at once
             self.msgs_in += 1
             if self._publish_lone is not None:
                 self._publish_lone(self, lone[0], lone[1])
@@ -254,8 +255,10 @@ class NatsSession(SessionOutput):
     def _plain_pub(self, subject: str) -> bool:
         """Whether a PUB to `subject` without reply or headers is published as it is
         (connected, not verbose, not refused by pedantic mode): as data_received's runs."""
-        if (self.connected or not self.config.auth_required) and not self.verbose:
-            return not self.pedantic or is_literal_subject(subject)
+        if ((self.connected or not self.config.auth_required) and not self.verbose
+                and (not self.pedantic or is_literal_subject(subject))):
+            self._lone_subject = subject  # (the parser keeps the same str while the line repeats)
+            return True
         return False
 
     def _on_event(self, ev: NatsEvent, guarded: bool) -> None:
@@ -284,6 +287,7 @@ class NatsSession(SessionOutput):
         self._close(encode_err(err_text), error)
 
     def _on_connect(self, options: dict[str, Any]) -> None:
+        self._lone_subject = None  # the flags _plain_pub read may change
         problem = _bad_option(options)
         if problem is not None:
             self._fail(UnknownOperation(f"CONNECT {problem}"), ERR_UNKNOWN_OP)

@@ -145,6 +145,7 @@ class RouterBus:
         self._routes: dict[str, tuple[str, int]] = {}
         self._routes_version = -1
         self._host_lone: Callable[[str, bytes, object | None], int] | None = getattr(host, "publish_lone", None)
+        self._carried: str | None = None  # the last node subject publish_lone found carriable
         self._queue_turn: dict[str, int] = {}
         self.refused = 0
         self.bad_patterns = 0
@@ -236,8 +237,10 @@ class RouterBus:
         if lone is not None and not subject.startswith(NAMES_PREFIX):
             internal, remote = self._route(subject)
             if remote:
-                if not self._carriable(internal):
-                    return 0
+                if internal is not self._carried:
+                    if not self._carriable(internal):
+                        return 0
+                    self._carried = internal  # (the routes keep the same str)
                 no_echo = self._owners.get(client) if not client.echo else None
                 return lone(internal, payload, no_echo) + remote
         return self._publish(client, subject, None, None, (payload,))

@@ -53,6 +53,8 @@ _SLOW_OPTS = (OPT_ACK | OPT_TRACE) << 24  # in the first word: these take the fu
 _NONE: tuple[int, ...] = ()
 _SEQ_DATA = struct.Struct(">HQHI")  # a seqno field (u64), then the data field's descriptor and size
 _unpack_seq_data = _SEQ_DATA.unpack_from
+_pack_seq_data = _SEQ_DATA.pack
+_WIDE, _TOO_WIDE = 1 << 32, 1 << 64  # seqnos written as u64 (wire/fields.py)
 _SEQ_DATA_LEN = _SEQ_DATA.size
 _SEQNO_DESC = descriptor(FieldType.U64, Fid.SEQNO)
 _DATA_DESC = descriptor(FieldType.LONG_OPAQUE, Fid.DATA)
@@ -83,7 +85,12 @@ class LonePath:
         word, h, sub, padded, path = tmpl
         st = self.st
         seqno, start = st.pub_window.next_seqno(subject, now_ns)
-        body = encode_message_fields(seqno, now_ns if start else 0, None, None, payload)
+        body: bytes | bytearray
+        if start or not _WIDE <= seqno < _TOO_WIDE:
+            body = encode_message_fields(seqno, now_ns if start else 0, None, None, payload)
+        else:  # the usual message of a stream: its seqno and data, as encode_message_fields writes them
+            size = len(payload)
+            body = _pack_seq_data(_SEQNO_DESC, seqno, _DATA_DESC, size) + payload + (b"\0" if size & 1 else b"")
         frame = bytearray(_pack_prefix(word | (MIN_BODY + len(padded) + len(body)), h, BRIDGE_DESC, st.bridge,
                                        DIGEST_DESC, _ZERO_DIGEST, SUBJECT_DESC, len(sub)))
         frame += padded

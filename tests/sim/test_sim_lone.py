@@ -180,11 +180,11 @@ def test_lone_publish_builds_the_general_frame(creds: Callable[[str], Credential
     general = [act for act in a.publish(subject, b"first", net.now) if isinstance(act, Send)]
     last = dict(a.state.pub_window.entries())[subject]  # lone.publish takes the next seqno
     before = (a.counters.published, a.counters.forwarded, a.counters.frames_out)
-    made = a.lone.publish(subject, b"second", net.now, None)
+    made = a.lone.publish(subject, subject.encode(), net.now, None)  # odd and even sizes
     assert made is not None
     frame, sends = made
     sub = subject.encode()
-    want = frame_with_body(MsgType.MCAST, sub, a.bridge, encode_message_fields(last + 1, 0, None, None, b"second"),
+    want = frame_with_body(MsgType.MCAST, sub, a.bridge, encode_message_fields(last + 1, 0, None, None, subject.encode()),
                            path_opt(path_for_hash(subject_hash(sub))), subject_hash(sub))
     a.state.mac.sign(want)
     assert frame == bytes(want)
