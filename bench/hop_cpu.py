@@ -7,7 +7,7 @@ is noisy on a shared machine; CPU per message per node is not, so this is the pr
 metric of the latency work (issue 24, lane 24f); bridge_bench.py --native-only is the
 confirmation.
 
-    .venv/bin/python bench/hop_cpu.py [--count N] [--rounds R]
+    .venv/bin/python bench/hop_cpu.py [--quick] [--count N] [--rounds R]
 """
 
 from __future__ import annotations
@@ -53,7 +53,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="500 messages, one round")
     args = ap.parse_args()
+    if args.quick:
+        args.count, args.rounds = 500, 1
     exe = native.build()
     if exe is None:
         raise SystemExit("no C compiler for bench/natsbench.c")
