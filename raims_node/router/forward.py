@@ -335,22 +335,32 @@ class Forward:
                          own: bool, no_echo: object | None = None) -> bool:
         """Deliver `msg` to `subs` after the sequence check; False when it repeats one
         already delivered."""
-        st = self.st
         loss = 0
         if not own:
-            verdict, loss = st.sub_window.check(source, subject, msg.seqno, msg.stamp, now_ns)
-            if verdict is Verdict.REPEAT or loss:
-                peer = st.peers.get(source)
-                if verdict is Verdict.REPEAT:
-                    if peer is not None:
-                        peer.loss.repeat += 1
-                        peer.loss.repeat_time = now_ns
-                    return False
-                if peer is not None:
-                    peer.loss.msg_loss += loss
-                    peer.loss.loss_time = now_ns
+            checked = self.window_check(source, subject, msg.seqno, msg.stamp, now_ns)
+            if checked is None:
+                return False
+            loss = checked
         self._deliver(source, subject, msg.seqno, subs, msg.payload, msg.reply, msg.headers, loss, no_echo)
         return True
+
+    def window_check(self, source: bytes, subject: str, seqno: int, stamp: int, now_ns: int) -> int | None:
+        """The subscription window's verdict on one message: None when it repeats one
+        already delivered (counted as a repeat), else the messages lost before it
+        (counted as loss against the source)."""
+        st = self.st
+        verdict, loss = st.sub_window.check(source, subject, seqno, stamp, now_ns)
+        if verdict is Verdict.REPEAT or loss:
+            peer = st.peers.get(source)
+            if verdict is Verdict.REPEAT:
+                if peer is not None:
+                    peer.loss.repeat += 1
+                    peer.loss.repeat_time = now_ns
+                return None
+            if peer is not None:
+                peer.loss.msg_loss += loss
+                peer.loss.loss_time = now_ns
+        return loss
 
     def _deliver(self, source: bytes, subject: str, seqno: int, subs: Sequence[LocalSub], payload: bytes,
                  reply: str | None, headers: bytes | None, loss: int, no_echo: object | None) -> None:

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from raims_node.router.actions import Action
 from raims_node.router.forward import Forward
 from raims_node.router.localsubs import LocalSub
-from raims_node.router.seqwin import Verdict
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, NodeState
 from raims_node.wire.fields import Fid, FieldType, descriptor, encode_message_fields
 from raims_node.wire.frame import (
@@ -118,18 +117,9 @@ class LonePath:
             sdesc, seqno, ddesc, size = _unpack_seq_data(data, off)
             start = off + _SEQ_DATA_LEN
             if sdesc == _SEQNO_DESC and ddesc == _DATA_DESC and start + size + (size & 1) == end:
-                st = self.st
-                verdict, loss = st.sub_window.check(source, subject, seqno, 0, now_ns)
-                if verdict is Verdict.REPEAT or loss:
-                    peer = st.peers.get(source)
-                    if verdict is Verdict.REPEAT:
-                        if peer is not None:
-                            peer.loss.repeat += 1
-                            peer.loss.repeat_time = now_ns
-                        return
-                    if peer is not None:
-                        peer.loss.msg_loss += loss
-                        peer.loss.loss_time = now_ns
+                loss = self.forward.window_check(source, subject, seqno, 0, now_ns)
+                if loss is None:
+                    return
                 self.forward._deliver(source, subject, seqno, subs, data[start:start + size], None, None, loss, None)
                 return
         self.forward._deliver_frame(source, subject, data, off, end, subs, now_ns)
