@@ -1,5 +1,6 @@
 """The native benchmark programs, compiled on first use: natsbench.c, the pipelined NATS
-client of bridge_bench.py, and sbusfloor.c, ipc_bench.py's one-packet-per-message floor.
+client of bridge_bench.py; hopfloor.c, bridge_bench's latency floor of a chain of relay
+processes; and sbusfloor.c, ipc_bench.py's one-packet-per-message floor.
 
 nats-bench (Go) cannot be installed here, and a Python client cannot saturate a server
 that moves two million messages a second, so the bench carries its own publisher and
@@ -21,6 +22,7 @@ from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent / "natsbench.c"
 SBUS_FLOOR_SOURCE = SOURCE.with_name("sbusfloor.c")
+HOP_FLOOR_SOURCE = SOURCE.with_name("hopfloor.c")
 
 
 @dataclass(frozen=True)
@@ -81,3 +83,14 @@ def sbus_floor(exe: Path, count: int, size: int, timeout: float = 120.0) -> floa
         raise RuntimeError(f"sbusfloor failed ({proc.returncode}): {proc.stderr.strip()}")
     f = proc.stdout.split()
     return float(f[1])
+
+
+def hop_floor(exe: Path, relays: int, samples: int, size: int, timeout: float = 120.0) -> tuple[float, float]:
+    """(p50, p99) in microseconds of hopfloor.c: one message at a time through `relays`
+    C relay processes joined by loopback TCP."""
+    proc = subprocess.run([str(exe), str(relays), str(samples), str(size)], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"hopfloor failed ({proc.returncode}): {proc.stderr.strip()}")
+    f = proc.stdout.split()
+    return float(f[1]), float(f[3])
