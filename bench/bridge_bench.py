@@ -20,7 +20,10 @@ compiled at run time with the system cc, cached by source hash; without a compil
 Python raw clients run instead and the rows say `raw-py`). The payload carries a
 sequence number: the subscriber counts lost and out-of-order messages. Targets: one
 node >= 0.5x nats-server; A->D >= 0.5x the one-node rate of the same run with zero loss;
-A->D p50 <= 2x one node's p50.
+A->D p50 <= 2x one node's p50. Beside them, the floor of that last ratio on this machine
+(bench/hopfloor.c, compiled the same way): the p50 of one message at a time through three
+C relay processes joined by loopback TCP against one relay, i.e. what the wakeups and
+loopback of two more processes cost before any parsing, routing or crypto.
 
     .venv/bin/python bench/bridge_bench.py [--quick] [--repeat N] [--native-only]
 """
@@ -486,6 +489,12 @@ def native_rows(single: BridgeNet, four: BridgeNet, peer: Peer, n: int, n_lat: i
     rows.append({"proto": "nats", "client": client, "path": f"A->D {size}B", "metric": "p99_us",
                  "raims": round(far_lat[1], 1), "peer": round(one_lat[1], 1),
                  "ratio": round(far_lat[1] / one_lat[1], 2), "target": "", "meets": ""})
+    floor_exe = native.build(native.HOP_FLOOR_SOURCE)
+    if floor_exe is not None:  # what two more processes cost before any work: C relays
+        one_hop, three_hops = native.hop_floor(floor_exe, 1, n_lat, size), native.hop_floor(floor_exe, 3, n_lat, size)
+        rows.append({"proto": "tcp", "client": "C relays", "path": f"3 relays vs 1 {size}B", "metric": "p50_us",
+                     "raims": round(three_hops[0], 1), "peer": round(one_hop[0], 1),
+                     "ratio": round(three_hops[0] / one_hop[0], 2), "target": "floor", "meets": ""})
     print(f"native: nats-server {peer_rate.rate:,.0f} msgs/s p50 {peer_lat[0]:.1f} us; "
           f"one node {one_rate.rate:,.0f} p50 {one_lat[0]:.1f}; A->D {far_rate.rate:,.0f} "
           f"(lost {far_rate.lost}, out of order {far_rate.disorder}) p50 {far_lat[0]:.1f}")

@@ -12,7 +12,11 @@ last delivery, best of --repeat runs:
   counting the delivered bytes).
 - bare relay: the same sbus clients through a process that only moves packets from the
   publisher's socket to the subscriber's with recvmmsg / sendmmsg (no parsing, no
-  routing): the floor one packet per message sets on this machine, for comparison.
+  routing): the floor one packet per message sets on this machine, for comparison;
+- native floor: the same three roles in C (bench/sbusfloor.c, compiled on first use), the
+  best any sbus server could reach here with native clients; `ceiling_ratio` = native
+  floor / NATS is the highest sbus/NATS ratio one packet per message allows on this machine;
+- NATS bridge with bridge_bench's native C clients (natsbench.c), at the same size.
 The node's CPU time per message (user + system, /proc) is printed beside each rate: on
 a shared machine it moves far less with the load than the rates do.
 Target (issue 20): sbus >= 1.5x NATS.
@@ -42,6 +46,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+import native  # noqa: E402
 from bridge_bench import raw_rate  # noqa: E402
 
 from raims_node.bridges import mmsg  # noqa: E402
@@ -230,7 +235,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="raims-ipc-bench-"))
     node, path, port = start_node(tmp)
     try:
-        sbus = nats = relay = 0.0
+        sbus = nats = relay = floor = nats_native = 0.0
+        floor_exe, nats_exe = native.build(native.SBUS_FLOOR_SOURCE), native.build()
         sbus_cpu, nats_cpu = float("inf"), float("inf")
         pid = node.proc.pid
         for _ in range(repeat):  # interleaved, so that load on the machine hits all alike
@@ -242,12 +248,17 @@ def main() -> None:
             sbus_cpu, nats_cpu = min(sbus_cpu, (c1 - c0) / n * 1e6), min(nats_cpu, (c2 - c1) / n * 1e6)
             if mmsg.available():
                 relay = max(relay, relay_rate(tmp, n))
+            if floor_exe is not None:
+                floor = max(floor, native.sbus_floor(floor_exe, n * 5, len(PAYLOAD)))
+            if nats_exe is not None:
+                nats_native = max(nats_native, native.rate(nats_exe, port, port, n * 5, len(PAYLOAD)).rate)
     finally:
         node.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     ratio = sbus / nats
     rows = [("sbus (SOCK_SEQPACKET)", sbus, sbus_cpu), ("NATS bridge (pipelined)", nats, nats_cpu),
-            ("bare relay (floor)", relay, None)]
+            ("bare relay (floor)", relay, None), ("native floor (C relay)", floor, None),
+            ("NATS bridge, native C", nats_native, None)]
     print(f"{n} 100-byte messages through one node, best of {repeat}; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
     print(f"{'client':<26}{'msgs/s':>12}{'node cpu us/msg':>18}")
@@ -256,10 +267,14 @@ def main() -> None:
     print(f"{'ratio sbus/NATS':<26}{ratio:>12.2f}   (target >= {TARGET}: {'met' if ratio >= TARGET else 'NOT met'})")
     if relay:
         print(f"{'sbus / bare relay':<26}{sbus / relay:>12.2f}   (the server's share of the one-packet-per-message floor)")
+    ceiling = floor / nats if floor else 0.0
+    if floor:
+        print(f"{'ceiling: native floor/NATS':<26}{ceiling:>12.2f}   (the best sbus/NATS one packet per message allows here)")
     print(json.dumps({"bench": "ipc", "messages": n, "sbus_msgs_per_s": round(sbus), "nats_msgs_per_s": round(nats),
                       "ratio": round(ratio, 3), "target": TARGET, "meets": ratio >= TARGET,
                       "relay_msgs_per_s": round(relay), "sbus_node_cpu_us_per_msg": round(sbus_cpu, 2),
-                      "nats_node_cpu_us_per_msg": round(nats_cpu, 2)}))
+                      "nats_node_cpu_us_per_msg": round(nats_cpu, 2), "native_floor_msgs_per_s": round(floor),
+                      "nats_native_msgs_per_s": round(nats_native), "ceiling_ratio": round(ceiling, 3)}))
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ from raims_node.transports.addr import WILDCARD, AddressError, split_address
 from raims_node.transports.backpressure import Backpressure
 from raims_node.transports.dialer import DaemonError, Dial, Dialer, Running, reachable
 from raims_node.transports.guard import LinkGuard
+from raims_node.transports.lone import LoneFrames
 from raims_node.transports.name import (
     Advert,
     NameConfig,
@@ -129,6 +130,8 @@ class Daemon:
         self.extra_ports.append(self.discovery.port_rows)
         self.guard = LinkGuard(tree.parameters, self.node, self.say)  # unauthenticated links, log floods
         self.wake = NodeWake(self.node, self._apply)
+        lone = LoneFrames(self.node, self.links, self._apply, self.bridges.gate)
+        self.link_lone, self.publish_lone = lone.received, lone.publish  # tcp.py, router_bus.py
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -229,6 +229,11 @@ class FlowGate:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
+    def defer(self) -> None:
+        """The caller flushes (`flush`) in this pass what the next deliveries wake: no
+        turn of the loop is scheduled for them (the lone-frame path, transports/lone.py)."""
+        self._flush_scheduled = True
+
     def flush(self) -> None:
         self._flush_scheduled = False
         while self._dirty:
@@ -321,6 +326,13 @@ class SessionProtocol(asyncio.Protocol):
         if self._backlog is not None:  # read before the pause took effect: after the rest
             rest, off = self._backlog
             self._backlog = (rest[off:] + data, 0)
+            return
+        session = self.session
+        if len(data) <= MIN_SLICE_BYTES and session is not None:  # a message alone: one slice, nothing timed
+            if not session.closing:
+                session.data_received(data)
+            self.flush()
+            self.server.hub.gate.flush()
             return
         self._feed(data, 0)
 

@@ -203,6 +203,21 @@ class NatsParser:
                 tail += mv[pos:]
         return events
 
+    def lone_pub(self, data: bytes) -> tuple[str, bytes] | None:
+        """(subject, payload) when `data` is exactly one PUB without reply repeating the
+        last PUB line and nothing is buffered (a publisher sending one message at a
+        time): what `feed` would return, without its machinery; the parser's state is
+        the same after it. None: use `feed`."""
+        line = self._last_pub
+        if line is None or self._tail or self._error is not None:
+            return None
+        subject, reply, hdr, size = self._last_pub_args
+        n = len(line)
+        if (reply is not None or hdr or len(data) != n + size + 4 or not data.startswith(line)
+                or data[n:n + 2] != b"\r\n" or data[-2:] != b"\r\n"):
+            return None
+        return subject, data[n + 2:n + 2 + size]
+
     def _parse(self, data: bytes, events: list[NatsEvent]) -> int:
         """Parse complete operations from `data`; the offset of the first unparsed byte."""
         n = len(data)

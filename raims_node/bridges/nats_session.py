@@ -159,6 +159,9 @@ class NatsSession(SessionOutput):
         self.msgs_in = 0
         self.msgs_out = 0
         self._parser = NatsParser(config.max_payload, config.max_control_line, runs=True)
+        # RouterBus.publish_lone, when the bus has it: a PUB read alone, written on at once
+        self._publish_lone: Callable[[NatsSession, str, bytes], int] | None = getattr(bus, "publish_lone", None)
+        self._lone_subject: str | None = None  # the last subject _plain_pub allowed
         self._subs: dict[str, _Subscription] = {}
         self._pings_out = 0
         self._in_bus = True
@@ -189,6 +192,14 @@ class NatsSession(SessionOutput):
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
+            return
+        lone = self._parser.lone_pub(data) if type(data) is bytes else None
+        if lone is not None and (lone[0] is self._lone_subject or self._plain_pub(lone[0])):  # written on at once
+            self.msgs_in += 1
+            if self._publish_lone is not None:
+                self._publish_lone(self, lone[0], lone[1])
+            else:
+                self.bus.publish_run(self, lone[0], [lone[1]])
             return
         error: NatsProtocolError | None = None
         try:
@@ -241,6 +252,15 @@ class NatsSession(SessionOutput):
         if error is not None and not self._closing:
             self._close(error.reply, error)
 
+    def _plain_pub(self, subject: str) -> bool:
+        """Whether a PUB to `subject` without reply or headers is published as it is
+        (connected, not verbose, not refused by pedantic mode): as data_received's runs."""
+        if ((self.connected or not self.config.auth_required) and not self.verbose
+                and (not self.pedantic or is_literal_subject(subject))):
+            self._lone_subject = subject  # (the parser keeps the same str while the line repeats)
+            return True
+        return False
+
     def _on_event(self, ev: NatsEvent, guarded: bool) -> None:
         if guarded and not self.connected and type(ev) is not Connect:
             self._fail(AuthorizationViolation(f"{type(ev).__name__} before CONNECT"), ERR_AUTHORIZATION)
@@ -267,6 +287,7 @@ class NatsSession(SessionOutput):
         self._close(encode_err(err_text), error)
 
     def _on_connect(self, options: dict[str, Any]) -> None:
+        self._lone_subject = None  # the flags _plain_pub read may change
         problem = _bad_option(options)
         if problem is not None:
             self._fail(UnknownOperation(f"CONNECT {problem}"), ERR_UNKNOWN_OP)

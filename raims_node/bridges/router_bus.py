@@ -70,7 +70,7 @@ Mapping into the Rai MS network (decisions):
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from raims_node.bloom import BloomFilter, SubjectHashes
 from raims_node.bloom.shard import InvalidShard, Shard
@@ -144,6 +144,8 @@ class RouterBus:
         self._owners: dict[ClientHandle, _Owner] = {}
         self._routes: dict[str, tuple[str, int]] = {}
         self._routes_version = -1
+        self._host_lone: Callable[[str, bytes, object | None], int] | None = getattr(host, "publish_lone", None)
+        self._carried: str | None = None  # the last node subject publish_lone found carriable
         self._queue_turn: dict[str, int] = {}
         self.refused = 0
         self.bad_patterns = 0
@@ -226,6 +228,22 @@ class RouterBus:
 
     def publish_run(self, client: ClientHandle, subject: str, payloads: Run) -> int:
         return self._publish(client, subject, None, None, payloads)
+
+    def publish_lone(self, client: ClientHandle, subject: str, payload: bytes) -> int:
+        """`publish` of one message a client sent alone (no reply or headers): to other
+        nodes, its frame is written on the links in this pass (transports/lone.py)
+        instead of on the loop's next turn."""
+        lone = self._host_lone
+        if lone is not None and not subject.startswith(NAMES_PREFIX):
+            internal, remote = self._route(subject)
+            if remote:
+                if internal is not self._carried:
+                    if not self._carriable(internal):
+                        return 0
+                    self._carried = internal  # (the routes keep the same str)
+                no_echo = self._owners.get(client) if not client.echo else None
+                return lone(internal, payload, no_echo) + remote
+        return self._publish(client, subject, None, None, (payload,))
 
     def _publish(self, client: ClientHandle | None, subject: str, reply: str | None,
                  headers: bytes | None, payloads: Sequence[bytes] | PackedRun) -> int:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from collections.abc import Callable
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms, modes
@@ -126,6 +127,14 @@ class LinkCipher:
         rest = bytes(self._pending[HELLO_LEN:])
         self._pending.clear()
         return self._recv.update(rest) if rest else b""
+
+    @property
+    def decryptor(self) -> Callable[[bytes], bytes]:
+        """The receiving stream's update, for a reader that calls it per read once the
+        key exchange is done (`feed` without its checks)."""
+        if self._recv is None:
+            raise LinkCipherError("no receiving stream before the peer's key exchange arrived")
+        return self._recv.update
 
     def encrypt(self, data: bytes | bytearray | memoryview) -> bytes:
         if self._send is None:

@@ -32,13 +32,13 @@ from raims_node.wire import (
     Message,
     MsgType,
     decode_frame,
+    decode_message_fields,
     encode_frame,
     encode_message_fields,
     frame_with_body,
     message_of,
     path_opt,
     peek,
-    peeked_message,
 )
 from raims_node.wire import subjects as S
 from raims_node.wire.batch import Run, decode_batch_run, encode_batch_fields, skip_run, split_runs
@@ -197,7 +197,7 @@ class Forward:
             subject = head.subject.decode("utf-8", "surrogateescape")
             subs = st.subs.match(subject)
             if subs:
-                self._deliver_frame(source, subject, data, head, subs, now_ns)
+                self._deliver_frame(source, subject, data, *_body(head), subs, now_ns)
                 return True
         if not sent:
             peer = st.peers[source]
@@ -285,18 +285,18 @@ class Forward:
                 peer.loss.not_sub_time = now_ns
             return False
         if not own and no_echo is None:
-            return self._deliver_frame(source, subject, bytes(data), peek(data), subs, now_ns)
+            return self._deliver_frame(source, subject, bytes(data), *_body(peek(data)), subs, now_ns)
         return self._deliver_message(source, subject, message_of(decode_frame(data).fields), subs, now_ns, own,
                                      no_echo)
 
-    def _deliver_frame(self, source: bytes, subject: str, data: bytes, head: Header, subs: Sequence[LocalSub],
-                       now_ns: int) -> bool:
-        """Deliver a received message frame, a single message or a batch (wire/batch.py);
-        False when all of it repeats what was delivered."""
-        slen = len(head.subject)
-        batch = decode_batch_run(data, SUBJECT_OFFSET + slen + (slen & 1), head.frame_len)
+    def _deliver_frame(self, source: bytes, subject: str, data: bytes, off: int, end: int,
+                       subs: Sequence[LocalSub], now_ns: int) -> bool:
+        """Deliver a received message frame whose fields are data[off:end], a single
+        message or a batch (wire/batch.py); False when all of it repeats what was delivered."""
+        batch = decode_batch_run(data, off, end)
         if batch is None:
-            return self._deliver_message(source, subject, peeked_message(data, head), subs, now_ns, own=False)
+            return self._deliver_message(source, subject, decode_message_fields(data, off, end), subs, now_ns,
+                                         own=False)
         st = self.st
         seqno, stamp, payloads = batch
         n = len(payloads)
@@ -335,22 +335,32 @@ class Forward:
                          own: bool, no_echo: object | None = None) -> bool:
         """Deliver `msg` to `subs` after the sequence check; False when it repeats one
         already delivered."""
-        st = self.st
         loss = 0
         if not own:
-            verdict, loss = st.sub_window.check(source, subject, msg.seqno, msg.stamp, now_ns)
-            if verdict is Verdict.REPEAT or loss:
-                peer = st.peers.get(source)
-                if verdict is Verdict.REPEAT:
-                    if peer is not None:
-                        peer.loss.repeat += 1
-                        peer.loss.repeat_time = now_ns
-                    return False
-                if peer is not None:
-                    peer.loss.msg_loss += loss
-                    peer.loss.loss_time = now_ns
+            checked = self.window_check(source, subject, msg.seqno, msg.stamp, now_ns)
+            if checked is None:
+                return False
+            loss = checked
         self._deliver(source, subject, msg.seqno, subs, msg.payload, msg.reply, msg.headers, loss, no_echo)
         return True
+
+    def window_check(self, source: bytes, subject: str, seqno: int, stamp: int, now_ns: int) -> int | None:
+        """The subscription window's verdict on one message: None when it repeats one
+        already delivered (counted as a repeat), else the messages lost before it
+        (counted as loss against the source)."""
+        st = self.st
+        verdict, loss = st.sub_window.check(source, subject, seqno, stamp, now_ns)
+        if verdict is Verdict.REPEAT or loss:
+            peer = st.peers.get(source)
+            if verdict is Verdict.REPEAT:
+                if peer is not None:
+                    peer.loss.repeat += 1
+                    peer.loss.repeat_time = now_ns
+                return None
+            if peer is not None:
+                peer.loss.msg_loss += loss
+                peer.loss.loss_time = now_ns
+        return loss
 
     def _deliver(self, source: bytes, subject: str, seqno: int, subs: Sequence[LocalSub], payload: bytes,
                  reply: str | None, headers: bytes | None, loss: int, no_echo: object | None) -> None:
@@ -388,6 +398,12 @@ class Forward:
             return True
         pick = mmh3.hash(source + seqno.to_bytes(8, "big"), 0, False) % len(nodes)
         return nodes[pick] == st.bridge
+
+
+def _body(head: Header) -> tuple[int, int]:
+    """Where a peeked frame's fields start and end."""
+    slen = len(head.subject)
+    return SUBJECT_OFFSET + slen + (slen & 1), head.frame_len
 
 
 def is_inbox_reply(subject: str) -> bool:

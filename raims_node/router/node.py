@@ -60,6 +60,7 @@ from raims_node.router.forward import Forward, is_inbox_reply
 from raims_node.router.interest import Interest
 from raims_node.router.links import HB_TIMEOUT_FACTOR, Links
 from raims_node.router.localsubs import LocalSubs
+from raims_node.router.lone import LonePath
 from raims_node.router.mesh import Mesh
 from raims_node.router.messages import get_int
 from raims_node.router.peer import Peer
@@ -116,6 +117,7 @@ class Node:
         self.flood = Flood(st, self.links, self.interest_part, self.rpc)
         self.remote_ops = Remote(st)
         self.forward = Forward(st, on_mping=self.remote_ops.pong)
+        self.lone = LonePath(st, self.forward)
         self._inbox: dict[str, InboxHandler] = {
             "add_rte": self.rpc.in_add_rte,
             "sync_req": self.rpc.in_sync_req,

@@ -21,12 +21,20 @@ Flow control (manual: `tcp_write_highwater`, `tcp_write_timeout`; decisions):
 - `tcp_write_timeout` drops a link that makes no progress: its output stayed above the
   mark and nothing drained for that long. A link that drains slowly under a long burst
   is not dropped.
+
+The lone frame (issue 24, latency): a read that decrypts to exactly one whole multicast
+data frame, with nothing buffered before it, skips the frame reader and the batching
+and goes to the owner's `link_lone` (when it has one); what the owner sends on at once
+for it goes out with `send_now`, written in the same pass when nothing is pending or
+queued on the link (so order is kept), instead of waiting for the loop's next turn.
+One message in flight crosses a node with one read, one write and no loop turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -35,6 +43,7 @@ from typing import Protocol, cast
 from raims_node.crypto.kdf import Kdf
 from raims_node.crypto.link_cipher import LinkCipher, LinkCipherError, check_plaintext_start
 from raims_node.wire import FrameReader, WireError
+from raims_node.wire.frame import BRIDGE_DESC, FIXED_PREFIX, HEADER_SIZE, MAX_SIZE_24
 
 log = logging.getLogger("raims.tcp")
 
@@ -44,6 +53,9 @@ DRAIN_CHUNK = 256 * 1024  # queued data joined per write while draining
 FRAME_BATCH = 256  # frames handed to the owner at once
 SLICE_S = 0.02  # work on one read before the loop is given back
 _MCAST_TYPE_BITS = 0x60  # header byte 0: version(1) type(2) opt(5); type 0 is multicast data
+_LONE_HEAD = struct.Struct(">IIH")  # size word, hash, bridge descriptor
+_unpack_lone = _LONE_HEAD.unpack_from
+_LONE_TOP = 0b100  # the word's top three bits on a multicast data frame: version 1, type 0
 
 
 class LinkOwner(Protocol):
@@ -52,6 +64,10 @@ class LinkOwner(Protocol):
     def link_lost(self, conn_id: int, reason: str) -> None: ...
     def link_congested(self, conn_id: int, congested: bool) -> None: ...
     def link_full(self, conn_id: int, full: bool) -> None: ...
+
+
+class LoneOwner(LinkOwner, Protocol):
+    def link_lone(self, conn_id: int, frame: bytes) -> None: ...
 
 
 class LinkProtocol(asyncio.Protocol):
@@ -96,6 +112,10 @@ class LinkProtocol(asyncio.Protocol):
         self.closed_reason: str | None = None
         self.bytes_in = self.bytes_out = self.frames_in = self.frames_out = 0
         self.write_drops = 0
+        # the lone-frame read (module docstring): the receiving decryptor once the key
+        # exchange is done (`bytes` on a plaintext link after its first read)
+        self._plain: Callable[[bytes], bytes] | None = None
+        self._lone = cast("LoneOwner", owner).link_lone if hasattr(owner, "link_lone") else None
 
     # ------------------------------------------------------------------ asyncio
 
@@ -112,22 +132,43 @@ class LinkProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.bytes_in += len(data)
+        plain = self._plain
+        if plain is not None:
+            data = plain(data)
+            n = len(data)
+            if n >= FIXED_PREFIX and self._lone is not None and not self._backlog and not self.reader.buffered:
+                word, _, bdesc = _unpack_lone(data)
+                if word >> 29 == _LONE_TOP and (word & MAX_SIZE_24) + HEADER_SIZE == n and bdesc == BRIDGE_DESC \
+                        and n <= self.reader.max_frame:
+                    self.frames_in += 1
+                    self._lone(self.conn_id, data)
+                    return
+            self._plain_received(data)
+            return
         try:
             if self.cipher is not None:
                 data = self.cipher.feed(data)
-                if self.cipher.ready and self._pre_cipher:
-                    pending, self._pre_cipher = self._pre_cipher, []
-                    for chunk in pending:
-                        self._write(chunk)
+                if self.cipher.ready:
+                    self._plain = self.cipher.decryptor
+                    if self._pre_cipher:
+                        pending, self._pre_cipher = self._pre_cipher, []
+                        for chunk in pending:
+                            self._write(chunk)
                 if not data:
                     return
             elif self._first:
                 check_plaintext_start(data)
+                self._plain = bytes
             self._first = False
-            frames = self.reader.feed(data)
         except LinkCipherError as exc:
             self.close(str(exc))
             return
+        self._plain_received(data)
+
+    def _plain_received(self, data: bytes) -> None:
+        """Received bytes, decrypted: split into frames for the owner."""
+        try:
+            frames = self.reader.feed(data)
         except WireError as exc:
             if exc.frames:
                 self._deliver(exc.frames)
@@ -205,6 +246,18 @@ class LinkProtocol(asyncio.Protocol):
         self._pending_bytes += len(data)
         if self._pending_bytes >= COALESCE_BYTES:
             self.flush()  # a loop pass may read megabytes: let the high-water mark see them
+
+    def send_now(self, data: bytes) -> None:
+        """Send a frame and write it in this pass when nothing waits before it on the
+        link (the lone-frame path); otherwise as `send`, behind what waits."""
+        if self._pending or self._write_paused or self.cipher is not None and not self.cipher.ready:
+            self.send(data)
+            return
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        self.frames_out += 1
+        self._write(data)
 
     def _enqueue(self, data: bytes) -> None:
         (self._data if not data[0] & _MCAST_TYPE_BITS else self._ctl).append(data)

@@ -56,3 +56,24 @@ def test_payloads_holding_the_control_line_are_payloads() -> None:
     data = b"PUB s 13\r\n" + body + b"\r\n"
     events = NatsParser(runs=True).feed(data * 40)
     assert _flat(events) == [("s", body)] * 40
+
+
+@pytest.mark.parametrize(("first", "then", "lone"), [
+    (b"PUB a.b 4\r\nabcd\r\n", b"PUB a.b 4\r\nwxyz\r\n", ("a.b", b"wxyz")),
+    (b"PUB a.b 4\r\nabcd\r\n", b"PUB a.b 4\r\nwxyz\r\nPING\r\n", None),  # more than one operation
+    (b"PUB a.b 4\r\nabcd\r\n", b"PUB a.b 5\r\nwxyzz\r\n", None),  # another line
+    (b"PUB a.b 4\r\nabcd\r\n", b"PUB a.b 4\r\nwxyzXX", None),  # no CRLF after the payload
+    (b"PUB a.b 4\r\nabcd\r\n", b"PUB a.b 4\r\nwx", None),  # incomplete
+    (b"PUB a.b r 4\r\nabcd\r\n", b"PUB a.b r 4\r\nwxyz\r\n", None),  # a reply
+    (b"HPUB a.b 2 4\r\nhhab\r\n", b"HPUB a.b 2 4\r\nhhcd\r\n", None),  # headers
+    (b"PUB a.b 4\r\nab", b"cd\r\n", None),  # something buffered
+])
+def test_lone_pub_is_what_feed_would_give(first: bytes, then: bytes, lone: tuple[str, bytes] | None) -> None:
+    parser, twin = NatsParser(runs=True), NatsParser(runs=True)
+    parser.feed(first)
+    twin.feed(first)
+    assert parser.lone_pub(then) == lone
+    if lone is not None:  # the state after it is the one feed leaves
+        assert _flat(twin.feed(then)) == [lone]
+        more = b"PUB a.b 4\r\nnext\r\nPUB c 1\r\nx\r\n"
+        assert _flat(parser.feed(more)) == _flat(twin.feed(more))

@@ -512,3 +512,31 @@ def test_the_output_ledger_counts_every_byte_queued_and_taken() -> None:
     s.pending_output()
     s.connection_lost()
     assert ledger.total == 0 and over == []
+
+
+def test_a_pub_read_alone_is_published_as_by_the_parser() -> None:
+    """A PUB repeating the last line, read alone, skips the parser (bus.publish_lone when
+    the bus has it, else publish_run): the same deliveries, flags and counters."""
+    lone: list[tuple[str, bytes]] = []
+
+    class LoneBus(MemoryBus):
+        def publish_lone(self, client: object, subject: str, payload: bytes) -> int:
+            lone.append((subject, payload))
+            return self.publish_run(client, subject, [payload])  # type: ignore[arg-type]
+
+    for bus in (MemoryBus(), LoneBus()):
+        s = fresh(bus)
+        s.data_received(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB a.b 1\r\nPUB a.b 2\r\nhi\r\n')
+        for i in range(3):
+            s.data_received(b"PUB a.b 2\r\n%02d\r\n" % i)
+        assert s.pending_output() == b"".join(b"MSG a.b 1 2\r\n%s\r\n" % p for p in (b"hi", b"00", b"01", b"02"))
+        assert s.msgs_in == 4
+    assert lone == [("a.b", b"00"), ("a.b", b"01"), ("a.b", b"02")]
+    verbose = fresh(LoneBus())  # verbose (the default) answers +OK: never the lone path
+    verbose.data_received(b"SUB a.b 1\r\nPUB a.b 2\r\nhi\r\n")
+    verbose.data_received(b"PUB a.b 2\r\nho\r\n")
+    assert verbose.pending_output().endswith(b"+OK\r\nMSG a.b 1 2\r\nho\r\n") and len(lone) == 3
+    pedantic = fresh(LoneBus())  # a wildcard publish is refused, read alone or not
+    pedantic.data_received(b'CONNECT {"verbose":false}\r\nPUB a.* 2\r\nhi\r\n')
+    pedantic.data_received(b"PUB a.* 2\r\nho\r\n")
+    assert pedantic.pending_output().count(b"Invalid Publish Subject") == 2 and len(lone) == 3
