@@ -56,10 +56,7 @@ def set_(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
     d.data[key] = value
     if d.expires:
         d.expires.pop(key, None)
-    if store.watchers:
-        store.touch(db, key)
-    else:
-        store.dirty += 1
+    store.touch(db, key)
     e.commands_processed += 1
     log = e.log_encoded
     if log is not None:
@@ -83,10 +80,7 @@ def incr(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
     else:
         return None  # negative, other type, deadline, not a number: the general checks
     d.data[key] = b"%d" % new
-    if store.watchers:
-        store.touch(db, key)
-    else:
-        store.dirty += 1
+    store.touch(db, key)
     e.commands_processed += 1
     log = e.log_encoded
     if log is not None:
@@ -106,10 +100,7 @@ def _push(e: Engine, c: KVClient, a: list[bytes], left: bool) -> bytes | None:
         lst = d.data[key] = deque()
     elif type(lst) is not deque or (d.expires and key in d.expires):
         return None
-    if store.watchers:
-        store.touch(db, key)
-    else:
-        store.dirty += 1
+    store.touch(db, key)
     e.commands_processed += 1
     log = e.log_encoded
     if len(a) == 3:
@@ -161,10 +152,7 @@ def zadd(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
     if old == score:
         return b":0\r\n"
     z.add(member, score)
-    if store.watchers:
-        store.touch(db, key)
-    else:
-        store.dirty += 1
+    store.touch(db, key)
     log = e.log_encoded
     if log is not None:
         log(db, b"*4\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
