@@ -217,38 +217,60 @@ def _settle(proto: Proto, pub: Raw, sub: Raw) -> None:
     sub.buf.clear()
 
 
+def pipelined_rate(send: Callable[[bytes], object], receive_all: Callable[[], object], batch: bytes, n: int,
+                   what: str, drain: Callable[[], object] | None = None, timeout: float = TIMEOUT_S) -> float:
+    """msgs/s of `n` messages sent as `batch` (BATCH messages) at a time, from the first
+    send to the end of `receive_all` (a thread reading every delivery); `drain`, when
+    given, reads the publisher's replies in a thread of its own."""
+    done: list[float] = []
+    errors: list[BaseException] = []
+
+    def receive() -> None:
+        try:
+            receive_all()
+            done.append(time.perf_counter())
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def drain_quietly(read: Callable[[], object]) -> None:
+        with contextlib.suppress(OSError):
+            read()
+
+    threads = [threading.Thread(target=receive)]
+    if drain is not None:
+        threads.append(threading.Thread(target=drain_quietly, args=(drain,)))
+    for t in threads:
+        t.start()
+    t0 = time.perf_counter()
+    for _ in range(n // BATCH):
+        send(batch)
+    threads[0].join(timeout)
+    if errors or not done:
+        raise RuntimeError(f"{what} subscriber got less than {n} messages: {errors}")
+    return n / (done[0] - t0)
+
+
+def one_in_flight(send: Callable[[bytes], object], read_exactly: Callable[[int], object], msg: bytes, size: int,
+                  samples: int) -> tuple[float, float]:
+    """(p50, p99) in microseconds of `msg` sent and its `size`-byte delivery read, one at a time."""
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        send(msg)
+        read_exactly(size)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2] * 1e6, times[len(times) * 99 // 100] * 1e6
+
+
 def raw_rate(kind: str, pub_port: int, sub_port: int, n: int) -> float:
     proto = Proto(kind)
     sub, pub = proto.open(sub_port, True), proto.open(pub_port, False)
     try:
         _settle(proto, pub, sub)
-        batch = proto.pub * BATCH
-        done: list[float] = []
-        errors: list[BaseException] = []
-
-        def receive() -> None:
-            try:
-                sub.read_exactly(n * len(proto.msg))
-                done.append(time.perf_counter())
-            except BaseException as exc:  # reported by the caller
-                errors.append(exc)
-
-        def drain_replies() -> None:
-            with contextlib.suppress(OSError):
-                pub.read_exactly(n * len(proto.reply))
-
-        threads = [threading.Thread(target=receive)]
-        if proto.reply:
-            threads.append(threading.Thread(target=drain_replies))
-        for t in threads:
-            t.start()
-        t0 = time.perf_counter()
-        for _ in range(n // BATCH):
-            pub.send(batch)
-        threads[0].join(TIMEOUT_S)
-        if errors or not done:
-            raise RuntimeError(f"{kind} subscriber got less than {n} messages: {errors}")
-        return n / (done[0] - t0)
+        drain = (lambda: pub.read_exactly(n * len(proto.reply))) if proto.reply else None
+        return pipelined_rate(pub.send, lambda: sub.read_exactly(n * len(proto.msg)), proto.pub * BATCH,
+                              n, kind, drain)
     finally:
         pub.close()
         sub.close()
@@ -260,14 +282,7 @@ def raw_latency(kind: str, pub_port: int, sub_port: int, samples: int) -> tuple[
     sub, pub = proto.open(sub_port, True), proto.open(pub_port, False)
     try:
         _settle(proto, pub, sub)
-        times = []
-        for _ in range(samples):
-            t0 = time.perf_counter()
-            pub.send(proto.pub)
-            sub.read_exactly(len(proto.msg))
-            times.append(time.perf_counter() - t0)
-        times.sort()
-        return times[len(times) // 2] * 1e6, times[len(times) * 99 // 100] * 1e6
+        return one_in_flight(pub.send, sub.read_exactly, proto.pub, len(proto.msg), samples)
     finally:
         pub.close()
         sub.close()

@@ -20,7 +20,6 @@ import shutil
 import struct
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -30,7 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bridge_bench import BATCH, PAYLOAD, TIMEOUT_S, Raw, free_port, raw_latency, raw_rate  # noqa: E402
+from bridge_bench import (  # noqa: E402
+    BATCH,
+    PAYLOAD,
+    TIMEOUT_S,
+    Raw,
+    free_port,
+    one_in_flight,
+    pipelined_rate,
+    raw_latency,
+    raw_rate,
+)
 
 from raims_node.bridges.rv_codec import VERSION_REC, Writer, info_rec, join  # noqa: E402
 from tests.integration.harness import NodeProc, graph_config  # noqa: E402
@@ -114,23 +123,9 @@ def _settle(pub: RvRaw, sub: RvRaw) -> None:
 def rv_rate(port: int, n: int, sub_port: int | None = None) -> float:
     pub, sub = _open(port, sub_port)
     try:
-        batch = _publish(SUBJECT, PAYLOAD) * BATCH
         size = len(_delivered(SUBJECT, PAYLOAD))
-        done: list[float] = []
-
-        def receive() -> None:
-            sub.read_exactly(n * size)
-            done.append(time.perf_counter())
-
-        t = threading.Thread(target=receive)
-        t.start()
-        t0 = time.perf_counter()
-        for _ in range(n // BATCH):
-            pub.send(batch)
-        t.join(TIMEOUT_S * 4)
-        if not done:
-            raise RuntimeError(f"RV subscriber got less than {n} messages")
-        return n / (done[0] - t0)
+        return pipelined_rate(pub.send, lambda: sub.read_exactly(n * size), _publish(SUBJECT, PAYLOAD) * BATCH,
+                              n, "RV", timeout=TIMEOUT_S * 4)
     finally:
         pub.close()
         sub.close()
@@ -139,15 +134,8 @@ def rv_rate(port: int, n: int, sub_port: int | None = None) -> float:
 def rv_latency(port: int, samples: int, sub_port: int | None = None) -> tuple[float, float]:
     pub, sub = _open(port, sub_port)
     try:
-        msg, size = _publish(SUBJECT, PAYLOAD), len(_delivered(SUBJECT, PAYLOAD))
-        times = []
-        for _ in range(samples):
-            t0 = time.perf_counter()
-            pub.send(msg)
-            sub.read_exactly(size)
-            times.append(time.perf_counter() - t0)
-        times.sort()
-        return times[len(times) // 2] * 1e6, times[len(times) * 99 // 100] * 1e6
+        return one_in_flight(pub.send, sub.read_exactly, _publish(SUBJECT, PAYLOAD),
+                             len(_delivered(SUBJECT, PAYLOAD)), samples)
     finally:
         pub.close()
         sub.close()
