@@ -301,6 +301,17 @@ def _int_field(out: bytearray, fid: int, value: int) -> None:
     raise BadField(f"{fid_name(fid)}: integer {value} does not fit {FID_TYPES[fid][-1].name}")
 
 
+def _long_field(out: bytearray, fid: int, desc: int, raw: bytes | bytearray | memoryview) -> None:
+    """Append a long opaque field: descriptor, 32-bit size, the bytes, padded to even."""
+    size = len(raw)
+    if size > MAX_LONG_OPAQUE:
+        raise BadField(f"{fid_name(fid)}: {size} bytes exceed {MAX_LONG_OPAQUE}")
+    out += _PACK_DESC_U32(desc, size)
+    out += raw
+    if size & 1:
+        out.append(0)
+
+
 def encode_field(out: bytearray, fid: int, value: object, depth: int = 0) -> None:
     """Append one field to `out`; raises BadField when fid and value do not fit."""
     spec = _ENC.get(fid)
@@ -327,13 +338,7 @@ def encode_field(out: bytearray, fid: int, value: object, depth: int = 0) -> Non
             desc = _LONG_NESTED_DESC[fid]
         else:
             raise BadField(f"{fid_name(fid)}: expected bytes or a message, got {type(value).__name__}")
-        size = len(raw)
-        if size > MAX_LONG_OPAQUE:
-            raise BadField(f"{fid_name(fid)}: {size} bytes exceed {MAX_LONG_OPAQUE}")
-        out += _PACK_DESC_U32(desc, size)
-        out += raw
-        if size & 1:
-            out.append(0)
+        _long_field(out, fid, desc, raw)
         return
     if kind == _E_STRING:
         if value is None:
@@ -386,13 +391,7 @@ def encode_message_fields(seqno: int, stamp: int, reply: str | None, headers: by
         encode_field(out, Fid.REPLY, reply)
     if headers:
         encode_field(out, Fid.HEADERS, headers)
-    size = len(payload)
-    if size > MAX_LONG_OPAQUE:
-        raise BadField(f"data: {size} bytes exceed {MAX_LONG_OPAQUE}")
-    out += _PACK_DESC_U32(_DATA_DESC, size)
-    out += payload
-    if size & 1:
-        out.append(0)
+    _long_field(out, Fid.DATA, _DATA_DESC, payload)
     return out
 
 
