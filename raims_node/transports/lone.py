@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from raims_node import RaimsError
-from raims_node.router.actions import Action, Deliver, Send
+from raims_node.router.actions import Action, Send
 from raims_node.router.node import Node
 
 if TYPE_CHECKING:
@@ -64,13 +64,7 @@ class LoneFrames:
             gate = self.gate
             gate.defer()
             try:
-                for act in lone.take_actions():
-                    if type(act) is Deliver:
-                        handler = getattr(act.owner, "on_deliver", None)
-                        if handler is not None:
-                            handler(act)
-                    else:
-                        self.apply([act])
+                self.apply(lone.take_actions())
             finally:
                 gate.flush()
 
