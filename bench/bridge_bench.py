@@ -23,7 +23,10 @@ node >= 0.5x nats-server; A->D >= 0.5x the one-node rate of the same run with ze
 A->D p50 <= 2x one node's p50. Beside them, the floor of that last ratio on this machine
 (bench/hopfloor.c, compiled the same way): the p50 of one message at a time through three
 C relay processes joined by loopback TCP against one relay, i.e. what the wakeups and
-loopback of two more processes cost before any parsing, routing or crypto.
+loopback of two more processes cost before any parsing, routing or crypto. The last row
+sets the two side by side: the p50 that B and D add to one node's (A->D minus one node)
+against what two more C relays add (three relays minus one); a ratio near 1 means a raims
+hop costs what a bare relay's does.
 
     .venv/bin/python bench/bridge_bench.py [--quick] [--repeat N] [--native-only]
 """
@@ -510,6 +513,10 @@ def native_rows(single: BridgeNet, four: BridgeNet, peer: Peer, n: int, n_lat: i
         rows.append({"proto": "tcp", "client": "C relays", "path": f"3 relays vs 1 {size}B", "metric": "p50_us",
                      "raims": round(three_hops[0], 1), "peer": round(one_hop[0], 1),
                      "ratio": round(three_hops[0] / one_hop[0], 2), "target": "floor", "meets": ""})
+        extra, floor_extra = far_lat[0] - one_lat[0], three_hops[0] - one_hop[0]
+        rows.append({"proto": "nats", "client": client, "path": "2 more hops vs C relays", "metric": "p50_us_added",
+                     "raims": round(extra, 1), "peer": round(floor_extra, 1),
+                     "ratio": round(extra / floor_extra, 2) if floor_extra > 0 else "", "target": "", "meets": ""})
     print(f"native: nats-server {peer_rate.rate:,.0f} msgs/s p50 {peer_lat[0]:.1f} us; "
           f"one node {one_rate.rate:,.0f} p50 {one_lat[0]:.1f}; A->D {far_rate.rate:,.0f} "
           f"(lost {far_rate.lost}, out of order {far_rate.disorder}) p50 {far_lat[0]:.1f}")

@@ -65,6 +65,7 @@ from raims_node.transports.addr import WILDCARD, AddressError, split_address
 from raims_node.transports.backpressure import Backpressure
 from raims_node.transports.dialer import DaemonError, Dial, Dialer, Running, reachable
 from raims_node.transports.guard import LinkGuard
+from raims_node.transports.idle_busy import IdleBusy
 from raims_node.transports.lone import LoneFrames
 from raims_node.transports.name import (
     Advert,
@@ -124,13 +125,14 @@ class Daemon:
         self.log_lines: list[str] = []
         self.on_log: list[Callable[[str], None]] = []
         self.extra_ports: list[Callable[[], list[dict[str, object]]]] = []
-        self.bridges = BridgeHub(self)
+        self.idle = IdleBusy(tree.parameters.count("idle_busy"))  # turns before the loop blocks
+        self.bridges = BridgeHub(self, self.idle)
         self.flow = Backpressure(self.links, self.bridges.gate, self.node)
         self.discovery = DeviceDiscovery(self)
         self.extra_ports.append(self.discovery.port_rows)
         self.guard = LinkGuard(tree.parameters, self.node, self.say)  # unauthenticated links, log floods
         self.wake = NodeWake(self.node, self._apply)
-        lone = LoneFrames(self.node, self.links, self._apply, self.bridges.gate)
+        lone = LoneFrames(self.node, self.links, self._apply, self.bridges.gate, self.idle)
         self.link_lone, self.publish_lone = lone.received, lone.publish  # tcp.py, router_bus.py
 
     # ------------------------------------------------------------------ lifecycle
@@ -360,6 +362,7 @@ class Daemon:
         return conn_id
 
     def link_frames(self, conn_id: int, frames: list[bytes]) -> None:
+        self.idle.activity()
         self._apply(self.node.on_frames(conn_id, frames, time.time_ns()))
 
     def link_congested(self, conn_id: int, congested: bool) -> None:

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from raims_node.bridges.host import NodeHost
     from raims_node.bridges.router_bus import RouterBus
     from raims_node.config.tree import TransportConfig
+    from raims_node.transports.idle_busy import IdleBusy
 
 DEFAULT_HOST = "127.0.0.1"
 WRITE_CHUNK = 64 * 1024  # with asyncio's 64 KiB mark, a stuck client holds at most ~128 KiB there
@@ -323,6 +324,7 @@ class SessionProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.bytes_in += len(data)
+        self.server.hub.idle.activity()
         if self._backlog is not None:  # read before the pause took effect: after the rest
             rest, off = self._backlog
             self._backlog = (rest[off:] + data, 0)
@@ -459,6 +461,7 @@ class HubView(Protocol):
     host: NodeHost
     gate: FlowGate
     ledger: OutputLedger
+    idle: IdleBusy
 
     @property
     def max_payload(self) -> int: ...

@@ -47,6 +47,7 @@ from raims_node.bridges.router_bus import InvalidService, RouterBus
 from raims_node.config.errors import ConfigError
 from raims_node.config.tree import TransportConfig
 from raims_node.kv.commands import Engine
+from raims_node.transports.idle_busy import IdleBusy
 from raims_node.transports.pgm import DEFAULT_PORT as PGM_PORT
 from raims_node.wire.subjects import bridge_b64
 
@@ -63,10 +64,11 @@ def network_tport(service: str) -> str:
 
 
 class BridgeHub:
-    def __init__(self, host: NodeHost) -> None:
+    def __init__(self, host: NodeHost, idle: IdleBusy | None = None) -> None:
         self.host = host
         self.buses: dict[str, RouterBus] = {}
         self.gate = FlowGate()
+        self.idle = idle or IdleBusy(0)  # told of every client read (the daemon's idle_busy)
         self.ledger = OutputLedger(on_over=self._over_budget)
         self._cutting = False
         self._soft_timer: asyncio.TimerHandle | None = None

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from raims_node import RaimsError
 from raims_node.router.actions import Action, Send
 from raims_node.router.node import Node
+from raims_node.transports.idle_busy import IdleBusy
 
 if TYPE_CHECKING:
     from raims_node.bridges.glue import FlowGate
@@ -33,13 +34,15 @@ log = logging.getLogger("raims.router")
 
 class LoneFrames:
     def __init__(self, node: Node, links: dict[int, LinkProtocol], apply: Callable[[list[Action]], None],
-                 gate: FlowGate) -> None:
+                 gate: FlowGate, idle: IdleBusy | None = None) -> None:
         self.node = node
         self.links = links  # the daemon's, by conn id
         self.apply = apply
         self.gate = gate
+        self.idle = idle or IdleBusy(0)
 
     def received(self, conn_id: int, frame: bytes) -> None:
+        self.idle.activity()
         lone = self.node.lone
         now_ns = time.time_ns()
         try:

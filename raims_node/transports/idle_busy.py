@@ -1,0 +1,66 @@
+"""`idle_busy`: the event loop keeps turning for a while after activity before it blocks.
+
+The manual ("Parameters", seed 000): "Number of times to loop while no activity is
+present. More looping while idle keeps the process on a CPU for lower latency at the
+expense of wasted CPU cycles." Default 16.
+
+Here a turn is one pass of the asyncio loop with this callback ready: the loop polls its
+sockets without blocking (a ready callback makes its poll timeout zero), runs what they
+brought, then the callback gives the CPU to any other runnable process (sched_yield) and
+asks for the next turn. Activity (a frame read from a link, a read from a bridge client)
+sets the count back to `idle_busy`; after that many turns with none, the loop blocks in
+its poll as before. `idle_busy: 0` blocks at once.
+
+Why (issue 24, measured with bench/bridge_bench.py --native-only on the 2-vCPU VM): a
+process that blocks lets its CPU halt, and waking it costs tens of microseconds, more
+than a node's work on a message; a node still turning when the next message comes reads
+it without that wakeup. One message at a time, one node: p50 69-81 us -> 36-40 us with
+16 turns; A->D (three nodes): 200-234 -> 146-162 us with 16 turns, 79-82 us with 256.
+
+Decisions:
+- The yield: with more busy processes than cores a turn that kept its CPU would delay
+  the process the message goes to next (measured: A->D p50 630 us on 2 vCPUs without
+  it); with it, a turning node costs others nothing when they have work.
+- Turns are counted (`turns`) so a test can see the loop stop turning: a node at rest
+  must block, never spin.
+- Without sched_yield (not Linux) there is no busy loop: the count is taken as 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+_yield = getattr(os, "sched_yield", None)
+
+
+class IdleBusy:
+    """The idle turns of one event loop; `activity` is called on every read that matters."""
+
+    __slots__ = ("count", "turns", "_left", "_loop")
+
+    def __init__(self, count: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.count = count if _yield is not None else 0
+        self.turns = 0  # idle turns taken, in all
+        self._left = 0
+        self._loop = loop
+
+    def activity(self) -> None:
+        if self._left <= 0 and self.count > 0:
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._loop.call_soon(self._turn)
+        self._left = self.count
+
+    @property
+    def turning(self) -> bool:
+        """True while the loop turns instead of blocking."""
+        return self._left > 0
+
+    def _turn(self) -> None:
+        self.turns += 1
+        self._left -= 1
+        if self._left > 0:
+            assert _yield is not None and self._loop is not None
+            _yield()
+            self._loop.call_soon(self._turn)
