@@ -23,10 +23,11 @@ node >= 0.5x nats-server; A->D >= 0.5x the one-node rate of the same run with ze
 A->D p50 <= 2x one node's p50. Beside them, the floor of that last ratio on this machine
 (bench/hopfloor.c, compiled the same way): the p50 of one message at a time through three
 C relay processes joined by loopback TCP against one relay, i.e. what the wakeups and
-loopback of two more processes cost before any parsing, routing or crypto. The last row
-sets the two side by side: the p50 that B and D add to one node's (A->D minus one node)
-against what two more C relays add (three relays minus one); a ratio near 1 means a raims
-hop costs what a bare relay's does.
+loopback of two more processes cost before any parsing, routing or crypto; once with
+relays that block at once, once with the daemons' `idle_busy` (default 16 polls before
+blocking). The last row sets raims beside the second: the p50 that B and D add to one
+node's (A->D minus one node) against what two more C relays add (three relays minus one);
+a ratio near 1 means a raims hop costs what a bare relay's does.
 
     .venv/bin/python bench/bridge_bench.py [--quick] [--repeat N] [--native-only]
 """
@@ -53,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 import native  # noqa: E402
 
+from raims_node.config.params import PARAM_SPECS  # noqa: E402
 from tests.integration.harness import MANUAL_GRAPH  # noqa: E402
 from tests.integration.test_bridges_net import BridgeNet, start_network  # noqa: E402
 
@@ -509,14 +511,19 @@ def native_rows(single: BridgeNet, four: BridgeNet, peer: Peer, n: int, n_lat: i
                  "ratio": round(far_lat[1] / one_lat[1], 2), "target": "", "meets": ""})
     floor_exe = native.build(native.HOP_FLOOR_SOURCE)
     if floor_exe is not None:  # what two more processes cost before any work: C relays
-        one_hop, three_hops = native.hop_floor(floor_exe, 1, n_lat, size), native.hop_floor(floor_exe, 3, n_lat, size)
-        rows.append({"proto": "tcp", "client": "C relays", "path": f"3 relays vs 1 {size}B", "metric": "p50_us",
-                     "raims": round(three_hops[0], 1), "peer": round(one_hop[0], 1),
-                     "ratio": round(three_hops[0] / one_hop[0], 2), "target": "floor", "meets": ""})
-        extra, floor_extra = far_lat[0] - one_lat[0], three_hops[0] - one_hop[0]
-        rows.append({"proto": "nats", "client": client, "path": "2 more hops vs C relays", "metric": "p50_us_added",
-                     "raims": round(extra, 1), "peer": round(floor_extra, 1),
-                     "ratio": round(extra / floor_extra, 2) if floor_extra > 0 else "", "target": "", "meets": ""})
+        busy = int(PARAM_SPECS["idle_busy"].default)  # the daemons' idle policy here
+        floors = {}
+        for idle_busy in (0, busy):
+            one_hop = native.hop_floor(floor_exe, 1, n_lat, size, idle_busy)
+            three_hops = native.hop_floor(floor_exe, 3, n_lat, size, idle_busy)
+            floors[idle_busy] = three_hops[0] - one_hop[0]
+            rows.append({"proto": "tcp", "client": f"C relays, idle_busy {idle_busy}", "path": f"3 relays vs 1 {size}B",
+                         "metric": "p50_us", "raims": round(three_hops[0], 1), "peer": round(one_hop[0], 1),
+                         "ratio": round(three_hops[0] / one_hop[0], 2), "target": "floor", "meets": ""})
+        extra = far_lat[0] - one_lat[0]
+        rows.append({"proto": "nats", "client": client, "path": f"2 more hops vs C relays, idle_busy {busy}",
+                     "metric": "p50_us_added", "raims": round(extra, 1), "peer": round(floors[busy], 1),
+                     "ratio": round(extra / floors[busy], 2) if floors[busy] > 0 else "", "target": "", "meets": ""})
     print(f"native: nats-server {peer_rate.rate:,.0f} msgs/s p50 {peer_lat[0]:.1f} us; "
           f"one node {one_rate.rate:,.0f} p50 {one_lat[0]:.1f}; A->D {far_rate.rate:,.0f} "
           f"(lost {far_rate.lost}, out of order {far_rate.disorder}) p50 {far_lat[0]:.1f}")

@@ -5,10 +5,16 @@
  * both beside raims's, measured in the same run: what the wakeups and loopback TCP of two
  * more processes cost before any work is done.
  *
- *     hopfloor RELAYS SAMPLES SIZE   ->   "p50 P p99 Q" (microseconds)
+ * IDLE_BUSY (default 0) gives the relays the daemons' `idle_busy` policy
+ * (raims_node/transports/idle_busy.py): after a message a relay polls its input without
+ * blocking up to IDLE_BUSY times, yielding the CPU between polls, before it blocks.
+ *
+ *     hopfloor RELAYS SAMPLES SIZE [IDLE_BUSY]   ->   "p50 P p99 Q" (microseconds)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -46,10 +52,16 @@ static int tcp_pair(int fd[2]) {
     return 0;
 }
 
-static void relay(int in, int out) {
+static void relay(int in, int out, int idle_busy) {
     char buf[4096];
     for (;;) {
-        ssize_t k = read(in, buf, sizeof buf);
+        ssize_t k = -1;
+        for (int turn = 0; turn < idle_busy && k < 0; turn++) {
+            k = recv(in, buf, sizeof buf, MSG_DONTWAIT);
+            if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) _exit(0);
+            if (k < 0) sched_yield();
+        }
+        if (k < 0) k = read(in, buf, sizeof buf);
         if (k <= 0 || write(out, buf, (size_t)k) != k) _exit(0);
     }
 }
@@ -60,10 +72,11 @@ static int by_value(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) { fprintf(stderr, "usage: hopfloor RELAYS SAMPLES SIZE\n"); return 2; }
+    if (argc != 4 && argc != 5) { fprintf(stderr, "usage: hopfloor RELAYS SAMPLES SIZE [IDLE_BUSY]\n"); return 2; }
     int relays = atoi(argv[1]), samples = atoi(argv[2]), size = atoi(argv[3]);
-    if (relays < 1 || relays > MAX_RELAYS || samples < 1 || size < 1 || size > 4096) {
-        fprintf(stderr, "bad RELAYS, SAMPLES or SIZE\n");
+    int idle_busy = argc == 5 ? atoi(argv[4]) : 0;
+    if (relays < 1 || relays > MAX_RELAYS || samples < 1 || size < 1 || size > 4096 || idle_busy < 0) {
+        fprintf(stderr, "bad RELAYS, SAMPLES, SIZE or IDLE_BUSY\n");
         return 2;
     }
     /* pair i joins hop i to hop i + 1: the client writes pair 0 and reads pair `relays` */
@@ -73,7 +86,7 @@ int main(int argc, char **argv) {
     alarm(120);  /* bounded: a stuck relay must not hang the bench */
     pid_t pids[MAX_RELAYS];
     for (int i = 0; i < relays; i++)
-        if ((pids[i] = fork()) == 0) relay(pairs[i][1], pairs[i + 1][0]);
+        if ((pids[i] = fork()) == 0) relay(pairs[i][1], pairs[i + 1][0], idle_busy);
     double *lat = malloc(sizeof(double) * (size_t)samples);
     char *msg = calloc(1, (size_t)size), buf[4096];
     if (!lat || !msg) return 1;

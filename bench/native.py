@@ -85,11 +85,12 @@ def sbus_floor(exe: Path, count: int, size: int, timeout: float = 120.0) -> floa
     return float(f[1])
 
 
-def hop_floor(exe: Path, relays: int, samples: int, size: int, timeout: float = 120.0) -> tuple[float, float]:
+def hop_floor(exe: Path, relays: int, samples: int, size: int, idle_busy: int = 0,
+              timeout: float = 120.0) -> tuple[float, float]:
     """(p50, p99) in microseconds of hopfloor.c: one message at a time through `relays`
-    C relay processes joined by loopback TCP."""
-    proc = subprocess.run([str(exe), str(relays), str(samples), str(size)], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    C relay processes joined by loopback TCP, polling `idle_busy` times before blocking."""
+    proc = subprocess.run([str(exe), str(relays), str(samples), str(size), str(idle_busy)], capture_output=True,
+                          text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"hopfloor failed ({proc.returncode}): {proc.stderr.strip()}")
     f = proc.stdout.split()

@@ -39,16 +39,15 @@ class IdleBusy:
 
     __slots__ = ("count", "turns", "_left", "_loop")
 
-    def __init__(self, count: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(self, count: int) -> None:
         self.count = count if _yield is not None else 0
         self.turns = 0  # idle turns taken, in all
         self._left = 0
-        self._loop = loop
+        self._loop: asyncio.AbstractEventLoop | None = None  # the running one, taken at each start
 
     def activity(self) -> None:
         if self._left <= 0 and self.count > 0:
-            if self._loop is None:
-                self._loop = asyncio.get_running_loop()
+            self._loop = asyncio.get_running_loop()
             self._loop.call_soon(self._turn)
         self._left = self.count
 
