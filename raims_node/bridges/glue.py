@@ -35,7 +35,10 @@ Flow control (decisions; flow.py describes the session's side):
 - A closing session's last output is written and the transport closed; a client that
   does not read it is aborted after CLOSE_GRACE_S (SLOW_GRACE_S for a slow consumer,
   whose unread output was dropped). Closes with an error are counted per
-  transport (slow consumers, other errors) and logged.
+  transport (slow consumers, other errors) and logged. Lame duck (nats.py) shuts a
+  client down instead (`SessionProtocol.shutdown`): our side of the stream ends and
+  reading goes on until the client's end or CLOSE_GRACE_S, so nothing it sent before
+  it saw the close is lost.
 
 Transport fields (manual "NATS", "Redis"): `listen` (default 127.0.0.1 here, where the
 manual says `*`: a bridge on every interface must be asked for), `port` (0 or absent: an
@@ -302,6 +305,7 @@ class SessionProtocol(asyncio.Protocol):
         self._flush_pending = False
         self._congested = False
         self._closing = False
+        self._ended = False  # our side of the stream is ended (`shutdown`): output is dropped
         self._backlog: tuple[bytes, int] | None = None  # a read not fed yet, from its offset
         self._continuing = False  # _continue is scheduled
         self._slice = SLICE_BYTES
@@ -415,6 +419,10 @@ class SessionProtocol(asyncio.Protocol):
         transport, session = self.transport, self.session
         if transport is None or session is None:
             return
+        if self._ended:  # the client is told nothing more; what it sends is still carried out
+            while session.buffered:
+                session.pending_output(WRITE_CHUNK)
+            return
         if session.closing:
             if not self._closing:
                 self._closing = True
@@ -453,6 +461,23 @@ class SessionProtocol(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+    def shutdown(self, grace_s: float = CLOSE_GRACE_S) -> None:
+        """Close without losing what the client already sent (lame duck): our side of
+        the stream is ended, so the client sees the server go and reconnects elsewhere,
+        while reading goes on, so every command it sent before it noticed is carried out;
+        the connection closes at the client's end of stream, or is aborted after
+        `grace_s`. Output from then on is dropped."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        self.flush()
+        self._ended = True
+        transport.write_eof()
+        self._loop.call_later(grace_s, transport.abort)
 
 
 class HubView(Protocol):

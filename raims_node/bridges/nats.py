@@ -79,7 +79,7 @@ class NatsServer(BridgeServer):
         conns = sorted(self.conns, key=lambda p: p.session.client_id if p.session else 0)
         step = duration_s / max(1, len(conns))
         for proto in conns:
-            proto.close()
+            proto.shutdown()  # what the client sent before it noticed is still carried out
             await asyncio.sleep(step)
 
     def _ping(self) -> None:

@@ -186,6 +186,22 @@ def _read_until(sock: socket.socket, token: bytes, buf: bytearray) -> None:
         buf += chunk
 
 
+def await_route(pub: socket.socket, sub: socket.socket, subject: bytes, buf: bytearray) -> None:
+    """Publish probes on `subject` from `pub` until `sub`, subscribed to it on another
+    node, gets one (its subscription is known at the publisher's node), then one last
+    message after them: `buf` (what `sub` read) ends with it. Bounded: 20 s."""
+    sub.settimeout(0.1)
+    deadline = time.monotonic() + 20
+    while b"MSG " + subject not in buf:
+        assert time.monotonic() < deadline, "the subscription never reached the publisher's node"
+        pub.sendall(b"PUB %s 1\r\np\r\n" % subject)
+        with contextlib.suppress(TimeoutError):
+            _read_until(sub, b"MSG " + subject, buf)
+    sub.settimeout(30)
+    pub.sendall(b"PUB %s 4\r\nlast\r\n" % subject)
+    _read_until(sub, b"last\r\n", buf)
+
+
 def test_a_publisher_faster_than_its_link_is_held_not_cut(tmp_path: Path) -> None:
     """A pipelined NATS publisher on A floods the A-B link while B is stopped (SIGSTOP for
     STALL_S): the link's write high-water mark holds the reading of A's clients
@@ -201,16 +217,7 @@ def test_a_publisher_faster_than_its_link_is_held_not_cut(tmp_path: Path) -> Non
             sub.sendall(b'CONNECT {"verbose":false}\r\nSUB flood 1\r\nSUB probe 2\r\nPING\r\n')
             _read_until(sub, b"PONG\r\n", buf)
             pub.sendall(b'CONNECT {"verbose":false}\r\n')
-            sub.settimeout(0.1)
-            deadline = time.monotonic() + 20
-            while b"MSG probe" not in buf:  # until B's subscription is known at A
-                assert time.monotonic() < deadline, "the subscription never reached A"
-                pub.sendall(b"PUB probe 1\r\np\r\n")
-                with contextlib.suppress(TimeoutError):
-                    _read_until(sub, b"MSG probe", buf)
-            sub.settimeout(30)
-            pub.sendall(b"PUB probe 4\r\nlast\r\n")
-            _read_until(sub, b"last\r\n", buf)
+            await_route(pub, sub, b"probe", buf)
             batch = b"PUB flood 100\r\n%s\r\n" % payload * 1000
             sender = threading.Thread(target=lambda: [pub.sendall(batch) for _ in range(count // 1000)])
             sender.start()
