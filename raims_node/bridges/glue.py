@@ -35,10 +35,8 @@ Flow control (decisions; flow.py describes the session's side):
 - A closing session's last output is written and the transport closed; a client that
   does not read it is aborted after CLOSE_GRACE_S (SLOW_GRACE_S for a slow consumer,
   whose unread output was dropped). Closes with an error are counted per
-  transport (slow consumers, other errors) and logged. Lame duck (nats.py) shuts a
-  client down instead (`SessionProtocol.shutdown`): our side of the stream ends and
-  reading goes on until the client's end or CLOSE_GRACE_S, so nothing it sent before
-  it saw the close is lost.
+  transport (slow consumers, other errors) and logged. Lame duck shuts a client down
+  instead (`SessionProtocol.shutdown`), losing nothing it sent before it saw the close.
 
 Transport fields (manual "NATS", "Redis"): `listen` (default 127.0.0.1 here, where the
 manual says `*`: a bridge on every interface must be asked for), `port` (0 or absent: an
@@ -463,11 +461,9 @@ class SessionProtocol(asyncio.Protocol):
             self.transport.close()
 
     def shutdown(self, grace_s: float = CLOSE_GRACE_S) -> None:
-        """Close without losing what the client already sent (lame duck): our side of
-        the stream is ended, so the client sees the server go and reconnects elsewhere,
-        while reading goes on, so every command it sent before it noticed is carried out;
-        the connection closes at the client's end of stream, or is aborted after
-        `grace_s`. Output from then on is dropped."""
+        """Close without losing what the client sent (lame duck): our side of the stream
+        ends (the client reconnects elsewhere) and reading goes on until the client's
+        end, or `grace_s`. Output from then on is dropped."""
         transport = self.transport
         if transport is None or transport.is_closing():
             return
