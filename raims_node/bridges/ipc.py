@@ -34,9 +34,9 @@ Server behaviour where the seed lets the server choose:
 - Each matching client gets one copy of a packet, however many of its patterns match.
 - CMSG keys answered by the server: `!/cred/whoami` (the client's `!/cred/G/U/P`),
   the flood-control keys (no answer), and raims' own, outside the reserved '!':
-  `raims/ping` (answered with the same payload after every packet sent before it,
-  and after what its earlier packets delivered to other clients of the bus was written
-  or queued for them, as nats-server's PONG: the client's flush) and `raims/visible` (payload a routing key; answer
+  `raims/ping` (answered with the same payload after every packet sent before it, and
+  after what those packets delivered to other clients of the bus was written or queued
+  for them: the client's flush) and `raims/visible` (payload a routing key; answer
   `KEY\\x00N`, N = 1 when a subscriber anywhere in the network would receive it, sbus
   clients on this bus included; the client's wait_visible), `raims/ack` and
   `raims/trace` (below). Other keys are counted.

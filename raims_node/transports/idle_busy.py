@@ -16,8 +16,8 @@ call. `idle_busy: 0` blocks at once.
 Why (issue 24, measured with bench/bridge_bench.py --native-only on the 2-vCPU VM): a
 process that blocks lets its CPU halt, and waking it costs tens of microseconds, more
 than a node's work on a message; a node still turning when the next message comes reads
-it without that wakeup. One message at a time, one node: p50 69-81 us -> 36-40 us with
-16 turns; A->D (three nodes): 200-234 -> 146-162 us with 16 turns, 79-82 us with 256.
+it without that wakeup. One message at a time, p50: one node 63 -> 35-38 us, A->D
+(three nodes) 200 -> 112-127 us with the default 16 turns (70-93 us with 256).
 
 Decisions:
 - The yield: with more busy processes than cores a turn that kept its CPU would delay
