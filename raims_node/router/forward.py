@@ -200,9 +200,7 @@ class Forward:
                 self._deliver_frame(source, subject, data, *_body(head), subs, now_ns)
                 return True
         if not sent:
-            peer = st.peers[source]
-            peer.loss.not_sub += 1
-            peer.loss.not_sub_time = now_ns
+            st.peers[source].loss.not_subscribed(now_ns)
         return True
 
     def on_mcast(self, conn: Conn, data: bytes, head: Header, now_ns: int) -> None:
@@ -281,8 +279,7 @@ class Forward:
         if not subs:
             peer = st.peers.get(source)
             if peer is not None and not own and not transit:
-                peer.loss.not_sub += 1
-                peer.loss.not_sub_time = now_ns
+                peer.loss.not_subscribed(now_ns)
             return False
         if not own and no_echo is None:
             return self._deliver_frame(source, subject, bytes(data), *_body(peek(data)), subs, now_ns)

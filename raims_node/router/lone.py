@@ -183,7 +183,5 @@ class LonePath:
                 self._deliver(source, text, data, off, end, subs, now_ns)
                 return conns
         if not sent:
-            peer = st.peers[source]
-            peer.loss.not_sub += 1
-            peer.loss.not_sub_time = now_ns
+            st.peers[source].loss.not_subscribed(now_ns)
         return conns

@@ -220,3 +220,8 @@ class LossCounters:
     loss_time: int = 0
     ibx_loss: int = 0
     ibx_time: int = 0
+
+    def not_subscribed(self, now_ns: int) -> None:
+        """A message from this peer that no subscription here took and that went on nowhere."""
+        self.not_sub += 1
+        self.not_sub_time = now_ns
