@@ -12,8 +12,9 @@ MANUAL_GRAPH = [("link_ab", "A", "B", 200), ("link_bc", "B", "C", 100), ("link_a
                 ("link_bd", "B", "D", 200), ("link_dc", "D", "C", 300)]
 
 
-def build(creds: Callable[[str], Credentials], seed: int = 1) -> SimNetwork:
-    net = SimNetwork(creds, seed=seed)
+def build(creds: Callable[[str], Credentials], seed: int = 1, cls: type[SimNetwork] = SimNetwork) -> SimNetwork:
+    """The manual's A-D network (`cls`: a SimNetwork or a subclass), converged."""
+    net = cls(creds, seed=seed)
     for name in "ABCD":
         net.add_node(name)
     for link, a, b, cost in MANUAL_GRAPH:

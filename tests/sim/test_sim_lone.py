@@ -31,9 +31,8 @@ from raims_node.wire import (
 from raims_node.wire.batch import BATCH_DESC
 from raims_node.wire.fields import Fid, FieldType, descriptor
 from raims_node.wire.frame import BRIDGE_DESC, DIGEST_OFFSET, HEADER_SIZE
+from tests.sim.test_sim_basic import build as build_manual
 
-GRAPH = [("link_ab", "A", "B", 200), ("link_bc", "B", "C", 100), ("link_ac", "A", "C", 200),
-         ("link_bd", "B", "D", 200), ("link_dc", "D", "C", 300)]
 _HEAD = struct.Struct(">IIH")
 _SEQNO_DESC = descriptor(FieldType.U64, Fid.SEQNO)
 
@@ -78,12 +77,7 @@ class LoneSim(SimNetwork):
 
 
 def build(cls: type[SimNetwork], creds: Callable[[str], Credentials]) -> SimNetwork:
-    net = cls(creds, seed=3)
-    for name in "ABCD":
-        net.add_node(name)
-    for link, a, b, cost in GRAPH:
-        net.add_link(link, a, b, (cost,) * 4)
-    net.run_until(net.converged, timeout_ns=10 * NS)
+    net = build_manual(creds, seed=3, cls=cls)
     net.subscribe("D", "RSF.IBM.N")
     net.subscribe("B", "RSF.IBM.N")
     net.run_until(lambda: net.interest_known("D", "RSF.IBM.N") and net.interest_known("B", "RSF.IBM.N"))

@@ -20,9 +20,9 @@ from raims_node.router.node import NS, Node
 from raims_node.router.sim import SimNetwork
 from raims_node.wire.subjects import bridge_b64
 from tests.sim.conftest import creds_factory
+from tests.sim.test_sim_basic import MANUAL_GRAPH as GRAPH
+from tests.sim.test_sim_basic import build
 
-GRAPH = [("link_ab", "A", "B", 200), ("link_bc", "B", "C", 100), ("link_ac", "A", "C", 200),
-         ("link_bd", "B", "D", 200), ("link_dc", "D", "C", 300)]
 LOST = 3  # messages of A that D never sees
 
 
@@ -39,12 +39,7 @@ def _publish_frames(node: Node, subject: str, n: int, now: int) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def net() -> SimNetwork:
-    net = SimNetwork(creds_factory(), seed=5)
-    for name in "ABCD":
-        net.add_node(name)
-    for link, a, b, cost in GRAPH:
-        net.add_link(link, a, b, (cost,) * 4)
-    net.run_until(net.converged, timeout_ns=10 * NS)
+    net = build(creds_factory(), seed=5)
     net.subscribe("A", "RSF.IBM.N")
     net.psubscribe("A", "RSF.>", "rv")
     net.subscribe("D", "LOSS.X")
