@@ -204,6 +204,16 @@ class Pair:
             ref, us = self.run(cmd)
             assert us == ref, f"{b' '.join(cmd)!r}: redis-server {ref!r}, raims {us!r}"
 
+    def wait_blocked(self, n: int) -> None:
+        """Until both servers report `n` clients parked in a blocking command (INFO
+        clients): what another client sends next is then served after they parked."""
+        want = b"blocked_clients:%d\r\n" % n
+        deadline = time.monotonic() + WAIT_S
+        for c in (self.ref, self.us):
+            while want not in c.call([b"INFO", b"clients"]):
+                assert time.monotonic() < deadline, f"not {n} blocked clients after {WAIT_S} s"
+                time.sleep(0.01)
+
     def reset(self) -> None:
         for c in (self.ref, self.us):
             assert c.call([b"FLUSHALL"]) == b"+OK\r\n"

@@ -750,6 +750,7 @@ def test_blocked_lmpop_and_zpop_are_served_and_time_out(pair: Pair, servers: tup
         for c in (pair.ref, pair.us):
             c.send([b"BLPOP", b"zz", b"0.3"])
             c.send([b"BZPOPMIN", b"zz", b"5"])
+        other.wait_blocked(1)  # BLPOP parked first: a sorted set made before it is WRONGTYPE
         other.check(cmds("ZADD zz 7 m"))
         assert pair.us.read() == pair.ref.read()  # BLPOP: null at its deadline
         assert pair.us.read() == pair.ref.read()  # then BZPOPMIN takes m at once
