@@ -1,5 +1,5 @@
 """Introspection commands of the Redis transport (issue 23 item 6): CLIENT LIST | INFO |
-KILL | REPLY, COMMAND COUNT | DOCS and INFO, in redis-server 7.4's reply formats.
+KILL | REPLY, COMMAND COUNT | DOCS, INFO, TIME and ROLE, in redis-server 7's reply formats.
 
 A session reaches the transport's other connections through its `RedisHost` (one per
 listening transport, made by redis.py; a unit test makes its own): the live sessions,
@@ -23,8 +23,11 @@ session through `ClientView`, so this module imports no session code.
   commands with a key-value map); COMMAND DOCS [name...] answers summary, since, group
   (and subcommands for containers). Decision: data commands' summaries are generic
   ("<NAME>, a <group> command of the node's key-value map"); no argument specs.
-- INFO [section...]: server, clients, stats, and with a map persistence and keyspace
-  (from raims_node.kv.server, which also answers INFO for a map without a transport).
+- TIME and ROLE (a master without replicas).
+- INFO [section...]: server, clients, memory (the resident set only), stats,
+  replication (a standalone master), cpu, cluster (disabled: tools such as redis-py's
+  own test suite read `cluster_enabled`), and with a map persistence and keyspace (from
+  raims_node.kv.server, which also answers INFO for a map without a transport).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Protocol
 
 from raims_node.kv.commands import COMMANDS, Engine
 from raims_node.kv.reply import Map, Verbatim, encode
-from raims_node.kv.server import keyspace_lines
+from raims_node.kv.server import REDIS_VERSION, keyspace_lines
 
 OK = b"+OK\r\n"
 ERR_SYNTAX = "syntax error"
@@ -323,6 +326,8 @@ _SINCE_GROUP: dict[str, tuple[str, str, str]] = {
     "pubsub|numpat": ("Returns a count of unique pattern subscriptions.", "2.8.0", "pubsub"),
     "pubsub|shardchannels": ("Returns the active shard channels.", "7.0.0", "pubsub"),
     "pubsub|shardnumsub": ("Returns the count of subscribers of shard channels.", "7.0.0", "pubsub"),
+    "time": ("Returns the server time.", "2.6.0", "server"),
+    "role": ("Returns the replication role.", "2.8.12", "server"),
     "command": ("Returns detailed information about all commands.", "2.8.13", "server"),
     "command|count": ("Returns a count of commands.", "2.8.13", "server"),
     "command|docs": ("Returns documentary information about one, multiple or all commands.",
@@ -379,7 +384,29 @@ def command_docs(s: ClientView, args: list[bytes]) -> None:
     s._write(encode(Map(pairs), s.resp))
 
 
+# ------------------------------------------------------------ TIME, ROLE
+
+def server_time(s: ClientView, args: list[bytes]) -> None:
+    """The wall clock as [seconds, microseconds], as redis-server answers TIME."""
+    sec, ns = divmod(time.time_ns(), 1_000_000_000)
+    s._write(encode([b"%d" % sec, b"%d" % (ns // 1000)], s.resp))
+
+
+def role(s: ClientView, args: list[bytes]) -> None:
+    """A node's Redis transport is a master with no replicas."""
+    s._write(encode([b"master", 0, []], s.resp))
+
+
 # ------------------------------------------------------------ INFO
+
+def _rss_bytes() -> int:
+    """The process's resident set (redis-server's used_memory_rss); 0 where /proc is not."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
 
 def info(s: ClientView, args: list[bytes]) -> None:
     wanted = {a.lower() for a in args[1:]} or {b"default"}
@@ -392,9 +419,10 @@ def info(s: ClientView, args: list[bytes]) -> None:
     if every or b"server" in wanted:
         up = int(now - host.started)
         sections.append(
-            b"# Server\r\nredis_version:7.4.0\r\nredis_mode:standalone\r\nos:%s\r\narch_bits:64\r\n"
+            b"# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nos:%s\r\narch_bits:64\r\n"
             b"process_id:%d\r\ntcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n"
-            b"raims_map:%s\r\n" % (os.uname().sysname.encode(), os.getpid(), host.port, up, up // 86400,
+            b"raims_map:%s\r\n" % (REDIS_VERSION, os.uname().sysname.encode(), os.getpid(), host.port, up,
+                                   up // 86400,
                                    b"yes" if engine is not None and engine.store.writable else b"no"))
     if every or b"clients" in wanted:
         blocked = sum(1 for c in clients if c.multi_state()[2])
@@ -403,6 +431,9 @@ def info(s: ClientView, args: list[bytes]) -> None:
         sections.append(b"# Clients\r\nconnected_clients:%d\r\nmaxclients:10000\r\nblocked_clients:%d\r\n"
                         b"pubsub_clients:%d\r\nwatching_clients:%d\r\n" % (
                             len(clients), blocked, pubsub, watching))
+    if every or b"memory" in wanted:
+        sections.append(b"# Memory\r\nused_memory_rss:%d\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n"
+                        % _rss_bytes())
     if engine is not None and (every or b"persistence" in wanted):
         sections.append(b"# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:%d\r\n"
                         % engine.store.dirty)
@@ -417,6 +448,13 @@ def info(s: ClientView, args: list[bytes]) -> None:
                             host.connections, host.commands,
                             engine.store.expired_keys if engine is not None else 0,
                             len(names[0]), len(names[1]), len(names[2])))
+    if every or b"replication" in wanted:  # a node's bridge is a standalone master, never a replica
+        sections.append(b"# Replication\r\nrole:master\r\nconnected_slaves:0\r\n")
+    if every or b"cpu" in wanted:
+        t = os.times()
+        sections.append(b"# CPU\r\nused_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n" % (t.system, t.user))
+    if every or b"cluster" in wanted:  # tools (redis-py's own test suite) read cluster_enabled
+        sections.append(b"# Cluster\r\ncluster_enabled:0\r\n")
     if every or b"keyspace" in wanted:
         lines = keyspace_lines(engine) if engine is not None else []
         sections.append(b"# Keyspace\r\n" + b"".join(line + b"\r\n" for line in lines))

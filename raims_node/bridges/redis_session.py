@@ -70,8 +70,9 @@ from raims_node.bridges.resp import (
     parse_ll,
 )
 from raims_node.kv.commands import Engine, arity_error, is_data_command
+from raims_node.kv.server import REDIS_VERSION as _VERSION
 
-REDIS_VERSION = "7.4.0"
+REDIS_VERSION = _VERSION.decode()
 DATABASES = 16
 _INT32 = 1 << 31
 
@@ -578,6 +579,8 @@ _COMMANDS = _table(
         _Command("command|docs", -2, admin.command_docs),
     )),
     _Command("info", -1, admin.info),
+    _Command("time", 1, admin.server_time),
+    _Command("role", 1, admin.role),
     _Command("pubsub", -2, None, subcommands=_table(
         _Command("pubsub|channels", -2, _S._pubsub_channels),
         _Command("pubsub|numsub", -2, _S._pubsub_numsub),

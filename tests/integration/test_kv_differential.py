@@ -697,6 +697,9 @@ def test_info_keyspace_and_config(pair: Pair) -> None:
 SET a 1
 SET b 2 EX 1000
 INFO keyspace
+INFO cluster
+ROLE
+TIME extra
 CONFIG GET notify-keyspace-events
 CONFIG SET notify-keyspace-events KEA
 CONFIG GET notify-keyspace-events

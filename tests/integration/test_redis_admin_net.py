@@ -91,7 +91,7 @@ def test_client_list_info_and_kill(net: BridgeNet, clients: list[redis.Redis]) -
 
 def test_command_count_docs_and_info(net: BridgeNet, clients: list[redis.Redis]) -> None:
     r = connect(net, clients, "docs")
-    assert r.command_count() == 158  # 18 of the pub/sub side, 135 data commands but INFO, 5 transaction ones
+    assert r.command_count() == 160  # 20 of the pub/sub side, 135 data commands but INFO, 5 transaction ones
     docs = r.execute_command("COMMAND DOCS", "publish", "nosuch")
     assert docs[0] == b"publish" and b"Posts a message to a channel." in docs[1]
     r3 = connect(net, clients, resp=3)
@@ -99,6 +99,12 @@ def test_command_count_docs_and_info(net: BridgeNet, clients: list[redis.Redis])
     assert b"client|kill" in docs3[b"client"][b"subcommands"]
     info = r.info()
     assert info["tcp_port"] == net.port("A", "redis") and info["connected_clients"] >= 2
+    assert info["cluster_enabled"] == 0 and info["role"] == "master" and info["used_memory_rss"] > 1 << 20
+    assert info["used_cpu_user"] > 0 and set(r.info("cluster")) == {"cluster_enabled"}
+    assert info["redis_version"] == r3.execute_command("HELLO")[b"version"].decode() == "7.0.15"
+    sec, usec = r.time()
+    assert abs(sec + usec / 1e6 - time.time()) < 5 and 0 <= usec < 1_000_000
+    assert r.execute_command("ROLE") == [b"master", 0, []] == r3.execute_command("ROLE")
     assert r.info("clients")["connected_clients"] >= 2 and "tcp_port" not in r.info("clients")
 
 
