@@ -23,7 +23,8 @@ session through `ClientView`, so this module imports no session code.
   commands with a key-value map); COMMAND DOCS [name...] answers summary, since, group
   (and subcommands for containers). Decision: data commands' summaries are generic
   ("<NAME>, a <group> command of the node's key-value map"); no argument specs.
-- TIME and ROLE (a master without replicas).
+- AUTH (as HELLO AUTH: the `default` user with any password), TIME and ROLE (a master
+  without replicas), MONITOR (redis_monitor.py).
 - INFO [section...]: server, clients, memory (the resident set only), stats,
   replication (a standalone master), cpu, cluster (disabled: tools such as redis-py's
   own test suite read `cluster_enabled`), and with a map persistence and keyspace (from
@@ -38,6 +39,14 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from raims_node.bridges.redis_monitor import Client
+from raims_node.bridges.resp import (
+    encode_array_header,
+    encode_bulk,
+    encode_int,
+    encode_map_header,
+    parse_ll,
+)
 from raims_node.kv.commands import COMMANDS, Engine
 from raims_node.kv.reply import Map, Verbatim, encode
 from raims_node.kv.server import REDIS_VERSION, keyspace_lines
@@ -45,6 +54,12 @@ from raims_node.kv.server import REDIS_VERSION, keyspace_lines
 OK = b"+OK\r\n"
 ERR_SYNTAX = "syntax error"
 ERR_BAD_NAME = "Client names cannot contain spaces, newlines or special characters."
+ERR_WRONGPASS = "invalid username-password pair or user is disabled."
+
+
+class Versioned(Protocol):
+    @property
+    def version(self) -> str: ...
 
 
 class ClientView(Protocol):
@@ -64,6 +79,9 @@ class ClientView(Protocol):
     last_cmd: str
     reply_off: bool
     reply_skip_next: bool
+
+    @property
+    def config(self) -> Versioned: ...
 
     @property
     def host(self) -> RedisHost: ...
@@ -102,6 +120,7 @@ class RedisHost:
     port: int = 0
     connections: int = 0
     commands: int = 0
+    monitors: set[Client] = field(default_factory=set)  # MONITOR's clients (redis_monitor.py)
 
 
 def sub_counts(c: ClientView) -> tuple[int, int, int]:
@@ -326,8 +345,10 @@ _SINCE_GROUP: dict[str, tuple[str, str, str]] = {
     "pubsub|numpat": ("Returns a count of unique pattern subscriptions.", "2.8.0", "pubsub"),
     "pubsub|shardchannels": ("Returns the active shard channels.", "7.0.0", "pubsub"),
     "pubsub|shardnumsub": ("Returns the count of subscribers of shard channels.", "7.0.0", "pubsub"),
+    "auth": ("Authenticates the connection.", "1.0.0", "connection"),
     "time": ("Returns the server time.", "2.6.0", "server"),
     "role": ("Returns the replication role.", "2.8.12", "server"),
+    "monitor": ("Listens for all requests received by the server in real-time.", "1.0.0", "server"),
     "command": ("Returns detailed information about all commands.", "2.8.13", "server"),
     "command|count": ("Returns a count of commands.", "2.8.13", "server"),
     "command|docs": ("Returns documentary information about one, multiple or all commands.",
@@ -384,7 +405,70 @@ def command_docs(s: ClientView, args: list[bytes]) -> None:
     s._write(encode(Map(pairs), s.resp))
 
 
-# ------------------------------------------------------------ TIME, ROLE
+# ------------------------------------------------------------ AUTH, HELLO, TIME, ROLE
+
+def auth(s: ClientView, args: list[bytes]) -> None:
+    """AUTH as a redis-server without requirepass or ACL users answers it: the `default`
+    user with any password, no other user (HELLO AUTH decides the same)."""
+    if len(args) > 3:
+        s._error(ERR_SYNTAX)
+    elif len(args) == 2:
+        s._error("AUTH <password> called without any password configured for the default user. "
+                 "Are you sure your configuration is correct?")
+    elif args[1] == b"default":
+        s._write(OK)
+    else:
+        s._error(ERR_WRONGPASS, "WRONGPASS")
+
+
+def hello(s: ClientView, args: list[bytes]) -> None:
+    """HELLO [protover [AUTH user pass] [SETNAME name]] (AUTH as `auth` decides)."""
+    version = 0
+    if len(args) >= 2:
+        v = parse_ll(args[1])
+        if v is None:
+            s._error("Protocol version is not an integer or out of range")
+            return
+        if not 2 <= v <= 3:
+            s._error("unsupported protocol version", "NOPROTO")
+            return
+        version = v
+    user: bytes | None = None
+    name: bytes | None = None
+    j = 2
+    while j < len(args):
+        more = len(args) - 1 - j
+        opt = args[j].lower()
+        if opt == b"auth" and more >= 2:
+            user = args[j + 1]
+            j += 3
+        elif opt == b"setname" and more >= 1:
+            name = args[j + 1]
+            if not valid_attr(name):
+                s._error(ERR_BAD_NAME)
+                return
+            j += 2
+        else:
+            s._error(b"Syntax error in HELLO option '%s'" % args[j])
+            return
+    if user is not None and user != b"default":
+        s._error(ERR_WRONGPASS, "WRONGPASS")
+        return
+    if name is not None:
+        s.name = name or None
+    if version:
+        s.resp = version
+    s._write(b"".join((
+        encode_map_header(7, s.resp),
+        encode_bulk(b"server"), encode_bulk(b"redis"),
+        encode_bulk(b"version"), encode_bulk(s.config.version.encode()),
+        encode_bulk(b"proto"), encode_int(s.resp),
+        encode_bulk(b"id"), encode_int(s.client_id),
+        encode_bulk(b"mode"), encode_bulk(b"standalone"),
+        encode_bulk(b"role"), encode_bulk(b"master"),
+        encode_bulk(b"modules"), encode_array_header(0),
+    )))
+
 
 def server_time(s: ClientView, args: list[bytes]) -> None:
     """The wall clock as [seconds, microseconds], as redis-server answers TIME."""

@@ -23,6 +23,7 @@ from typing import Protocol
 from raims_node.bridges.bus import Bus, ClientHandle
 from raims_node.bridges.redis_admin import RedisHost
 from raims_node.bridges.redis_data import DataSide
+from raims_node.bridges.redis_monitor import feed
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, load_families
 from raims_node.kv.fast import FAST, FastHandler
 from raims_node.kv.reply import encode
@@ -38,6 +39,7 @@ class RedisSession(ClientHandle, Protocol):
 
     resp: int
     db: int
+    addr: str
     reply_off: bool
     reply_skip_next: bool
     _reply_skip: bool
@@ -187,6 +189,8 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
             break  # the pop answers later; what follows is held (redis_data.DataSide)
         parts.append(encode(reply, resp))
     if i > start:
+        if s.host.monitors:
+            feed(s, commands[start:i])
         s.host.commands += i - start
         s.last_cmd = commands[i - 1][0].lower().decode("utf-8", "replace")
         if parts:

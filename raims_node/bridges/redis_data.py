@@ -19,26 +19,21 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from raims_node.bridges.redis_monitor import Client, feed
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, encode
 
 
-class SessionView(Protocol):
+class SessionView(Client, Protocol):
     """What the data side uses of its RedisSession (redis_session.py)."""
 
-    db: int
     resp: int
 
     @property
     def subscribed(self) -> bool: ...
 
     @property
-    def closing(self) -> bool: ...
-
-    @property
     def databases(self) -> int: ...
-
-    def _write(self, data: bytes) -> bool: ...
 
     def _error(self, message: str | bytes, code: str = "ERR") -> None: ...
 
@@ -86,7 +81,8 @@ class DataSide:
             self.run(args, cmd)  # the fast path: a data command outside a transaction
             return True
         if name in _TX:
-            self._transaction(name, args)
+            if self._transaction(name, args) and self.session.host.monitors:
+                feed(self.session, (args,))
             return True
         if self.multi is not None and name not in _NOT_QUEUED:
             error = self.session._resolve(args)
@@ -114,6 +110,8 @@ class DataSide:
         reply = self.engine.execute(client, args, cmd)
         if reply is not BLOCKED:
             s._write(encode(reply, s.resp))
+        if s.host.monitors:
+            feed(s, (args,))
 
     def reset(self) -> None:
         self.engine.drop_client(self.client)
@@ -126,24 +124,26 @@ class DataSide:
 
     # ------------------------------------------------------------ transactions
 
-    def _transaction(self, name: bytes, args: list[bytes]) -> None:
+    def _transaction(self, name: bytes, args: list[bytes]) -> bool:
+        """MULTI, EXEC, DISCARD, WATCH or UNWATCH; False when it did not run (its arity
+        refused, or UNWATCH queued), for MONITOR."""
         s = self.session
         want = _ARITY.get(name)
         if (want is not None and len(args) != want) or (name == b"watch" and len(args) < 2):
             if self.multi is not None:
                 self.multi_error = True
             s._arity_error(name.decode())
-            return
+            return False
         if name == b"multi":
             if self.multi is not None:
                 s._error("MULTI calls can not be nested")
-                return
+                return True
             self.multi = []
             s._write(OK)
         elif name == b"discard":
             if self.multi is None:
                 s._error("DISCARD without MULTI")
-                return
+                return True
             self.multi = None
             self.multi_error = False
             self.engine.unwatch(self.client)
@@ -151,7 +151,7 @@ class DataSide:
         elif name == b"watch":
             if self.multi is not None:
                 s._error("WATCH inside MULTI is not allowed")
-                return
+                return True
             self.client.db = s.db
             self.engine.watch(self.client, args[1:])
             s._write(OK)
@@ -159,11 +159,12 @@ class DataSide:
             if self.multi is not None:
                 self.multi.append(args)
                 s._write(b"+QUEUED\r\n")
-                return
+                return False
             self.engine.unwatch(self.client)
             s._write(OK)
         else:
             self._exec()
+        return True
 
     def _exec(self) -> None:
         s = self.session

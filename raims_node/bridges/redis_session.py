@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from raims_node.bridges import redis_admin as admin
+from raims_node.bridges import redis_monitor as monitor
 from raims_node.bridges.bus import Bus, shard_subject
 from raims_node.bridges.flow import FlowLimits, SessionOutput
 from raims_node.bridges.redis_batch import deliver_channel_run, run_batch
@@ -63,7 +64,6 @@ from raims_node.bridges.resp import (
     encode_bulks,
     encode_error,
     encode_int,
-    encode_map_header,
     encode_null,
     encode_push_header,
     encode_simple,
@@ -204,6 +204,8 @@ class RedisSession(SessionOutput):
             assert cmd.handler is not None  # containers are only reached with a subcommand
             self.last_cmd = cmd.fullname
             cmd.handler(self, args)
+            if self.host.monitors:  # after: in the database it leaves (SELECT), as redis-server
+                monitor.feed(self, (args,))
 
     def _resolve(self, args: list[bytes]) -> _Command | bytes:
         """The command `args` names, or the encoded error that refuses it."""
@@ -329,58 +331,12 @@ class RedisSession(SessionOutput):
 
     def _reset(self, args: list[bytes]) -> None:
         self._drop_subscriptions()
+        self.host.monitors.discard(self)
         self.resp = 2
         self.db = 0
         self.name = None
         self.reply_off = self.reply_skip_next = self._reply_skip = False
         self._write(encode_simple("RESET"))
-
-    def _hello(self, args: list[bytes]) -> None:
-        version = 0
-        if len(args) >= 2:
-            v = parse_ll(args[1])
-            if v is None:
-                self._error("Protocol version is not an integer or out of range")
-                return
-            if not 2 <= v <= 3:
-                self._error("unsupported protocol version", "NOPROTO")
-                return
-            version = v
-        user: bytes | None = None
-        name: bytes | None = None
-        j = 2
-        while j < len(args):
-            more = len(args) - 1 - j
-            opt = args[j].lower()
-            if opt == b"auth" and more >= 2:
-                user = args[j + 1]
-                j += 3
-            elif opt == b"setname" and more >= 1:
-                name = args[j + 1]
-                if not admin.valid_attr(name):
-                    self._error(admin.ERR_BAD_NAME)
-                    return
-                j += 2
-            else:
-                self._error(b"Syntax error in HELLO option '%s'" % args[j])
-                return
-        if user is not None and user != b"default":
-            self._error("invalid username-password pair or user is disabled.", "WRONGPASS")
-            return
-        if name is not None:
-            self.name = name or None
-        if version:
-            self.resp = version
-        self._write(b"".join((
-            encode_map_header(7, self.resp),
-            encode_bulk(b"server"), encode_bulk(b"redis"),
-            encode_bulk(b"version"), encode_bulk(self.config.version.encode()),
-            encode_bulk(b"proto"), encode_int(self.resp),
-            encode_bulk(b"id"), encode_int(self.client_id),
-            encode_bulk(b"mode"), encode_bulk(b"standalone"),
-            encode_bulk(b"role"), encode_bulk(b"master"),
-            encode_bulk(b"modules"), encode_array_header(0),
-        )))
 
     # ------------------------------------------------------------ pub/sub commands
 
@@ -555,7 +511,7 @@ _COMMANDS = _table(
     _Command("select", 2, _S._select),
     _Command("quit", -1, _S._quit, pubsub_ok=True),
     _Command("reset", 1, _S._reset, pubsub_ok=True),
-    _Command("hello", -1, _S._hello),
+    _Command("hello", -1, admin.hello),
     _Command("subscribe", -2, _S._subscribe, pubsub_ok=True),
     _Command("unsubscribe", -1, _S._unsubscribe, pubsub_ok=True),
     _Command("psubscribe", -2, _S._psubscribe, pubsub_ok=True),
@@ -579,8 +535,10 @@ _COMMANDS = _table(
         _Command("command|docs", -2, admin.command_docs),
     )),
     _Command("info", -1, admin.info),
+    _Command("auth", -2, admin.auth),
     _Command("time", 1, admin.server_time),
     _Command("role", 1, admin.role),
+    _Command("monitor", 1, monitor.start),
     _Command("pubsub", -2, None, subcommands=_table(
         _Command("pubsub|channels", -2, _S._pubsub_channels),
         _Command("pubsub|numsub", -2, _S._pubsub_numsub),

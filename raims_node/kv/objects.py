@@ -14,8 +14,9 @@ access times or counters, so the answers are derived from the value):
   fields and values up to 64 bytes, else `hashtable`; sets `intset` when every member
   is a canonical integer and there are at most 512, else `hashtable`; sorted sets
   `listpack` up to 128 members of up to 64 bytes, else `skiplist`. redis-server keeps
-  an encoding once converted (a hash that shrank stays `hashtable`) and answers `raw`
-  for strings grown by APPEND or SETRANGE; here the current value decides.
+  an encoding once converted (a hash that shrank stays `hashtable`), answers `raw`
+  for strings grown by APPEND or SETRANGE and `embstr` (refcount 1) for an integer
+  INCRBYFLOAT wrote; here the current value decides.
 - REFCOUNT: 2147483647 for the integers 0..9999 (redis-server's shared integers), else 1.
 - IDLETIME: 0 (no access times are kept: every key looks just used).
 - FREQ: redis-server's error without an LFU maxmemory policy (the map has none).

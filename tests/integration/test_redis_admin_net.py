@@ -91,7 +91,7 @@ def test_client_list_info_and_kill(net: BridgeNet, clients: list[redis.Redis]) -
 
 def test_command_count_docs_and_info(net: BridgeNet, clients: list[redis.Redis]) -> None:
     r = connect(net, clients, "docs")
-    assert r.command_count() == 160  # 20 of the pub/sub side, 135 data commands but INFO, 5 transaction ones
+    assert r.command_count() == 162  # 22 of the pub/sub side, 135 data commands but INFO, 5 transaction ones
     docs = r.execute_command("COMMAND DOCS", "publish", "nosuch")
     assert docs[0] == b"publish" and b"Posts a message to a channel." in docs[1]
     r3 = connect(net, clients, resp=3)
@@ -136,3 +136,22 @@ def test_client_reply_matches_redis_server(net: BridgeNet, tmp_path: Path) -> No
             assert _replay(net.port("A", "redis"), data) == _replay(ref.port, data), data
     finally:
         ref.stop()
+
+
+def test_monitor_with_redis_py(net: BridgeNet, clients: list[redis.Redis]) -> None:
+    """redis-py's Monitor parses what MONITOR shows of another client's commands (this
+    node has no map: pub/sub and connection commands), AUTH with a password redacted;
+    a client authenticating as `default` (redis-py's username and password) works."""
+    watcher = connect(net, clients, "watcher")
+    other = redis.Redis(port=net.port("A", "redis"), username="default", password="any", socket_timeout=WAIT_S)
+    clients.append(other)
+    assert other.ping()  # connected (HELLO with AUTH, CLIENT SETINFO) before the monitor starts
+    with watcher.monitor() as m:
+        other.publish("news", "hello world")
+        other.echo('say "hi"')
+        seen = [m.next_command() for _ in range(2)]
+    assert [(c["db"], c["command"]) for c in seen] == [(0, "PUBLISH news hello world"), (0, 'ECHO say "hi"')]
+    assert seen[0]["client_address"] == "127.0.0.1" and int(seen[0]["client_port"]) > 0
+    assert other.execute_command("AUTH", "default", "x") is True
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(port=net.port("A", "redis"), username="someone", password="x").ping()

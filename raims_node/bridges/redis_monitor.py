@@ -1,0 +1,89 @@
+"""MONITOR on the Redis transport: the commands the transport's other clients run, one
+line each as redis-server writes them:
+`+<unix seconds>.<microseconds> [<db> <client address>] "arg" "arg" ...`, every
+argument quoted with redis-server's escapes (`\\"`, `\\\\`, `\\n`, `\\r`, `\\t`,
+`\\a`, `\\b`, `\\xHH` for other unprintable bytes).
+
+Decisions:
+- A command is shown when it runs: one queued by MULTI when EXEC runs it, one held
+  behind a blocked pop when it is replayed, a pipeline's data commands and PUBLISHes
+  (redis_batch.run_fast) after their run, with the database they ran in.
+- A monitor's own commands are not shown; RESET ends monitoring (as in redis-server),
+  QUIT or a close too. AUTH's arguments, and HELLO's after AUTH, show as "(redacted)".
+- Lines are queued as pushes (sent whatever CLIENT REPLY says) under the pub/sub output
+  limits: a monitor that does not read is cut as a slow consumer. redis-server counts a
+  monitor as a normal client, without a limit; here one unread monitor must not hold
+  the node's memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class Monitors(Protocol):
+    monitors: set[Client]
+
+
+class Client(Protocol):
+    """What MONITOR uses of a Redis session (redis_session.py)."""
+
+    db: int
+    addr: str
+
+    @property
+    def host(self) -> Monitors: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    def _write(self, data: bytes) -> bool: ...
+
+    def _push(self, data: bytes) -> bool: ...
+
+OK = b"+OK\r\n"
+_ESCAPES = {ord("\\"): b"\\\\", ord('"'): b'\\"', ord("\n"): b"\\n", ord("\r"): b"\\r", ord("\t"): b"\\t",
+            7: b"\\a", 8: b"\\b"}
+_REPR = [_ESCAPES.get(c, bytes([c]) if 32 <= c < 127 else b"\\x%02x" % c) for c in range(256)]
+_REDACTED = b'"(redacted)"'
+
+
+def start(s: Client, args: list[bytes]) -> None:
+    """MONITOR: `s` is shown every command the transport's other clients run from now."""
+    s.host.monitors.add(s)
+    s._write(OK)
+
+
+def quote(arg: bytes) -> bytes:
+    """One argument as redis-server's MONITOR writes it."""
+    if arg.isalnum():  # the usual name or key: nothing to escape
+        return b'"%s"' % arg
+    return b'"%s"' % b"".join(map(_REPR.__getitem__, arg))
+
+
+def _line(head: bytes, args: list[bytes]) -> bytes:
+    name = args[0].lower()
+    if name == b"auth":
+        shown = [quote(args[0])] + [_REDACTED] * (len(args) - 1)
+    elif name == b"hello" and b"auth" in (a.lower() for a in args):
+        cut = next(i for i, a in enumerate(args) if a.lower() == b"auth") + 1
+        shown = [quote(a) for a in args[:cut]] + [_REDACTED] * (len(args) - cut)
+    else:
+        shown = [quote(a) for a in args]
+    return head + b" ".join(shown) + b"\r\n"
+
+
+def feed(s: Client, commands: Sequence[list[bytes]]) -> None:
+    """Show `commands`, run by `s` in its current database, to the transport's monitors."""
+    monitors = s.host.monitors
+    if s in monitors or not commands:
+        return
+    head = b"+%.6f [%d %s] " % (time.time(), s.db, s.addr.encode())
+    lines = b"".join(_line(head, args) for args in commands)
+    for m in list(monitors):
+        if m.closing:
+            monitors.discard(m)
+        else:
+            m._push(lines)
