@@ -1,5 +1,6 @@
-"""Introspection commands of the Redis transport (issue 23 item 6): CLIENT LIST | INFO |
-KILL | REPLY, COMMAND COUNT | DOCS, INFO, TIME and ROLE, in redis-server 7's reply formats.
+"""Introspection and server commands of the Redis transport (issue 23 item 6): CLIENT
+LIST | INFO | KILL | REPLY, COMMAND COUNT | DOCS, INFO, AUTH, HELLO, TIME, ROLE (MONITOR
+in redis_monitor.py), in redis-server 7's reply formats.
 
 A session reaches the transport's other connections through its `RedisHost` (one per
 listening transport, made by redis.py; a unit test makes its own): the live sessions,
