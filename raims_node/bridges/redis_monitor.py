@@ -43,6 +43,7 @@ class Client(Protocol):
 
     def _push(self, data: bytes) -> bool: ...
 
+
 OK = b"+OK\r\n"
 _ESCAPES = {ord("\\"): b"\\\\", ord('"'): b'\\"', ord("\n"): b"\\n", ord("\r"): b"\\r", ord("\t"): b"\\t",
             7: b"\\a", 8: b"\\b"}
@@ -65,20 +66,18 @@ def quote(arg: bytes) -> bytes:
 
 def _line(head: bytes, args: list[bytes]) -> bytes:
     name = args[0].lower()
+    shown = len(args)  # the arguments shown; the rest are redacted
     if name == b"auth":
-        shown = [quote(args[0])] + [_REDACTED] * (len(args) - 1)
-    elif name == b"hello" and b"auth" in (a.lower() for a in args):
-        cut = next(i for i, a in enumerate(args) if a.lower() == b"auth") + 1
-        shown = [quote(a) for a in args[:cut]] + [_REDACTED] * (len(args) - cut)
-    else:
-        shown = [quote(a) for a in args]
-    return head + b" ".join(shown) + b"\r\n"
+        shown = 1
+    elif name == b"hello":
+        shown = next((i + 1 for i, a in enumerate(args) if a.lower() == b"auth"), shown)
+    return head + b" ".join([*map(quote, args[:shown]), *[_REDACTED] * (len(args) - shown)]) + b"\r\n"
 
 
 def feed(s: Client, commands: Sequence[list[bytes]]) -> None:
     """Show `commands`, run by `s` in its current database, to the transport's monitors."""
     monitors = s.host.monitors
-    if s in monitors or not commands:
+    if s in monitors:
         return
     head = b"+%.6f [%d %s] " % (time.time(), s.db, s.addr.encode())
     lines = b"".join(_line(head, args) for args in commands)

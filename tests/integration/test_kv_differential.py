@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raims_node.kv.cli import main as ms_kv
-from tests.integration.kv_diff import Pair, RedisServer, cmds
+from tests.integration.kv_diff import Pair, RawClient, RedisServer, cmds
 from tests.integration.test_bridges_net import BridgeNet, start_network
 
 
@@ -918,8 +918,6 @@ def test_monitor_lines_match_redis_server(pair: Pair, servers: tuple[int, int]) 
     """MONITOR (redis_monitor.py): the lines another client's commands produce, the time
     and client address aside, are redis-server's, escapes, databases, a pipeline of
     PUBLISHes, MULTI / EXEC and AUTH's redaction included; RESET ends monitoring."""
-    from tests.integration.kv_diff import RawClient
-
     sent = [[b"SET", b"k", b'a "b"\\c\n\r\t\x07\x08\x00\xff'], [b"SELECT", b"3"], [b"GET", b"k"],
             [b"SELECT", b"0"], *[[b"PUBLISH", b"chan", b"%d" % i] for i in range(40)],
             [b"MULTI"], [b"INCR", b"n"], [b"EXEC"], [b"AUTH", b"user", b"secret"], [b"ECHO", b""]]

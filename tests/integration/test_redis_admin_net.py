@@ -140,8 +140,8 @@ def test_client_reply_matches_redis_server(net: BridgeNet, tmp_path: Path) -> No
 
 def test_monitor_with_redis_py(net: BridgeNet, clients: list[redis.Redis]) -> None:
     """redis-py's Monitor parses what MONITOR shows of another client's commands (this
-    node has no map: pub/sub and connection commands), AUTH with a password redacted;
-    a client authenticating as `default` (redis-py's username and password) works."""
+    node has no map: pub/sub and connection commands); a client authenticating as
+    `default` (redis-py's username and password) works, another user is refused."""
     watcher = connect(net, clients, "watcher")
     other = redis.Redis(port=net.port("A", "redis"), username="default", password="any", socket_timeout=WAIT_S)
     clients.append(other)
