@@ -23,7 +23,7 @@ from typing import Protocol
 from raims_node.bridges.bus import Bus, ClientHandle
 from raims_node.bridges.redis_admin import RedisHost
 from raims_node.bridges.redis_data import DataSide
-from raims_node.bridges.redis_monitor import feed
+from raims_node.bridges.redis_monitor import Client, feed
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, load_families
 from raims_node.kv.fast import FAST, FastHandler
 from raims_node.kv.reply import encode
@@ -34,12 +34,10 @@ SESSION_OWN = (b"info", b"multi", b"exec", b"discard", b"watch", b"unwatch")  # 
 Entry = tuple[FastHandler | None, Cmd | object]
 
 
-class RedisSession(ClientHandle, Protocol):
+class RedisSession(ClientHandle, Client, Protocol):
     """What the batch path uses of redis_session.RedisSession."""
 
     resp: int
-    db: int
-    addr: str
     reply_off: bool
     reply_skip_next: bool
     _reply_skip: bool
@@ -53,13 +51,6 @@ class RedisSession(ClientHandle, Protocol):
 
     @property
     def subscribed(self) -> bool: ...
-
-    @property
-    def closing(self) -> bool: ...
-
-    def _write(self, data: bytes) -> bool: ...
-
-    def _push(self, data: bytes) -> bool: ...
 
     def _command(self, args: list[bytes]) -> None: ...
 
