@@ -11,7 +11,8 @@ its type and costs), and at the bottom, as comments, the command that starts eac
 
 Decisions where the manual is vague:
 - Every transport listens on and connects to 127.0.0.1 at a port that was free when the
-  file was written (bound to port 0 and released), so the file runs as is; `-l` (the
+  file was written, below the kernel's ephemeral range (`free_ports`), so the file runs
+  as is; `-l` (the
   manual's "resolve the links over the loopback interface") is therefore accepted and
   changes nothing. A pgm line gets a UDP port and its own multicast group
   239.192.x.y, since the manual notes pgm needs a multicast-capable interface.
@@ -27,6 +28,8 @@ Decisions where the manual is vague:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import random
 import socket
 import sys
 from collections.abc import Sequence
@@ -43,17 +46,43 @@ LOOPBACK = "127.0.0.1"
 DEFAULT_SERVICE = "test"
 DEFAULT_OUTPUT = "graph.yaml"
 PGM_GROUP_PREFIX = "239.192"
+FIRST_PORT = 10000  # chosen ports start here: below it lie well-known services
+PORT_TRIES = 1000
 MAX_PGM_GROUPS = 0xFFFF - 1
 
 
+def ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int | None:
+    """The first port the kernel hands out to bind(0) and connect(); None when unknown."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def free_ports(count: int, kind: socket.SocketKind) -> list[int]:
-    """`count` distinct ports free on the loopback interface right now."""
+    """`count` distinct ports free on the loopback interface right now, below the
+    kernel's ephemeral range where it is known: a released ephemeral port can be taken
+    by any client's connect() before the node binds it (seen in CI: "address already in
+    use"), a port below the range only by an explicit bind. Random candidates, at most
+    PORT_TRIES of them; what they do not find, bind(0) does."""
+    low = ephemeral_low()
     with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+
+        def take(port: int) -> None:
             sock = stack.enter_context(socket.socket(socket.AF_INET, kind))
-            sock.bind((LOOPBACK, 0))  # held open until all are chosen, so none repeats
+            sock.bind((LOOPBACK, port))  # held open until all are chosen, so none repeats
             ports.append(sock.getsockname()[1])
+
+        if low is not None and low > FIRST_PORT:
+            for port in random.sample(range(FIRST_PORT, low), min(PORT_TRIES, low - FIRST_PORT)):
+                if len(ports) == count:
+                    break
+                with contextlib.suppress(OSError):
+                    take(port)
+        while len(ports) < count:
+            take(0)
         return ports
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raims_node.config.keyset import ServiceKeys
-from raims_node.config.test_adj import free_ports, main, pgm_group, run
+from raims_node.config.test_adj import FIRST_PORT, ephemeral_low, free_ports, main, pgm_group, run
 from raims_node.config.tree import load_file, load_text
 
 ABCD = """node A B C D
@@ -115,6 +115,10 @@ def test_free_ports_are_distinct_and_bindable() -> None:
     assert len(set(ports)) == 20
     with socket.socket() as s:
         s.bind(("127.0.0.1", ports[0]))
+    low = ephemeral_low()
+    if low is not None:  # Linux: none a client's connect() could take meanwhile
+        assert all(FIRST_PORT <= p < low for p in ports)
+    assert ephemeral_low("/nonexistent/range") is None
 
 
 def test_pgm_groups_are_distinct() -> None:
