@@ -200,6 +200,10 @@ def test_a_hung_hub_is_bypassed_by_keepalive_and_rejoins(make_cluster) -> None: 
         while {(a, b) for a, b in c.feeds() if "n2" not in (a, b)} != ring(live):
             assert time.monotonic() < deadline, c.feeds()
             time.sleep(0.05)
+        # both of n2's neighbours close on silence; the ring can re-form after the first
+        while sum(c.status(n).get("counters", {}).get("silent_peers", 0) for n in live) < 2:
+            assert time.monotonic() < deadline, [c.status(n).get("counters") for n in live]
+            time.sleep(0.05)
         for n in live:
             c.send(n, 20)
         c.wait_states(live, live)
@@ -210,7 +214,6 @@ def test_a_hung_hub_is_bypassed_by_keepalive_and_rejoins(make_cluster) -> None: 
     c.wait_states(names, names)
     for n in names:
         c.check_exactly_once(n, names)
-    assert sum(c.status(n)["counters"]["silent_peers"] for n in live) >= 2
 
 
 def test_a_consumer_process_takes_the_producers_live_stream(make_cluster) -> None:  # type: ignore[no-untyped-def]
