@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import native  # noqa: E402
 
 from raims_node.config.params import PARAM_SPECS  # noqa: E402
+from raims_node.config.test_adj import free_port  # noqa: E402
 from tests.integration.harness import MANUAL_GRAPH  # noqa: E402
 from tests.integration.test_bridges_net import BridgeNet, start_network  # noqa: E402
 
@@ -72,12 +73,6 @@ Addr = tuple[str, int]
 
 
 # ---------------------------------------------------------------- servers
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 class Peer:
     """nats-server or redis-server on 127.0.0.1, stopped by its pid."""

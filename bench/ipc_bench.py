@@ -50,6 +50,7 @@ import native  # noqa: E402
 from bridge_bench import raw_rate  # noqa: E402
 
 from raims_node.bridges import mmsg  # noqa: E402
+from raims_node.config.test_adj import free_port  # noqa: E402
 from tests.integration.harness import NodeProc, graph_config  # noqa: E402
 
 PAYLOAD = bytes(range(100))
@@ -57,12 +58,6 @@ KEY = b"bench/x"
 TARGET = 1.5
 TIMEOUT_S = 60.0
 BATCH = 256  # packets per sendmmsg / recvmmsg of the raw clients
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _connect(path: str) -> socket.socket:
@@ -217,7 +212,7 @@ def _cpu_s(pid: int) -> float:
 def start_node(tmp: Path) -> tuple[NodeProc, str, int]:
     cfg, _ = graph_config(tmp, "node A\n", heartbeat="10 sec", web=False)
     data = yaml.safe_load(cfg.read_text())
-    path, port = str(tmp / "bench.sock"), _free_port()
+    path, port = str(tmp / "bench.sock"), free_port()
     data["transports"] += [{"tport": "bus", "type": "ipc", "route": {"path": path}},
                            {"tport": "nats", "type": "nats", "route": {"port": port}}]
     cfg.write_text(yaml.safe_dump(data, sort_keys=False))

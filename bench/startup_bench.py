@@ -30,17 +30,12 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from raims_node.config.gen_key import new_network_config  # noqa: E402
+from raims_node.config.test_adj import free_port  # noqa: E402
 
 from _report import report  # noqa: E402
 
 TARGET_S = 0.3
 DEADLINE_S = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def time_to_info(cmd: list[str], port: int, env: dict[str, str] | None = None) -> float:

@@ -86,6 +86,11 @@ def free_ports(count: int, kind: socket.SocketKind) -> list[int]:
         return ports
 
 
+def free_port(kind: socket.SocketKind = socket.SOCK_STREAM) -> int:
+    """One port as `free_ports` chooses them, for a server a test or bench starts."""
+    return free_ports(1, kind)[0]
+
+
 def listener(graph: Graph, link: GraphLink) -> str:
     return min(link.nodes, key=graph.nodes.index)
 

@@ -19,16 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from raims_node.config.test_adj import free_port
+
 WAIT_S = 10.0
 UNORDERED = {b"smembers", b"sinter", b"sunion", b"sdiff", b"keys", b"spop", b"srandmember", b"hrandfield",
              b"zrandmember"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def encode_command(args: list[bytes]) -> bytes:

@@ -16,6 +16,7 @@ from typing import Any
 import nats
 import pytest
 
+from raims_node.config.test_adj import free_port
 from tests.integration.harness import MANUAL_GRAPH
 from tests.integration.rv_client import RvClient, RvMessage
 from tests.integration.test_bridges_net import BridgeNet, start_network
@@ -263,7 +264,7 @@ def test_configured_rv_service_transport_takes_precedence(tmp_path: Path) -> Non
 
     cfg, _ = graph_config(tmp_path, "node A B\n", web=False)
     data = yaml.safe_load(cfg.read_text())
-    port = _free_port()
+    port = free_port()
     nodes: dict[str, NodeProc] = {}
     try:
         for name, link in (("A", {"listen": "127.0.0.1", "port": port}), ("B", {"connect": f"127.0.0.1:{port}"})):
@@ -328,11 +329,3 @@ def test_a_network_raims_cannot_join_is_refused(net: BridgeNet) -> None:
 
     with pytest.raises(ConnectionRefusedError, match="RVD.INITREFUSED"):
         asyncio.run(connect())
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from raims_node.config.test_adj import free_port
 from tests.integration.harness import MANUAL_GRAPH, PYTHON, NodeProc, graph_config
 
 SERVICE = "svc"
@@ -82,12 +83,6 @@ def msgs(packets: list[bytes]) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class OneNode:
     def __init__(self, tmp: Path, node: NodeProc, path: str, nats: int, redis: int) -> None:
         self.tmp, self.node, self.path, self.nats, self.redis = tmp, node, path, nats, redis
@@ -103,7 +98,7 @@ def bus() -> Iterator[OneNode]:
     try:
         cfg, _ = graph_config(tmp, "node A\n", web=False)
         data = yaml.safe_load(cfg.read_text())
-        nats, redis = _free_port(), _free_port()
+        nats, redis = free_port(), free_port()
         path = str(tmp / "bus.sock")
         data["transports"] += [
             {"tport": "bus", "type": "ipc", "route": {"path": path, "service": SERVICE,

@@ -24,18 +24,13 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
+from raims_node.config.test_adj import free_port
 from tests.integration.harness import PYTHON, NodeProc, graph_config, poll
 from tests.integration.test_admin import get_json, web_addr
 
 CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
 DEVICE = "127.0.0.1"
 WAIT_S = 15.0
-
-
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Net:
@@ -45,7 +40,7 @@ class Net:
         self.tmp = tmp
         cfg, _ = graph_config(tmp, f"node {users}\n", heartbeat="1 sec", web=True)
         data = yaml.safe_load(cfg.read_text())
-        self.group_port = _free_udp_port()
+        self.group_port = free_port(socket.SOCK_DGRAM)
         data["transports"] += [{"tport": DEVICE, "type": "name",
                                 "route": {"connect": f"{DEVICE};239.23.22.217", "port": self.group_port}},
                                *transports]

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from raims_node.config.test_adj import free_port
 from tests.integration.harness import PYTHON, NodeProc
 from tests.integration.rv_client import RvClient
 
@@ -42,12 +43,6 @@ def test_gen_key_makes_rv_yaml(tmp_path: Path) -> None:
     data = yaml.safe_load(_gen_rv_yaml(tmp_path).read_text())
     assert [s["svc"] for s in data["services"]] == ["rvd"] and data["services"][0]["pri"]
     assert data["parameters"]["salt_data"] and data["parameters"]["pass_data"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _listening_ports(pid: int) -> set[int]:
@@ -71,7 +66,7 @@ def _listening_ports(pid: int) -> set[int]:
 
 def test_rvd_listen_port_only(tmp_path: Path) -> None:
     _gen_rv_yaml(tmp_path)
-    port = _free_port()
+    port = free_port()
     node = NodeProc("rvd", ["-listen", str(port), "-no-http", "-foreground", "-cfg", "rv.yaml"], tmp_path)
     try:
         node.wait_for(rf"listening on .*:{port}$", 30)
@@ -140,7 +135,7 @@ def test_rvd_without_arguments(tmp_path: Path) -> None:
 
 def test_rvd_no_permanent_exits_after_the_last_client(tmp_path: Path) -> None:
     _gen_rv_yaml(tmp_path)
-    port = _free_port()
+    port = free_port()
     node = NodeProc("rvd", ["-listen", f"127.0.0.1:{port}", "-no-http", "-foreground", "-no-permanent",
                             "-cfg", "rv.yaml"], tmp_path)
     try:

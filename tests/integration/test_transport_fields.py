@@ -14,16 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
+from raims_node.config.test_adj import free_port
 from tests.integration.harness import NodeProc, graph_config
 from tests.integration.test_admin import get_json, web_addr
 
 CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -38,7 +33,7 @@ def _config(tmp: Path, route: dict[str, Any], params: dict[str, Any] | None = No
     """A two-node graph whose link's route is replaced by `route` (PORT: a free port)."""
     cfg, _ = graph_config(tmp, "node A B\ntcp_link_ab A B : 100\n")
     data = yaml.safe_load(cfg.read_text())
-    port = _free_port()
+    port = free_port()
     link = next(t for t in data["transports"] if t["tport"] == "link_ab")
     link["route"] = {k: (v.replace("PORT", str(port)) if isinstance(v, str) else
                          [x.replace("PORT", str(port)) for x in v] if isinstance(v, list) else v)
@@ -61,7 +56,7 @@ def _links(node: NodeProc) -> int:
 
 
 def test_connect_list_first_success_stops_the_others(tmp_path: Path, procs: list[NodeProc]) -> None:
-    dead = _free_port()
+    dead = free_port()
     cfg, port = _config(tmp_path, {"listen": "127.0.0.1",
                                    "connect": [f"127.0.0.1:{dead}", "127.0.0.1", "127.0.0.1:PORT"]})
     a = _node(tmp_path, cfg, "A", "listen")
@@ -138,7 +133,7 @@ def test_timestamp_gmt_stamps_log_lines_in_utc(tmp_path: Path, procs: list[NodeP
 def test_edge_listener_pools_its_links_on_one_port(tmp_path: Path, procs: list[NodeProc]) -> None:
     cfg, _ = graph_config(tmp_path, "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 100\n")
     data = yaml.safe_load(cfg.read_text())
-    port = _free_port()
+    port = free_port()
     link = next(t for t in data["transports"] if t["tport"] == "link_ab")
     link["route"] = {"listen": "127.0.0.1", "connect": "127.0.0.1", "port": port, "edge": True}
     cfg.write_text(yaml.safe_dump(data, sort_keys=False))
