@@ -1,6 +1,7 @@
 """`idle_busy` (transports/idle_busy.py): after activity the loop turns `count` times,
 still serving its sockets, then blocks; activity while turning starts the count again
-without a second chain of turns. On asyncio and on uvloop."""
+without a second chain of turns; the window grows when blocks are short and shrinks
+back to `count` when they are long. On asyncio and on uvloop."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable, Coroutine
 
 import pytest
 
-from raims_node.transports.idle_busy import IdleBusy
+from raims_node.transports.idle_busy import POLL_MAX_NS, IdleBusy, next_window
 
 uvloop = pytest.importorskip("uvloop")
 
@@ -97,9 +98,57 @@ def test_sockets_are_served_between_turns(loop: str) -> None:
             theirs.send(b"x")
             at_turn = await asyncio.wait_for(got, 5)
             assert idle.turning and at_turn < 100_000
-            idle.count = 1  # let it come to rest: one more turn
+            idle.count = idle.window = 1  # let it come to rest: one more turn
             idle.activity()
             await until_still(idle)
             transport.close()
+
+    RUNNERS[loop](main())
+
+
+def test_next_window_grows_on_short_blocks_up_to_the_poll_limit() -> None:
+    window, turn_ns = 16, 2_000.0
+    seen = [window]
+    for _ in range(10):
+        window = next_window(window, 16, turn_ns, blocked_ns=10_000)
+        seen.append(window)
+    assert seen[:4] == [16, 32, 64, 100]  # doubles, up to POLL_MAX_NS worth of turns
+    assert window == POLL_MAX_NS // 2_000  # and stays there
+    # a block that a full window would have caught, but not this one's growth: kept
+    assert next_window(100, 16, turn_ns, blocked_ns=POLL_MAX_NS - 1_000) == 100
+
+
+def test_next_window_shrinks_on_long_blocks_to_the_count() -> None:
+    window = 100
+    for want in (50, 25, 16, 16):
+        window = next_window(window, 16, 2_000.0, blocked_ns=POLL_MAX_NS + 1)
+        assert window == want
+
+
+def test_next_window_never_goes_below_the_count() -> None:
+    """A count already longer than the poll limit is the window: it neither grows past
+    nor shrinks under it."""
+    assert next_window(4096, 4096, 3_000.0, blocked_ns=1_000) == 4096
+    assert next_window(4096, 4096, 3_000.0, blocked_ns=10**9) == 4096
+
+
+@pytest.mark.parametrize("loop", RUNNERS)
+def test_the_window_follows_the_gaps_between_activity(loop: str) -> None:
+    """Activity right after each block (a short gap) grows the window beyond the count;
+    after long gaps it is back at the count."""
+
+    async def main() -> None:
+        idle = IdleBusy(4)
+        for _ in range(50):  # a few tries: a descheduled test can make one gap long
+            idle.activity()
+            await until_still(idle)
+            if idle.window > 4:
+                break
+        assert idle.window > 4
+        for _ in range(10):
+            await asyncio.sleep(0.005)  # far over POLL_MAX_NS, and over uvloop's 1 ms timer grain
+            idle.activity()
+            await until_still(idle)
+        assert idle.window == 4
 
     RUNNERS[loop](main())
