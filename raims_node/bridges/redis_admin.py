@@ -42,6 +42,7 @@ from typing import Protocol
 
 from raims_node.bridges.redis_monitor import Client
 from raims_node.bridges.resp import (
+    OK,
     encode_array_header,
     encode_bulk,
     encode_int,
@@ -52,7 +53,6 @@ from raims_node.kv.commands import COMMANDS, Engine
 from raims_node.kv.reply import Map, Verbatim, encode
 from raims_node.kv.server import REDIS_VERSION, keyspace_lines
 
-OK = b"+OK\r\n"
 ERR_SYNTAX = "syntax error"
 ERR_BAD_NAME = "Client names cannot contain spaces, newlines or special characters."
 ERR_WRONGPASS = "invalid username-password pair or user is disabled."

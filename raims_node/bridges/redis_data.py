@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from raims_node.bridges.redis_monitor import Client, feed
+from raims_node.bridges.resp import OK
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, encode
 
@@ -50,7 +51,6 @@ class SessionView(Client, Protocol):
 _TX = (b"multi", b"exec", b"discard", b"watch", b"unwatch")
 _NOT_QUEUED = (b"exec", b"discard", b"multi", b"watch", b"quit", b"reset")
 _ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"unwatch": 1}
-OK = b"+OK\r\n"
 
 
 class DataSide:

@@ -22,6 +22,8 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from raims_node.bridges.resp import OK
+
 
 class Monitors(Protocol):
     monitors: set[Client]
@@ -44,7 +46,6 @@ class Client(Protocol):
     def _push(self, data: bytes) -> bool: ...
 
 
-OK = b"+OK\r\n"
 _ESCAPES = {ord("\\"): b"\\\\", ord('"'): b'\\"', ord("\n"): b"\\n", ord("\r"): b"\\r", ord("\t"): b"\\t",
             7: b"\\a", 8: b"\\b"}
 _REPR = [_ESCAPES.get(c, bytes([c]) if 32 <= c < 127 else b"\\x%02x" % c) for c in range(256)]

@@ -57,6 +57,7 @@ from raims_node.bridges.resp import (
     MAX_ARGS,
     MAX_BULK,
     MAX_QUERY,
+    OK,
     RespParser,
     RespProtocolError,
     encode_array_header,
@@ -76,7 +77,6 @@ REDIS_VERSION = _VERSION.decode()
 DATABASES = 16
 _INT32 = 1 << 31
 
-OK = b"+OK\r\n"
 PONG = b"+PONG\r\n"
 
 _CHANNEL, _PATTERN, _SHARD = "c:", "p:", "s:"  # sid prefixes: one sid space per kind

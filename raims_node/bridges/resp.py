@@ -44,6 +44,7 @@ from collections.abc import Iterable
 
 from raims_node.bridges.errors import ProtocolViolation
 
+OK = b"+OK\r\n"  # the reply of every command that only succeeds
 MAX_INLINE = 64 * 1024
 MAX_BULK = 64 * 1024 * 1024
 MAX_ARGS = 1024 * 1024
