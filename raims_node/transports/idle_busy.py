@@ -29,17 +29,19 @@ Decisions:
 - Idle turns are counted (`turns`) so a test can see the loop stop turning: a node at
   rest must block, never spin.
 - The window adapts, as the kernel's cpuidle haltpoll governor adapts its poll: `idle_busy`
-  turns is the floor; a block the next activity ended within POLL_MAX_NS (200 us, the
-  governor's default) doubles the window, up to what lasts that long; a block longer
-  than that halves it. Why: a Python turn costs 2-3 us, so 16 turns wait ~40 us, and
-  one message at a time through A->B->D each node's gap between messages (the others'
-  work, ~60-90 us) was longer than that: every node blocked just before its next message
-  and paid the wake-up at every hop (A->D p50 116-176 us, 3.2-4.2x one node's, with one
-  node ~35-40 us where the gap fits the window). Adapted, in five runs alternating with
-  the fixed window: A->D p50 70-97 us against 117-121 (one node 35-47 us in both). The
-  rule that also grows on blocks a POLL_MAX_NS window would not have caught spun more
-  and was slower (84-153 us): spinning nodes share two vCPUs. The cost is bounded: a node spins at most POLL_MAX_NS after its last message (or
-  `idle_busy` turns, if longer), and a sparse stream brings the window back to the floor.
+  turns is the floor; a block that a window lasting POLL_MAX_NS (200 us, the governor's
+  default) would have caught (the window's turns and the block together within it)
+  doubles the window, up to the turns that last that long; a block longer than that
+  halves it. Why: a Python turn costs 2-3 us, so 16 turns wait ~40 us, and one message
+  at a time through A->B->D each node's gap between messages (the others' work, ~60-90
+  us) was longer than that: every node blocked just before its next message and paid the
+  wake-up at every hop (A->D p50 116-176 us, 3.2-4.2x one node's, with one node ~35-40 us
+  where the gap fits the window). Adapted, in five runs alternating with the fixed
+  window: A->D p50 70-97 us against 117-121 (one node 35-47 us in both). Growing on any
+  block under the limit (200 or 500 us) spun more and was slower (84-153 us): the
+  spinning nodes share two vCPUs. The cost is bounded: a node spins at most POLL_MAX_NS
+  after its last message (or `idle_busy` turns, if longer), and a sparse stream brings
+  the window back to the floor.
 - Without sched_yield (not Linux) there is no busy loop: the count is taken as 0.
 """
 
