@@ -12,10 +12,10 @@ its type and costs), and at the bottom, as comments, the command that starts eac
 Decisions where the manual is vague:
 - Every transport listens on and connects to 127.0.0.1 at a port that was free when the
   file was written, below the kernel's ephemeral range (`free_ports`), so the file runs
-  as is; `-l` (the
-  manual's "resolve the links over the loopback interface") is therefore accepted and
-  changes nothing. A pgm line gets a UDP port and its own multicast group
-  239.192.x.y, since the manual notes pgm needs a multicast-capable interface.
+  as is; `-l` (the manual's "resolve the links over the loopback interface") is
+  therefore accepted and changes nothing. A pgm line gets a UDP port and its own
+  multicast group 239.192.x.y, since the manual notes pgm needs a multicast-capable
+  interface.
 - The member of a link that comes first on the node line listens and the others
   connect; the commands follow the node line, so started in order each listener is up
   before its connectors. Within a command the transports are sorted by name, which
