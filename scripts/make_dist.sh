@@ -40,6 +40,11 @@ cp -r "$ROOT/raims_node" "$ROOT/spark_app" "$ROOT/pyproject.toml" "$ROOT/README.
 mkdir -p "$STAGE/src/spark_app/data"
 cp -r "$ROOT/data/schemas" "$STAGE/src/spark_app/data/schemas"
 find "$STAGE/src" -name __pycache__ -prune -exec rm -rf {} +
+# the wheel stays portable (py3-none-any: any CPython >= 3.11 on the hosts, a Databricks
+# runtime's too): the compiled modules are left out and executors run their pure-Python
+# fallbacks; an install from the source tree (make deps) builds them
+find "$STAGE/src" -name '*.so' -delete
+sed -i '/^\[\[tool.setuptools.ext-modules\]\]/,/^optional = true/d' "$STAGE/src/pyproject.toml"
 # the schemas live outside the packages in the repository; in the wheel they are
 # package data of spark_app, which setuptools takes from MANIFEST.in
 printf 'recursive-include spark_app/data *.json\n' >"$STAGE/src/MANIFEST.in"

@@ -33,6 +33,18 @@ BRIDGES: tuple[Transport, ...] = ({"tport": "nats", "type": "nats", "route": {"p
                                   {"tport": "redis", "type": "redis", "route": {"port": 0}})
 
 
+@contextlib.contextmanager
+def hot_paths(kind: str) -> Iterator[None]:
+    """Nodes started inside run the compiled hot paths ("compiled", the default) or their
+    pure-Python fallbacks ("python": RAIMS_PURE_PYTHON=1, bridges/resp.py)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if kind == "python":
+            mp.setenv("RAIMS_PURE_PYTHON", "1")
+        else:
+            mp.delenv("RAIMS_PURE_PYTHON", raising=False)
+        yield
+
+
 @dataclass
 class BridgeNet:
     tmp: Path

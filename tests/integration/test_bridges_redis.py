@@ -23,16 +23,18 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import ResponseError
 
 from tests.integration.harness import MANUAL_GRAPH
-from tests.integration.test_bridges_net import BridgeNet, Transport, start_network
+from tests.integration.test_bridges_net import BridgeNet, Transport, hot_paths, start_network
 
 WAIT_S = 10.0
 MIXED: list[Transport] = [{"tport": "xnats", "type": "nats", "route": {"port": 0, "service": "mixed"}},
          {"tport": "xredis", "type": "redis", "route": {"port": 0, "service": "mixed"}}]
 
 
-@pytest.fixture(scope="module")
-def abcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeNet]:
-    net = start_network(tmp_path_factory.mktemp("abcd"), MANUAL_GRAPH, MIXED)
+@pytest.fixture(scope="module", params=["compiled", "python"])
+def abcd(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeNet]:
+    """The network; every test runs on nodes with the compiled RESP scan and without."""
+    with hot_paths(request.param):
+        net = start_network(tmp_path_factory.mktemp("abcd"), MANUAL_GRAPH, MIXED)
     yield net
     net.stop()
 

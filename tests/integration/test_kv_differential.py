@@ -14,17 +14,19 @@ from hypothesis import strategies as st
 
 from raims_node.kv.cli import main as ms_kv
 from tests.integration.kv_diff import Pair, RawClient, RedisServer, cmds
-from tests.integration.test_bridges_net import BridgeNet, start_network
+from tests.integration.test_bridges_net import BridgeNet, hot_paths, start_network
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+@pytest.fixture(scope="module", params=["compiled", "python"])
+def servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    """redis-server and a node; every test runs on a node with the compiled RESP scan and without."""
     tmp = tmp_path_factory.mktemp("kvdiff")
     ref = RedisServer(tmp)
     net: BridgeNet | None = None
     try:
         assert ms_kv(["init", str(tmp / "map")]) == 0
-        net = start_network(tmp, "node A\n", params={"map_file": str(tmp / "map")})
+        with hot_paths(request.param):
+            net = start_network(tmp, "node A\n", params={"map_file": str(tmp / "map")})
         yield ref.port, net.port("A", "redis")
     finally:
         if net is not None:

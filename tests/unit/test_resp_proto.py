@@ -4,11 +4,16 @@ split invariance, fuzzing."""
 from __future__ import annotations
 
 import random
+import shutil
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raims_node.bridges import resp
 from raims_node.bridges.resp import (
     MAX_INLINE,
     ArrayTooLong,
@@ -31,6 +36,23 @@ from raims_node.bridges.resp import (
     parse_ll,
     split_inline,
 )
+
+
+@pytest.fixture(autouse=True, scope="module", params=["compiled", "python"])
+def scan(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test of this module on both batch scans: the compiled one and Python's."""
+    before = resp.compiled_scan
+    if request.param == "compiled" and resp._compiled_scan is None:
+        pytest.skip("the compiled scan is not built (no C compiler at install)")
+    resp.compiled_scan = resp._compiled_scan if request.param == "compiled" else None
+    yield request.param
+    resp.compiled_scan = before
+
+
+def test_the_scan_is_compiled_where_a_compiler_is() -> None:
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if shutil.which("cc") is not None and headers.exists():
+        assert resp._compiled_scan is not None, "make deps should have built raims_node/bridges/_resp_scan.c"
 
 
 def parse(data: bytes, **kw: int) -> list[list[bytes]]:
@@ -192,7 +214,9 @@ def _outcome(p: RespParser, data: bytes, split: int) -> tuple[list[list[bytes]],
 _PIECES = [b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\nxxx\r\n", b"*2\r\n$3\r\nGET\r\n$4\r\na\r\nb\r\n",
            b"*2\r\n$4\r\nECHO\r\n$03\r\nabc\r\n", b"*2\r\n$4\r\nECHO\r\n$+3\r\nabc\r\n", b"*02\r\n$1\r\na\r\n$0\r\n\r\n",
            b"*1\r\n$4\r\nPING\r\n", b"PING\r\n", b"*0\r\n", b"*-1\r\n", b"*2\r\n$4\r\nECHO\r\n$2000\r\n" + b"y" * 2000 + b"\r\n",
-           b"*2\r\n$4\r\nECHO\r\n$3\r\nabcXY", b"*1\r\n$1\r\nx\r\n\r\n", b"*2\r\n$1\r\na\r\n$70\r\n" + b"z" * 70 + b"\r\n"]
+           b"*2\r\n$4\r\nECHO\r\n$3\r\nabcXY", b"*1\r\n$1\r\nx\r\n\r\n", b"*2\r\n$1\r\na\r\n$70\r\n" + b"z" * 70 + b"\r\n",
+           b"*1\r\n$99999999999999999999\r\n", b"*1\r\n$0\r\n\r\n", b"*1025\r\n" + b"$1\r\nq\r\n" * 1025,
+           b"*1\r\n$-1\r\n", b"*1\r\n$1\r\n\r\r\n"]
 
 
 @settings(max_examples=200, deadline=None)
@@ -220,3 +244,17 @@ def test_long_runs_of_one_shape_parse_as_the_general_parser(base: bytes, n: int,
     pieces.insert(at % (n + 1), odd)
     data = b"".join(pieces)
     assert _outcome(RespParser(**limits), data, split) == _outcome(GeneralParser(**limits), data, split)
+
+
+def test_the_compiled_scan_checks_its_arguments() -> None:
+    c_scan = resp._compiled_scan
+    if c_scan is None:
+        pytest.skip("the compiled scan is not built")
+    commands: list[list[bytes]] = []
+    data = b"*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPI"
+    assert c_scan(data, 0, commands, 8, 64, 64) == 14 and commands == [[b"PING"]]
+    assert c_scan(data, len(data), commands, 8, 64, 64) == len(data)
+    with pytest.raises(TypeError):
+        c_scan(bytearray(data), 0, commands, 8, 64, 64)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        c_scan(data, len(data) + 1, commands, 8, 64, 64)
