@@ -10,7 +10,7 @@ DEBS_TEST  := openjdk-17-jre-headless redis-server redis-tools nats-server shell
 
 .PHONY: run test lint typecheck unit bench fuzz deps debs dist clean
 
-$(STAMP): pyproject.toml $(wildcard raims_node/*/*.c)
+$(STAMP): pyproject.toml setup.py $(wildcard raims_node/*/*.c)
 	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

@@ -44,7 +44,8 @@ find "$STAGE/src" -name __pycache__ -prune -exec rm -rf {} +
 # runtime's too): the compiled modules are left out and executors run their pure-Python
 # fallbacks; an install from the source tree (make deps) builds them
 find "$STAGE/src" -name '*.so' -delete
-sed -i '/^\[\[tool.setuptools.ext-modules\]\]/,/^optional = true/d' "$STAGE/src/pyproject.toml"
+cp "$ROOT/setup.py" "$STAGE/src/"
+export RAIMS_NO_EXTENSIONS=1
 # the schemas live outside the packages in the repository; in the wheel they are
 # package data of spark_app, which setuptools takes from MANIFEST.in
 printf 'recursive-include spark_app/data *.json\n' >"$STAGE/src/MANIFEST.in"

@@ -5,18 +5,17 @@
    Appends to `commands` (a list) each canonical multibulk of `data` (bytes) from `pos`
    on, as a list of bytes, and returns the offset of the first byte it leaves to the
    parser's general path. Canonical, as redis-server writes it: `*<n>\r\n` with n in
-   1..min(max_args, FAST_ARGS) spelled without sign or leading zero, then n bulks
-   `$<len>\r\n<len bytes>\r\n` with len spelled the same way, each len <= max_bulk and
-   all of them together <= max_query. It stops at the first request that is anything
-   else: partial, inline, empty, spelled otherwise, beyond a limit, or with other bytes
-   than CR LF after a bulk. The general parser then parses it, raises its errors or waits
-   for more input, so the commands of any input are the same with or without this
-   module (tests/unit/test_resp_proto.py runs both and compares them). */
+   1..max_args (resp.py passes at most its FAST_ARGS) spelled without sign or leading
+   zero, then n bulks `$<len>\r\n<len bytes>\r\n` with len spelled the same way, each
+   len <= max_bulk and all of them together <= max_query. It stops at the first request
+   that is anything else: partial, inline, empty, spelled otherwise, beyond a limit, or
+   with other bytes than CR LF after a bulk. The general parser then parses it, raises
+   its errors or waits for more input, so the commands of any input are the same with or
+   without this module (tests/unit/test_resp_proto.py runs both and compares them). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#define FAST_ARGS 1024   /* as resp.FAST_ARGS */
 #define MAX_DIGITS 18    /* longer lengths go to the general parser */
 
 /* A canonical decimal at s[0..n) ending in CR LF: its value, and *end past the LF;
@@ -50,7 +49,7 @@ request_end(const char *data, Py_ssize_t p, Py_ssize_t n, long long max_args, lo
     if (p >= n || data[p] != '*')
         return -1;
     argc = canonical(data + p + 1, n - p - 1, &used);
-    if (argc < 1 || argc > max_args || argc > FAST_ARGS)
+    if (argc < 1 || argc > max_args)
         return -1;
     p += 1 + used;
     for (long long k = 0; k < argc; k++) {

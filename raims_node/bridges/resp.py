@@ -198,7 +198,7 @@ class RespParser:
         time, taking bulks that hold CR LF too), else in Python."""
         c_scan = compiled_scan
         if c_scan is not None:
-            return c_scan(data, pos, commands, self.max_args, self.max_bulk, self.max_query)
+            return c_scan(data, pos, commands, min(self.max_args, FAST_ARGS), self.max_bulk, self.max_query)
         return self._scan_python(data, pos, commands)
 
     def _scan_python(self, data: bytes, pos: int, commands: list[list[bytes]]) -> int:
