@@ -41,11 +41,9 @@ mkdir -p "$STAGE/src/spark_app/data"
 cp -r "$ROOT/data/schemas" "$STAGE/src/spark_app/data/schemas"
 find "$STAGE/src" -name __pycache__ -prune -exec rm -rf {} +
 # the wheel stays portable (py3-none-any: any CPython >= 3.11 on the hosts, a Databricks
-# runtime's too): the compiled modules are left out and executors run their pure-Python
-# fallbacks; an install from the source tree (make deps) builds them
+# runtime's too): setup.py, which declares the compiled modules, is not staged, and
+# executors run their pure-Python fallbacks; an install from the source tree builds them
 find "$STAGE/src" -name '*.so' -delete
-cp "$ROOT/setup.py" "$STAGE/src/"
-export RAIMS_NO_EXTENSIONS=1
 # the schemas live outside the packages in the repository; in the wheel they are
 # package data of spark_app, which setuptools takes from MANIFEST.in
 printf 'recursive-include spark_app/data *.json\n' >"$STAGE/src/MANIFEST.in"
