@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from raims_node.config.test_adj import free_port
+from raims_node.kv.cli import main as ms_kv
+from tests.integration.test_bridges_net import start_network
 
 WAIT_S = 10.0
 UNORDERED = {b"smembers", b"sinter", b"sunion", b"sdiff", b"keys", b"spop", b"srandmember", b"hrandfield",
@@ -222,3 +224,19 @@ class Pair:
 def cmds(text: str) -> list[list[bytes]]:
     """One command per line, arguments split on blanks (no quoting needed in the tables)."""
     return [line.split() for line in (ln.strip().encode() for ln in text.splitlines()) if line]
+
+
+@contextlib.contextmanager
+def kv_servers(tmp: Path) -> Iterator[tuple[int, int]]:
+    """redis-server and a one-node network whose Redis transport has a map in `tmp`:
+    their ports (redis-server's, the node's)."""
+    ref = RedisServer(tmp)
+    net = None
+    try:
+        assert ms_kv(["init", str(tmp / "map")]) == 0
+        net = start_network(tmp, "node A\n", params={"map_file": str(tmp / "map")})
+        yield ref.port, net.port("A", "redis")
+    finally:
+        if net is not None:
+            net.stop()
+        ref.stop()
