@@ -72,5 +72,6 @@ class RedisServer(BridgeServer):
         bound = await super().listen()
         if self.servers and self.servers[0].sockets:
             self.host.port = self.servers[0].sockets[0].getsockname()[1]
-        self.config = redis_limits(self.hub.max_payload)
+        kv = cast(KVHub, self.hub).kv
+        self.config = redis_limits(self.hub.max_payload, data=kv is not None and kv.store.writable)
         return bound

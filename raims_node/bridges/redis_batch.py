@@ -34,6 +34,16 @@ SESSION_OWN = (b"info", b"multi", b"exec", b"discard", b"watch", b"unwatch")  # 
 Entry = tuple[FastHandler | None, Cmd | object]
 
 
+class Limits(Protocol):
+    """What the batch path uses of redis_session.RedisConfig."""
+
+    @property
+    def max_bulk(self) -> int: ...
+
+    @property
+    def max_payload(self) -> int: ...
+
+
 class RedisSession(ClientHandle, Client, Protocol):
     """What the batch path uses of redis_session.RedisSession."""
 
@@ -48,6 +58,9 @@ class RedisSession(ClientHandle, Client, Protocol):
     last_cmd: str
     bus: Bus
     host: RedisHost
+
+    @property
+    def config(self) -> Limits: ...
 
     @property
     def subscribed(self) -> bool: ...
@@ -122,6 +135,14 @@ def _run_end(commands: list[list[bytes]], i: int, table: dict[bytes, Entry], ent
     return j
 
 
+def _fitting(commands: list[list[bytes]], i: int, j: int, max_payload: int) -> int:
+    """The end of the PUBLISHes commands[i:j] before the first message over max_payload."""
+    sizes = list(map(len, map(_PAYLOAD, commands[i:j])))
+    if max(sizes) <= max_payload:
+        return j
+    return i + next(n for n, size in enumerate(sizes) if size > max_payload)
+
+
 def fast_ok(s: RedisSession) -> bool:
     if s._capture is not None or s.reply_off or s.reply_skip_next or s.subscribed:
         return False
@@ -162,6 +183,10 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
             if len(args) != 3:
                 break
             j = _run_end(commands, i, table, entry)
+            if s.config.max_bulk > s.config.max_payload:  # a map's bulks: a message may be too large
+                j = _fitting(commands, i, j, s.config.max_payload)
+                if j == i:
+                    break  # the general dispatch refuses it
             k = j - i
             s.msgs_in += k
             channel = args[1]

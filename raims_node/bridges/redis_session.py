@@ -98,14 +98,20 @@ class RedisConfig:
     max_args: int = MAX_ARGS
     max_query: int = MAX_QUERY
     limits: FlowLimits = field(default_factory=FlowLimits)
+    max_payload: int = MAX_BULK  # the largest PUBLISH message
 
 
-def redis_limits(max_payload: int) -> RedisConfig:
-    """A transport's config for the node's `max_payload` (decisions): a bulk may hold one
-    payload (redis-server's proto-max-bulk-len), a request four (a PUBLISH is one payload
-    and its channel; SUBSCRIBE with many channels stays well within), output limits as
-    redis-server's `client-output-buffer-limit pubsub 32mb 8mb 60`."""
-    return RedisConfig(max_bulk=max_payload, max_query=4 * max_payload, limits=REDIS_LIMITS)
+def redis_limits(max_payload: int, data: bool = False) -> RedisConfig:
+    """A transport's config for the node's `max_payload` (decisions): a PUBLISH message
+    is at most one payload; a bulk may hold one payload (redis-server's
+    proto-max-bulk-len) or, with a key-value map (`data`), a value as large as the map
+    takes (MAX_BULK, 64 MiB: a 5 MB SET is ordinary for a Redis client); a request four
+    bulks (a PUBLISH is one payload and its channel; SUBSCRIBE with many channels stays
+    well within); output limits as redis-server's `client-output-buffer-limit pubsub
+    32mb 8mb 60`. A PUBLISH over max_payload that a map's larger bulk let through gets
+    `-ERR message of N bytes exceeds max_payload M` and the connection stays usable."""
+    bulk = max(max_payload, MAX_BULK) if data else max_payload
+    return RedisConfig(max_bulk=bulk, max_query=4 * bulk, limits=REDIS_LIMITS, max_payload=max_payload)
 
 
 def _text(b: bytes) -> str:
@@ -136,6 +142,7 @@ class RedisSession(SessionOutput):
         self.lib_ver: bytes | None = None
         self.msgs_in = 0
         self.msgs_out = 0
+        self.oversized = 0  # PUBLISH messages refused for max_payload
         self.host = host if host is not None else admin.RedisHost(sessions=lambda: (self,))
         self.host.connections += 1
         self.addr, self.laddr, self.fd = addr, laddr, fd
@@ -392,11 +399,24 @@ class RedisSession(SessionOutput):
     def _sunsubscribe(self, args: list[bytes]) -> None:
         self._unsubscribe_from(args, self._shards, _SHARD, b"sunsubscribe")
 
+    def _oversized(self, message: bytes) -> bool:
+        """A PUBLISH message over max_payload (only a map's larger bulks let one through):
+        refused with an error, counted."""
+        if len(message) <= self.config.max_payload:
+            return False
+        self.oversized += 1
+        self._error(b"message of %d bytes exceeds max_payload %d" % (len(message), self.config.max_payload))
+        return True
+
     def _publish(self, args: list[bytes]) -> None:
+        if self._oversized(args[2]):
+            return
         self.msgs_in += 1
         self._write(encode_int(self.bus.publish(self, _text(args[1]), None, None, args[2])))
 
     def _spublish(self, args: list[bytes]) -> None:
+        if self._oversized(args[2]):
+            return
         self.msgs_in += 1
         self._write(encode_int(self.bus.publish(self, shard_subject(_text(args[1])), None, None, args[2])))
 
@@ -500,7 +520,7 @@ def _publish_with_reply(session: RedisSession, args: list[bytes]) -> None:
         session._publish(args)
     elif len(args) > 4:
         session._arity_error("publish")
-    else:
+    elif not session._oversized(args[2]):
         session.msgs_in += 1
         session._write(encode_int(session.bus.publish(session, _text(args[1]), _text(args[3]), None, args[2])))
 

@@ -96,6 +96,37 @@ def test_without_a_map_writes_fail_and_reads_are_nil(tmp_path: Path) -> None:
         net.stop()
 
 
+def test_a_map_takes_values_larger_than_a_message(tmp_path: Path) -> None:
+    """With a map a bulk may hold a value up to 64 MiB (redis-py's own test stores 5 MB),
+    while a PUBLISH message stays within max_payload (1 MiB): a larger one is refused
+    with an error, the connection stays usable and nothing is delivered."""
+    assert ms_kv(["init", str(tmp_path / "map")]) == 0
+    net = start_network(tmp_path, "node A\n", params={"map_file": str(tmp_path / "map")})
+    try:
+        r = redis.Redis(port=net.port("A", "redis"), socket_timeout=WAIT_S)
+        sub = r.pubsub()
+        sub.subscribe("big")
+        assert sub.get_message(timeout=WAIT_S)["type"] == "subscribe"
+        value = bytes(range(256)) * (5 * 1024 * 1024 // 256)
+        assert r.set("big", value) and r.get("big") == value and r.strlen("big") == len(value)
+        assert r.append("big", b"!") == len(value) + 1
+        with pytest.raises(ResponseError, match="message of 1048577 bytes exceeds max_payload 1048576"):
+            r.publish("big", bytes(1024 * 1024 + 1))
+        assert r.publish("big", bytes(1024 * 1024)) == 1
+        pipe = r.pipeline(transaction=False)  # the batch path: fits, too large, fits
+        for size in (1, 1024 * 1024 + 1, 2):
+            pipe.publish("big", bytes(size))
+        replies = pipe.execute(raise_on_error=False)
+        assert replies[0] == 1 and isinstance(replies[1], ResponseError) and replies[2] == 1
+        sizes = [len(sub.get_message(timeout=WAIT_S)["data"]) for _ in range(3)]
+        assert sizes == [1024 * 1024, 1, 2]
+        assert sub.get_message(timeout=0.2) is None  # the refused ones were not delivered
+        sub.close()
+        r.close()
+    finally:
+        net.stop()
+
+
 def test_missing_map_file_stops_the_start_with_a_clear_error(tmp_path: Path) -> None:
     assert ms_kv(["init", str(tmp_path / "m")]) == 0
     assert ms_kv(["init", str(tmp_path / "m")]) == 1  # exists: not emptied without --force

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raims_node.bridges import FlowLimits, RedisConfig, RedisSession, SlowConsumer
+from raims_node.bridges.redis_session import redis_limits
 from raims_node.bridges.resp import MalformedRequest, encode_command
 from tests.unit.test_nats_redis_bus import MemoryBus, nats, redis
 
@@ -298,3 +299,18 @@ def test_a_request_past_the_query_limit_is_refused_before_its_argument_is_read()
     assert not s.closing and s.input_buffered == 209
     s.data_received(b"$100\r\n")
     assert s.closing and s.pending_output() == b"-ERR Protocol error: query buffer limit reached\r\n"
+
+
+def test_a_publish_over_max_payload_is_refused_where_a_map_allows_larger_bulks() -> None:
+    """With a map a bulk may be larger than a message: PUBLISH (plain, with a reply
+    subject, in a run) and SPUBLISH of a message over max_payload get an error, are
+    counted and never reach the bus; the commands around them run in order."""
+    assert redis_limits(4).max_bulk == 4 and redis_limits(4, data=True).max_bulk > 4
+    bus = MemoryBus()
+    s = RedisSession(bus, 1, redis_limits(4, data=True))
+    s.data_received(b"".join(encode_command(*c) for c in (
+        [b"PUBLISH", b"c", b"abcd"], [b"PUBLISH", b"c", b"abcde"], [b"PUBLISH", b"c", b"ab"],
+        [b"PUBLISH", b"c", b"abcde", b"_INBOX.x"], [b"SPUBLISH", b"c", b"abcdef"], [b"PUBLISH", b"c", b"a"])))
+    error = b"-ERR message of %d bytes exceeds max_payload 4\r\n"
+    assert s.pending_output() == b":0\r\n" + error % 5 + b":0\r\n" + error % 5 + error % 6 + b":0\r\n"
+    assert s.oversized == 3 and [p[3] for p in bus.published] == [b"abcd", b"ab", b"a"]
