@@ -51,7 +51,7 @@ from raims_node.bridges.resp import (
 )
 from raims_node.kv.commands import COMMANDS, Engine
 from raims_node.kv.reply import Map, Verbatim, encode
-from raims_node.kv.server import REDIS_VERSION, keyspace_lines
+from raims_node.kv.server import REDIS_VERSION, keyspace_lines, persistence_section
 
 ERR_SYNTAX = "syntax error"
 ERR_BAD_NAME = "Client names cannot contain spaces, newlines or special characters."
@@ -520,8 +520,7 @@ def info(s: ClientView, args: list[bytes]) -> None:
         sections.append(b"# Memory\r\nused_memory_rss:%d\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n"
                         % _rss_bytes())
     if engine is not None and (every or b"persistence" in wanted):
-        sections.append(b"# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:%d\r\n"
-                        % engine.store.dirty)
+        sections.append(persistence_section(engine))
     if every or b"stats" in wanted:
         names: tuple[set[bytes], set[bytes], set[bytes]] = (set(), set(), set())
         for c in clients:

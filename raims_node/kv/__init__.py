@@ -38,6 +38,7 @@ def open_kv(map_spec: str | None, db_num: str | None = None,
         mf.load(engine)
         engine.flush_log = mf.flush
         engine.log_encoded = mf.append_encoded
+        engine.saver = mf
     return engine, mf
 
 

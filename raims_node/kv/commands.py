@@ -26,10 +26,11 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from raims_node.kv.errors import NO_MAP, NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE, CommandError
 from raims_node.kv.reply import NULL_ARRAY, Err
@@ -183,6 +184,15 @@ def syntax_error() -> CommandError:
     return CommandError(SYNTAX)
 
 
+class Saver(Protocol):
+    """What SAVE / BGSAVE / LASTSAVE and INFO use of the map file (persist.MapFile)."""
+
+    last_save: float  # unix time of the last snapshot
+    saved_dirty: int  # the store's change count at that snapshot
+
+    def rewrite(self, store: KVStore) -> None: ...
+
+
 # ------------------------------------------------------------------ the engine
 
 class Engine:
@@ -202,6 +212,9 @@ class Engine:
         self.flush_log: Callable[[], None] | None = None  # hand the log to the OS (persist.py)
         # the log's hook for a command already encoded (fast.py); set beside `log`
         self.log_encoded: Callable[[int, bytes], None] | None = None
+        self.saver: Saver | None = None  # the map file, for SAVE / BGSAVE / LASTSAVE (persist.py)
+        self.started = time.time()
+        self.save_failed = False  # the last SAVE / BGSAVE failed
         store.on_expired = self._expired
 
     # ------------------------------------------------------------ execution

@@ -192,6 +192,8 @@ class MapFile:
         self.log_bytes = 0
         self.snapshot_bytes = 0
         self.rewrites = 0
+        self.last_save = time.time()  # unix time of the last snapshot (LASTSAVE)
+        self.saved_dirty = 0  # the store's change count at that snapshot
         self.failing = False  # the last write to the log failed (disk full...)
         self._read_header()
 
@@ -257,6 +259,8 @@ class MapFile:
         self._db = -1
         self.log_bytes = 0
         self.rewrites += 1
+        self.last_save = time.time()
+        self.saved_dirty = store.dirty
 
     # ------------------------------------------------------------ the log
 

@@ -1,19 +1,34 @@
-"""Server commands of the data side: INFO (keyspace, server, stats, persistence) and
-CONFIG GET / SET for the parameters the map has (notify-keyspace-events, databases).
+"""Server commands of the data side: INFO (keyspace, server, stats, persistence),
+CONFIG GET / SET for the parameters the map has (notify-keyspace-events, databases),
+and SAVE / BGSAVE / LASTSAVE on the map file.
 
-Decision: CONFIG SET only changes notify-keyspace-events (node-wide, as in
+Decisions: CONFIG SET only changes notify-keyspace-events (node-wide, as in
 redis-server); other known parameters are read-only and an unknown one gets
-redis-server's error. INFO answers a RESP3 client with a verbatim string.
+redis-server's error. INFO answers a RESP3 client with a verbatim string. SAVE and
+BGSAVE write the map's snapshot (persist.py's compaction: the snapshot, then an empty
+log) in the node's loop, so BGSAVE has finished when it answers redis-server's "Background
+saving started" and `rdb_bgsave_in_progress` is always 0; BGSAVE SCHEDULE does the same.
+Without a map they get the map's error; LASTSAVE then answers the node's start. A failed
+save answers `ERR saving the map failed: <cause>` and INFO shows `rdb_last_bgsave_status:err`.
 """
+
 
 from __future__ import annotations
 
 from typing import Any
 
-from raims_node.kv.commands import Engine, KVClient, command, notify_flags_text, parse_notify_flags
-from raims_node.kv.errors import CommandError
+from raims_node.kv.commands import (
+    Engine,
+    KVClient,
+    check_writable,
+    command,
+    notify_flags_text,
+    parse_notify_flags,
+    syntax_error,
+)
+from raims_node.kv.errors import CommandError, MapFileError
 from raims_node.kv.glob import glob_match
-from raims_node.kv.reply import OK, Map, Verbatim
+from raims_node.kv.reply import OK, Map, Simple, Verbatim
 
 # The redis-server these commands follow and are differential-tested against (Debian
 # 12's): clients and their test suites turn features on by it, so it claims no later one.
@@ -59,6 +74,45 @@ def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     raise CommandError(b"ERR unknown subcommand '%s'. Try CONFIG HELP." % a[1][:128])
 
 
+def _save(e: Engine) -> None:
+    check_writable(e)
+    assert e.saver is not None
+    try:
+        e.saver.rewrite(e.store)
+    except MapFileError as exc:
+        e.save_failed = True
+        raise CommandError(b"ERR saving the map failed: %s" % str(exc).encode()) from None
+    e.save_failed = False
+
+
+@command("save", 1)
+def save(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    _save(e)
+    return OK
+
+
+@command("bgsave", -1)
+def bgsave(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    if len(a) > 2 or (len(a) == 2 and a[1].lower() != b"schedule"):
+        raise syntax_error()
+    _save(e)
+    return Simple(b"Background saving started")
+
+
+@command("lastsave", 1)
+def lastsave(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    return int(e.saver.last_save if e.saver is not None else e.started)
+
+
+def persistence_section(e: Engine) -> bytes:
+    """INFO's persistence section (the session's INFO and this module's)."""
+    saver = e.saver
+    return (b"# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:%d\r\nrdb_bgsave_in_progress:0\r\n"
+            b"rdb_last_save_time:%d\r\nrdb_last_bgsave_status:%s\r\n" % (
+                e.store.dirty - (saver.saved_dirty if saver is not None else 0),
+                int(saver.last_save if saver is not None else e.started), b"err" if e.save_failed else b"ok"))
+
+
 def keyspace_lines(e: Engine) -> list[bytes]:
     now = e.store.now_ms()
     out = []
@@ -79,7 +133,7 @@ def info(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         sections.append(b"# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nraims_map:%s\r\n" % (
             REDIS_VERSION, b"yes" if e.store.writable else b"no"))
     if every or b"persistence" in wanted:
-        sections.append(b"# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:%d\r\n" % e.store.dirty)
+        sections.append(persistence_section(e))
     if every or b"stats" in wanted:
         sections.append(b"# Stats\r\ntotal_commands_processed:%d\r\nexpired_keys:%d\r\n" % (
             e.commands_processed, e.store.expired_keys))

@@ -676,10 +676,21 @@ ZRANDMEMBER s 2
 """
 
 
+SAVES = """
+SET a 1
+SAVE
+SAVE x
+BGSAVE NOW
+BGSAVE SCHEDULE x
+LASTSAVE x
+GET a
+"""
+
+
 @pytest.mark.parametrize("family", [STRINGS, KEYS, HASHES, LISTS, SETS, ZSETS, TRANSACTIONS, MPOPS, OBJECTS,
-                                    RANDOMS],
+                                    RANDOMS, SAVES],
                          ids=["strings", "keys", "hashes", "lists", "sets", "zsets", "transactions", "mpops",
-                              "objects", "randoms"])
+                              "objects", "randoms", "saves"])
 def test_family(pair: Pair, family: str) -> None:
     pair.check([[b"" if a == b'""' else a for a in cmd] for cmd in cmds(family)])
 

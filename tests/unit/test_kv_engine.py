@@ -203,6 +203,43 @@ def test_a_torn_log_tail_is_dropped_and_garbage_refused(tmp_path: Path) -> None:
         MapFile(str(tmp_path / "nosuch"))
 
 
+def test_save_and_bgsave_write_the_snapshot_and_report_it(tmp_path: Path) -> None:
+    """SAVE / BGSAVE compact the map (snapshot written, log emptied), LASTSAVE and INFO
+    report it; a save that cannot write answers an error and INFO shows err until the
+    next one succeeds; without a map they are refused and LASTSAVE is the start."""
+    path = tmp_path / "map"
+    init_map(path)
+    e, mf = open_kv(str(path))
+    assert mf is not None
+    c = KVClient()
+    before = int(time.time())
+    for line in ("SET a 1", "RPUSH l x y", "INCR a"):
+        run(e, c, line)
+    mf.flush()
+    assert log_path(path).stat().st_size > 0 and b"rdb_changes_since_last_save:3\r\n" in encode(run(e, c, "INFO"), 2)
+    assert encode(run(e, c, "BGSAVE"), 2) == b"+Background saving started\r\n"
+    assert log_path(path).stat().st_size == 0 and b"$1\r\na\r\n$1\r\n2\r\n" in path.read_bytes()
+    assert int(time.time()) >= run(e, c, "LASTSAVE") >= before
+    assert b"rdb_changes_since_last_save:0\r\n" in encode(run(e, c, "INFO persistence"), 2)
+    for bad in ("BGSAVE NOW", "BGSAVE SCHEDULE x", "SAVE x"):
+        assert encode(run(e, c, bad), 2).startswith(b"-ERR ")
+    (tmp_path / "map.tmp").mkdir()  # the snapshot's temporary file cannot be created
+    run(e, c, "SET b 1")
+    assert encode(run(e, c, "SAVE"), 2).startswith(b"-ERR saving the map failed: map file")
+    assert b"rdb_last_bgsave_status:err\r\n" in encode(run(e, c, "INFO persistence"), 2)
+    (tmp_path / "map.tmp").rmdir()
+    assert encode(run(e, c, "BGSAVE SCHEDULE"), 2) == b"+Background saving started\r\n"
+    assert b"rdb_last_bgsave_status:ok\r\n" in encode(run(e, c, "INFO persistence"), 2)
+    mf.close()
+    e2, mf2 = open_kv(str(path))
+    assert mf2 is not None and set(e2.store.dbs[0].data) == {b"a", b"l", b"b"}
+    mf2.close()
+    e3, _ = open_kv(None)
+    assert encode(run(e3, c, "SAVE"), 2).startswith(b"-ERR no key-value map is configured")
+    assert encode(run(e3, c, "BGSAVE"), 2).startswith(b"-ERR no key-value map is configured")
+    assert run(e3, c, "LASTSAVE") == int(e3.started)
+
+
 def test_without_a_map_writes_are_refused_reads_answer_nil() -> None:
     e, mf = open_kv(None)
     c = KVClient()
