@@ -20,6 +20,10 @@ session through `ClientView`, so this module imports no session code.
   +OK is sent), SKIP silences the next command's; pub/sub messages and (un)subscribe
   confirmations are pushes and still flow (as redis-server 7.0.15 does). A QUIT under OFF
   closes at once (redis-server 7.0 leaves that connection open: nothing to write).
+- CLIENT UNBLOCK id [TIMEOUT|ERROR]: a client blocked in a pop answers as if it timed
+  out, or `-UNBLOCKED client unblocked via CLIENT UNBLOCK`; 1 if it was blocked.
+  CLIENT GETREDIR (-1) and TRACKINGINFO (off) as redis-server without tracking (client
+  tracking is not provided); CLIENT NO-EVICT ON|OFF answers +OK (the map never evicts).
 - COMMAND COUNT counts the top-level commands this connection can run (the data
   commands with a key-value map); COMMAND DOCS [name...] answers summary, since, group
   (and subcommands for containers). Decision: data commands' summaries are generic
@@ -50,7 +54,7 @@ from raims_node.bridges.resp import (
     parse_ll,
 )
 from raims_node.kv.commands import COMMANDS, Engine
-from raims_node.kv.reply import Map, Verbatim, encode
+from raims_node.kv.reply import Map, SetReply, Verbatim, encode
 from raims_node.kv.server import REDIS_VERSION, keyspace_lines, persistence_section
 
 ERR_SYNTAX = "syntax error"
@@ -103,6 +107,8 @@ class ClientView(Protocol):
     def engine(self) -> Engine | None: ...
 
     def kill(self) -> None: ...
+
+    def unblock(self, error: bool) -> bool: ...
 
     def command_tree(self) -> dict[str, list[str]]: ...
 
@@ -310,6 +316,37 @@ def client_reply(s: ClientView, args: list[bytes]) -> None:
             s.reply_skip_next = True
     else:
         s._error(ERR_SYNTAX)
+
+
+def client_unblock(s: ClientView, args: list[bytes]) -> None:
+    if len(args) > 4:
+        s._error(b"unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP." % args[1])
+        return
+    target = parse_ll(args[2])
+    if target is None:
+        s._error("value is not an integer or out of range")
+        return
+    if len(args) == 4 and args[3].lower() not in (b"timeout", b"error"):
+        s._error("CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+        return
+    error = len(args) == 4 and args[3].lower() == b"error"
+    done = any(c.unblock(error) for c in _live(s) if c.client_id == target)
+    s._write(b":%d\r\n" % done)
+
+
+def client_no_evict(s: ClientView, args: list[bytes]) -> None:
+    if args[2].lower() in (b"on", b"off"):
+        s._write(OK)
+    else:
+        s._error(ERR_SYNTAX)
+
+
+def client_getredir(s: ClientView, args: list[bytes]) -> None:
+    s._write(b":-1\r\n")
+
+
+def client_trackinginfo(s: ClientView, args: list[bytes]) -> None:
+    s._write(encode(Map([(b"flags", SetReply([b"off"])), (b"redirect", -1), (b"prefixes", [])]), s.resp))
 
 
 # ------------------------------------------------------------ COMMAND

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from raims_node.bridges.redis_monitor import Client, feed
 from raims_node.bridges.resp import OK
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
-from raims_node.kv.reply import NULL_ARRAY, encode
+from raims_node.kv.reply import NULL_ARRAY, Err, encode
 
 
 class SessionView(Client, Protocol):
@@ -196,6 +196,18 @@ class DataSide:
         s._write(b"".join(parts))
 
     # ------------------------------------------------------------ blocking
+
+    def unblock(self, error: bool) -> bool:
+        """CLIENT UNBLOCK of this client: its pop answers as timed out, or with an error."""
+        client = self.client
+        if client.blocked is None:
+            return False
+        if error:
+            self.engine.unblock(client)
+            self._wake(Err(b"UNBLOCKED client unblocked via CLIENT UNBLOCK"))
+        else:
+            self.engine.time_out(client)
+        return True
 
     def _wake(self, reply: Any) -> None:
         s = self.session

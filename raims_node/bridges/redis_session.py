@@ -299,6 +299,10 @@ class RedisSession(SessionOutput):
         """CLIENT KILL: close after what is queued (after this reply, when killing oneself)."""
         self._close(b"", None)
 
+    def unblock(self, error: bool) -> bool:
+        """CLIENT UNBLOCK: a pop this session is blocked in answers now; False if none."""
+        return self._data is not None and self._data.unblock(error)
+
     def _error(self, message: str | bytes, code: str = "ERR") -> None:
         self._write(encode_error(message, code))
 
@@ -549,6 +553,10 @@ _COMMANDS = _table(
         _Command("client|info", 2, admin.client_info),
         _Command("client|kill", -3, admin.client_kill),
         _Command("client|reply", 3, admin.client_reply),
+        _Command("client|unblock", -3, admin.client_unblock),
+        _Command("client|no-evict", 3, admin.client_no_evict),
+        _Command("client|getredir", 2, admin.client_getredir),
+        _Command("client|trackinginfo", 2, admin.client_trackinginfo),
     )),
     _Command("command", -2, None, subcommands=_table(
         _Command("command|count", 2, admin.command_count),

@@ -338,6 +338,12 @@ class Engine:
                 if not q:
                     del self.store.blocked[(state.db, k)]
 
+    def time_out(self, client: KVClient) -> None:
+        """A blocked client answers as its timeout would have it (nil)."""
+        self.unblock(client)
+        if client.wake is not None:
+            client.wake(NULL_ARRAY)
+
     def serve_ready(self) -> None:
         """Answer the clients blocked on keys that received elements, first come first
         served; a client waits on while the key holds another type than its pop takes
@@ -369,9 +375,7 @@ class Engine:
             for client in [c for c in self.blocked_clients
                            if c.blocked is not None and c.blocked.deadline_ms is not None
                            and c.blocked.deadline_ms <= now]:
-                self.unblock(client)
-                if client.wake is not None:
-                    client.wake(NULL_ARRAY)
+                self.time_out(client)
         if self.store.ready:
             self.serve_ready()
 

@@ -745,6 +745,44 @@ def test_blocked_client_is_served_by_a_push(pair: Pair, servers: tuple[int, int]
         other.close()
 
 
+def test_client_unblock_answers_a_blocked_pop(pair: Pair, servers: tuple[int, int]) -> None:
+    """CLIENT UNBLOCK id [TIMEOUT|ERROR] from another connection: the blocked BLPOP
+    answers nil or the UNBLOCKED error and its pipelined next command runs; 1 for a
+    blocked client, 0 for one that is not (itself, or an unknown id); bad arguments get
+    redis-server's errors."""
+    other = Pair(servers[0], servers[1], pair.ref.resp)
+    try:
+        for how in ([], [b"TIMEOUT"], [b"ERROR"], [b"error"]):
+            ids = [int(c.call([b"CLIENT", b"ID"])[1:-2]) for c in (pair.ref, pair.us)]
+            for c in (pair.ref, pair.us):
+                c.send([b"BLPOP", b"q", b"0"])
+                c.send([b"ECHO", b"next"])
+            other.wait_blocked(1)
+            for o, client_id in zip((other.ref, other.us), ids, strict=True):
+                assert o.call([b"CLIENT", b"UNBLOCK", b"%d" % client_id, *how]) == b":1\r\n"
+            assert pair.us.read() == pair.ref.read()
+            assert pair.us.read() == pair.ref.read() == b"$4\r\nnext\r\n"
+            other.wait_blocked(0)
+        other.check(cmds("""
+CLIENT UNBLOCK 987654 ERROR
+CLIENT UNBLOCK -1
+CLIENT UNBLOCK x
+CLIENT UNBLOCK 1 FOO
+CLIENT UNBLOCK 1 TIMEOUT extra
+CLIENT UNBLOCK
+CLIENT NO-EVICT on
+CLIENT NO-EVICT OFF
+CLIENT NO-EVICT maybe
+CLIENT NO-EVICT
+CLIENT GETREDIR
+CLIENT GETREDIR x
+CLIENT TRACKINGINFO
+CLIENT TRACKINGINFO x
+"""))
+    finally:
+        other.close()
+
+
 def test_blocked_lmpop_and_zpop_are_served_and_time_out(pair: Pair, servers: tuple[int, int]) -> None:
     """BLMPOP and BZPOPMIN park the client; a push (RPUSH, ZADD creating the key) serves
     it; BLPOP on a key that became a sorted set keeps waiting; timeouts answer null."""
