@@ -10,7 +10,7 @@ OBJECT ENCODING / REFCOUNT / IDLETIME / FREQ answer as redis-server 7.0 answers 
 value just written by the commands that make it (decisions: the map keeps no encodings,
 access times or counters, so the answers are derived from the value):
 - ENCODING: strings `int` (a canonical integer of at most 20 characters), `embstr`
-  (up to 44 bytes) or `raw`; lists `quicklist`; hashes `listpack` up to 128 fields with
+  (up to 44 bytes) or `raw`; lists `quicklist`; hashes `listpack` up to 512 fields with
   fields and values up to 64 bytes, else `hashtable`; sets `intset` when every member
   is a canonical integer and there are at most 512, else `hashtable`; sorted sets
   `listpack` up to 128 members of up to 64 bytes, else `skiplist`. redis-server keeps
@@ -140,7 +140,7 @@ def encoding(value: Any) -> bytes:
     if t is deque:
         return b"quicklist"
     if t is dict:
-        small = len(value) <= 128 and all(len(k) <= 64 and len(v) <= 64 for k, v in value.items())
+        small = len(value) <= 512 and all(len(k) <= 64 and len(v) <= 64 for k, v in value.items())
         return b"listpack" if small else b"hashtable"
     if t is set:
         return b"intset" if len(value) <= 512 and all(map(_canonical_int, value)) else b"hashtable"

@@ -695,6 +695,16 @@ def test_family(pair: Pair, family: str) -> None:
     pair.check([[b"" if a == b'""' else a for a in cmd] for cmd in cmds(family)])
 
 
+@pytest.mark.parametrize("n", [128, 129, 512, 513])
+def test_encodings_at_their_size_limits(pair: Pair, n: int) -> None:
+    """OBJECT ENCODING around redis-server 7.0's defaults: hashes listpack up to 512
+    fields, sets intset up to 512, sorted sets listpack up to 128 members."""
+    members = [b"%d" % i for i in range(n)]
+    pair.check([[b"HSET", b"h", *(x for m in members for x in (b"f" + m, m))], [b"OBJECT", b"ENCODING", b"h"],
+                [b"SADD", b"s", *members], [b"OBJECT", b"ENCODING", b"s"],
+                [b"ZADD", b"z", *(x for m in members for x in (m, b"m" + m))], [b"OBJECT", b"ENCODING", b"z"]])
+
+
 def test_info_keyspace_and_config(pair: Pair) -> None:
     pair.check(cmds("""
 SET a 1
