@@ -30,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from raims_node.kv.errors import NO_MAP, NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE, CommandError
@@ -189,6 +190,8 @@ class Saver(Protocol):
 
     last_save: float  # unix time of the last snapshot
     saved_dirty: int  # the store's change count at that snapshot
+    path: Path  # the snapshot
+    log_path: Path  # the append-only log
 
     def rewrite(self, store: KVStore) -> None: ...
 

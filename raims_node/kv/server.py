@@ -1,9 +1,12 @@
 """Server commands of the data side: INFO (keyspace, server, stats, persistence),
 CONFIG GET / SET for the parameters the map has (notify-keyspace-events, databases),
-and SAVE / BGSAVE / LASTSAVE on the map file.
+SAVE / BGSAVE / LASTSAVE on the map file, and MODULE LIST (none).
 
-Decisions: CONFIG SET only changes notify-keyspace-events (node-wide, as in
-redis-server); other known parameters are read-only and an unknown one gets
+Decisions: CONFIG GET knows the parameters that describe what the map does (its
+databases, notifications, OBJECT ENCODING's size limits, no eviction, the log as
+`appendonly` with `appendfsync everysec`, the map's `dir` / `dbfilename` /
+`appendfilename`); CONFIG SET only changes notify-keyspace-events (node-wide, as in
+redis-server); the other known parameters are read-only and an unknown one gets
 redis-server's error. INFO answers a RESP3 client with a verbatim string. SAVE and
 BGSAVE write the map's snapshot (persist.py's compaction: the snapshot, then an empty
 log) in the node's loop, so BGSAVE has finished when it answers redis-server's "Background
@@ -35,9 +38,29 @@ from raims_node.kv.reply import OK, Map, Simple, Verbatim
 REDIS_VERSION = b"7.0.15"
 
 
+# What the map does, under redis-server 7.0's parameter names and values: OBJECT
+# ENCODING's size limits (objects.py, with their pre-7.0 aliases), no eviction, the log's
+# fsync policy; read-only here.
+_FIXED = {
+    b"hash-max-listpack-entries": b"512", b"hash-max-ziplist-entries": b"512",
+    b"hash-max-listpack-value": b"64", b"hash-max-ziplist-value": b"64",
+    b"set-max-intset-entries": b"512",
+    b"zset-max-listpack-entries": b"128", b"zset-max-ziplist-entries": b"128",
+    b"zset-max-listpack-value": b"64", b"zset-max-ziplist-value": b"64",
+    b"list-max-listpack-size": b"-2", b"list-max-ziplist-size": b"-2",
+    b"maxmemory": b"0", b"maxmemory-policy": b"noeviction", b"appendfsync": b"everysec", b"save": b"",
+}
+
+
 def _params(e: Engine) -> dict[bytes, bytes]:
-    return {b"notify-keyspace-events": notify_flags_text(e.notify_flags).encode(),
-            b"databases": b"%d" % len(e.store.dbs)}
+    saver = e.saver
+    params = {b"notify-keyspace-events": notify_flags_text(e.notify_flags).encode(),
+              b"databases": b"%d" % len(e.store.dbs), b"appendonly": b"yes" if saver is not None else b"no",
+              **_FIXED}
+    if saver is not None:
+        params.update({b"dir": str(saver.path.parent).encode(), b"dbfilename": saver.path.name.encode(),
+                       b"appendfilename": saver.log_path.name.encode()})
+    return params
 
 
 @command("config", -2)
@@ -47,8 +70,13 @@ def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         if len(a) < 3:
             raise CommandError(b"ERR wrong number of arguments for 'config|get' command")
         params = _params(e)
-        out = [(k, v) for k, v in params.items() if any(glob_match(p.lower(), k) for p in a[2:])]
-        return Map(out)
+        out: dict[bytes, bytes] = {}
+        for pattern in a[2:]:
+            if any(ch in pattern for ch in b"*?["):
+                out.update((k, v) for k, v in params.items() if glob_match(pattern.lower(), k))
+            elif pattern.lower() in params:  # a name answers as it was asked, as redis-server 7.0
+                out[pattern] = params[pattern.lower()]
+        return Map(list(out.items()))
     if sub == b"set":
         if len(a) < 4 or len(a) % 2:
             raise CommandError(b"ERR wrong number of arguments for 'config|set' command")
@@ -72,6 +100,16 @@ def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     if sub == b"resetstat":
         return OK
     raise CommandError(b"ERR unknown subcommand '%s'. Try CONFIG HELP." % a[1][:128])
+
+
+@command("module", -2)
+def module(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    """MODULE LIST: a node loads no Redis modules; LOAD and the others are unknown here."""
+    if a[1].lower() == b"list":
+        if len(a) != 2:
+            raise CommandError(b"ERR wrong number of arguments for 'module|list' command")
+        return []
+    raise CommandError(b"ERR unknown subcommand '%s'. Try MODULE HELP." % a[1][:128])
 
 
 def _save(e: Engine) -> None:

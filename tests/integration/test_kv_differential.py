@@ -725,6 +725,19 @@ CONFIG SET notify-keyspace-events Elg$x
 CONFIG GET notify-keyspace-events
 CONFIG SET notify-keyspace-events Q
 CONFIG SET notify-keyspace-events ""
+CONFIG GET maxmemory
+CONFIG GET MAXMEMORY-POLICY
+CONFIG GET appendfsync
+CONFIG GET hash-max-listpack-entries
+CONFIG GET hash-max-ziplist-value
+CONFIG GET set-max-intset-entries
+CONFIG GET zset-max-listpack-entries
+CONFIG GET zset-max-ziplist-value
+CONFIG GET list-max-listpack-size
+CONFIG GET nosuch-parameter
+MODULE LIST
+MODULE LIST x
+MODULE
 """))
 
 

@@ -230,11 +230,15 @@ def test_save_and_bgsave_write_the_snapshot_and_report_it(tmp_path: Path) -> Non
     (tmp_path / "map.tmp").rmdir()
     assert encode(run(e, c, "BGSAVE SCHEDULE"), 2) == b"+Background saving started\r\n"
     assert b"rdb_last_bgsave_status:ok\r\n" in encode(run(e, c, "INFO persistence"), 2)
+    files = run(e, c, "CONFIG GET *file* dir appendonly")
+    assert dict(files.pairs) == {b"dbfilename": b"map", b"appendfilename": b"map.log",
+                                 b"dir": str(tmp_path).encode(), b"appendonly": b"yes"}
     mf.close()
     e2, mf2 = open_kv(str(path))
     assert mf2 is not None and set(e2.store.dbs[0].data) == {b"a", b"l", b"b"}
     mf2.close()
     e3, _ = open_kv(None)
+    assert encode(run(e3, c, "CONFIG GET appendonly"), 2) == b"*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n"
     assert encode(run(e3, c, "SAVE"), 2).startswith(b"-ERR no key-value map is configured")
     assert encode(run(e3, c, "BGSAVE"), 2).startswith(b"-ERR no key-value map is configured")
     assert run(e3, c, "LASTSAVE") == int(e3.started)
