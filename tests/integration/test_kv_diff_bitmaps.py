@@ -533,3 +533,42 @@ def test_lcs_random_strings(pair: Pair) -> None:
         commands += [[b"LCS", x, y, *opts] for x, y in ((b"a", b"b"), (b"b", b"a"))
                      for opts in ([], [b"LEN"], [b"IDX", b"WITHMATCHLEN"], [b"IDX", b"MINMATCHLEN", b"3"])]
     pair.check(commands)
+
+
+WATCHED = """
+SETBIT w 1 1
+WATCH w
+SETBIT w 1 1
+BITFIELD w OVERFLOW FAIL SET u2 0 9
+GETBIT w 1
+BITCOUNT w
+MULTI
+GET w
+EXEC
+WATCH w
+SETBIT w 1 0
+MULTI
+GET w
+EXEC
+WATCH w
+BITFIELD w SET u2 0 1
+MULTI
+GET w
+EXEC
+WATCH d
+BITOP AND d nosuch
+MULTI
+GET d
+EXEC
+WATCH d
+BITOP OR d w
+MULTI
+GET d
+EXEC
+"""
+
+
+def test_watch_sees_changes_only(pair: Pair) -> None:
+    """A SETBIT that sets no new bit, a BITFIELD whose writes all FAIL inside the string
+    and a BITOP that deletes nothing leave a WATCHed key untouched; the others touch it."""
+    pair.check(cmds(WATCHED))
