@@ -8,15 +8,16 @@ notifies `setbit` once when a write was done (none when FAIL refused them all). 
 a string created or grown that way is stored as a change (logged, WATCHers touched),
 where redis-server neither propagates it nor signals the key, so the map file keeps what
 clients read. The string grows to at most strings.MAX_STRING (bitmaps.py's decision);
-a command that writes copies it (about 0.1 s for a 64 MiB string).
+the operations run on the bytes they reach and a command that writes copies the string
+once (as SETBIT).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from raims_node.kv.bitmaps import cword, parse_bit_offset, string_for_write
+from raims_node.kv.bitmaps import cword, length_for_write, parse_bit_offset, splice
 from raims_node.kv.commands import N_STRING, Engine, KVClient, command, parse_int, syntax_error
 from raims_node.kv.errors import CommandError
 
@@ -141,16 +142,22 @@ def _bitfield(e: Engine, c: KVClient, a: list[bytes], read_only: bool) -> Any:
     ops = parse_ops(a)
     writes = [op for op in ops if op.opcode != _GET]
     key = a[1]
+    old = e.get_string(c.db, key)
     if not writes:
-        v = e.get_string(c.db, key)
-        return run_ops(b"" if v is None else v, ops)
+        return run_ops(b"" if old is None else old, ops)
     if read_only:
         raise CommandError(b"ERR BITFIELD_RO only supports the GET subcommand")
-    buf, grown = string_for_write(e, c, key, max(op.offset + op.bits - 1 for op in writes))
-    out = run_ops(buf, ops)
+    length = length_for_write(old, max(op.offset + op.bits - 1 for op in writes))
+    # the ops run on the window of bytes they reach, not on a copy of the whole string
+    lo = min(op.offset for op in ops) >> 3
+    hi = max(op.offset + op.bits + 7 for op in ops) >> 3
+    src = b"" if old is None else old
+    window = bytearray(src[lo:hi])
+    window.extend(bytes(hi - lo - len(window)))
+    out = run_ops(window, [replace(op, offset=op.offset - (lo << 3)) for op in ops])
     wrote = any(r is not None for op, r in zip(ops, out, strict=True) if op.opcode != _GET)
-    if wrote or grown:
-        e.store.put(c.db, key, bytes(buf), keep_ttl=True)
+    if wrote or length != len(src) or old is None:
+        e.store.put(c.db, key, splice(src, lo, window, length), keep_ttl=True)
     if wrote:
         e.notify(N_STRING, "setbit", c.db, key)
     return out

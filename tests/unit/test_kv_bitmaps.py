@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from raims_node.kv import lcs as lcs_mod
 from raims_node.kv import open_kv
 from raims_node.kv.bitfield import FAIL, SAT, WRAP, get_field, overflowed, set_field
-from raims_node.kv.bitmaps import bit_op, find_bit, parse_bit_offset, popcount
+from raims_node.kv.bitmaps import bit_op, find_bit, parse_bit_offset, popcount, splice
 from raims_node.kv.commands import Engine, KVClient
 from raims_node.kv.errors import CommandError
 from raims_node.kv.lcs import table_too_big, walk
@@ -73,6 +73,19 @@ def test_bit_op_pads_shorter_sources_with_zeros(sources: list[bytes], op: bytes)
             want[k] = want[k] & s[k] if op == b"and" else want[k] | s[k] if op == b"or" else want[k] ^ s[k]
     assert bit_op(op, sources) == bytes(want)
     assert bit_op(b"not", sources[:1]) == bytes(x ^ 0xFF for x in sources[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(old=st.binary(max_size=20), lo=st.integers(0, 30), patch=st.binary(min_size=1, max_size=8),
+       extra=st.integers(0, 10))
+def test_splice_replaces_pads_and_cuts(old: bytes, lo: int, patch: bytes, extra: int) -> None:
+    length = max(len(old), lo + 1) + extra
+    want = bytearray(old + bytes(max(0, lo + len(patch) - len(old))))
+    want[lo:lo + len(patch)] = patch
+    want = want[:length] + bytes(max(0, length - len(want)))
+    if length < len(old):
+        return
+    assert splice(old, lo, patch, length) == bytes(want)
 
 
 def test_bit_offsets_are_redis_servers() -> None:
