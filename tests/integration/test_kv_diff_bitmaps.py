@@ -6,12 +6,13 @@ notifications compared too."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.kv_diff import Pair, RawClient, cmds, kv_servers
+from tests.integration.kv_diff import Pair, RawClient, cmds, kv_servers, parse
 
 
 @pytest.fixture(scope="module")
@@ -572,3 +573,16 @@ def test_watch_sees_changes_only(pair: Pair) -> None:
     """A SETBIT that sets no new bit, a BITFIELD whose writes all FAIL inside the string
     and a BITOP that deletes nothing leave a WATCHed key untouched; the others touch it."""
     pair.check(cmds(WATCHED))
+
+
+def _doc_fields(frame: bytes) -> dict[bytes, Any]:
+    name_doc = parse(frame)[1]
+    doc = name_doc[1][1]
+    fields = {doc[i]: doc[i + 1] for i in range(0, len(doc), 2)}
+    return {k: fields[k] for k in (b"summary", b"since", b"group")}
+
+
+def test_command_docs_name_the_commands_as_redis_server(pair: Pair) -> None:
+    for name in (b"setbit", b"getbit", b"bitcount", b"bitpos", b"bitop", b"bitfield", b"bitfield_ro", b"lcs"):
+        ref, us = (_doc_fields(c.call([b"COMMAND", b"DOCS", name])) for c in (pair.ref, pair.us))
+        assert us == ref, name
