@@ -586,3 +586,28 @@ def test_command_docs_name_the_commands_as_redis_server(pair: Pair) -> None:
     for name in (b"setbit", b"getbit", b"bitcount", b"bitpos", b"bitop", b"bitfield", b"bitfield_ro", b"lcs"):
         ref, us = (_doc_fields(c.call([b"COMMAND", b"DOCS", name])) for c in (pair.ref, pair.us))
         assert us == ref, name
+
+
+def test_large_strings_cross_the_scan_chunks(pair: Pair) -> None:
+    """Strings of a few MiB with sparse bits: counts and searches across the node's 1 MiB
+    scan chunks and unaligned words, BITOP of unequal lengths, SETBIT far in."""
+    n = (3 << 20) + 5  # built by SETBIT: a request holds one max_payload (1 MB) at most
+    last = b"%d" % (n * 8 - 1)
+    commands = [[b"SETBIT", b"s", last, b"0"], [b"BITOP", b"NOT", b"d", b"s"], [b"SET", b"short", b"\xf0" * 1000]]
+    for pos in (0, 1 << 20, (2 << 20) + 3, n - 1):
+        commands += [[b"SETBIT", b"s", b"%d" % (pos * 8 + 2), b"1"], [b"SETBIT", b"d", b"%d" % (pos * 8 + 7), b"0"]]
+    for key in (b"s", b"d"):
+        commands += [[b"BITCOUNT", key], [b"BITCOUNT", key, b"1", b"-2"], [b"BITCOUNT", key, b"7", last, b"BIT"],
+                     [b"BITCOUNT", key, b"1048577", b"2097155"], [b"BITCOUNT", key, b"-5", b"-1", b"BIT"]]
+        for bit in (b"0", b"1"):
+            commands += [[b"BITPOS", key, bit], [b"BITPOS", key, bit, b"1"], [b"BITPOS", key, bit, b"1048577"],
+                         [b"BITPOS", key, bit, b"1048577", b"2097154"], [b"BITPOS", key, bit, b"-3"],
+                         [b"BITPOS", key, bit, b"9", last, b"BIT"], [b"BITPOS", key, bit, b"16777250", b"-2", b"BIT"]]
+    for op in (b"AND", b"OR", b"XOR"):
+        commands += [[b"BITOP", op, b"r", b"s", b"d", b"short"], [b"BITCOUNT", b"r"], [b"BITPOS", b"r", b"1", b"999"],
+                     [b"GETRANGE", b"r", b"995", b"1004"], [b"GETRANGE", b"r", b"-4", b"-1"]]
+    commands += [[b"BITOP", b"NOT", b"r", b"s"], [b"GET", b"r"], [b"SETBIT", b"s", b"40000000", b"1"],
+                 [b"STRLEN", b"s"], [b"BITCOUNT", b"s"], [b"BITPOS", b"s", b"1", b"3145730"],
+                 [b"BITFIELD", b"s", b"INCRBY", b"u63", b"39999990", b"7", b"GET", b"i64", b"#624999"],
+                 [b"GETRANGE", b"s", b"4999995", b"-1"]]
+    pair.check(commands)
