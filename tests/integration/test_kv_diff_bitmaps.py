@@ -611,3 +611,12 @@ def test_large_strings_cross_the_scan_chunks(pair: Pair) -> None:
                  [b"BITFIELD", b"s", b"INCRBY", b"u63", b"39999990", b"7", b"GET", b"i64", b"#624999"],
                  [b"GETRANGE", b"s", b"4999995", b"-1"]]
     pair.check(commands)
+
+
+def test_lcs_refuses_a_table_past_proto_max_bulk_len(pair: Pair) -> None:
+    """11585 x 11585 bytes: a table of 4-byte cells past 512 MiB, refused by both (redis-server
+    before it allocates), whatever the options; the node's bound is the same."""
+    pair.check([[b"MSET", b"a", b"x" * 11585, b"b", b"y" * 11585], [b"LCS", b"a", b"b"],
+                [b"LCS", b"b", b"a", b"LEN"], [b"LCS", b"a", b"b", b"IDX", b"WITHMATCHLEN"],
+                [b"LCS", b"a", b"b", b"LEN", b"IDX"], [b"LCS", b"a", b"b", b"FOO"],
+                [b"SET", b"a", b"x"], [b"LCS", b"a", b"b", b"LEN"]])
