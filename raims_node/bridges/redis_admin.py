@@ -398,9 +398,20 @@ _SINCE_GROUP: dict[str, tuple[str, str, str]] = {
     "watch": ("Monitors changes to keys to determine the execution of a transaction.", "2.2.0",
               "transactions"),
     "unwatch": ("Forgets about watched keys of a transaction.", "2.2.0", "transactions"),
+    # the map's bitmap commands and LCS, as redis-server 7.0.15 documents them
+    "setbit": ("Sets or clears the bit at offset in the string value stored at key", "2.2.0", "bitmap"),
+    "getbit": ("Returns the bit value at offset in the string value stored at key", "2.2.0", "bitmap"),
+    "bitcount": ("Count set bits in a string", "2.6.0", "bitmap"),
+    "bitpos": ("Find first bit set or clear in a string", "2.8.7", "bitmap"),
+    "bitop": ("Perform bitwise operations between strings", "2.6.0", "bitmap"),
+    "bitfield": ("Perform arbitrary bitfield integer operations on strings", "3.2.0", "bitmap"),
+    "bitfield_ro": ("Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD",
+                    "6.0.0", "bitmap"),
+    "lcs": ("Find longest common substring", "7.0.0", "string"),
 }
 _GROUPS = {"strings": "string", "keys": "generic", "hashes": "hash", "lists": "list", "sets": "set",
-           "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server"}
+           "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server",
+           "bitmaps": "bitmap", "bitfield": "bitmap", "lcs": "string"}
 _TX = ("multi", "exec", "discard", "watch", "unwatch")
 
 
