@@ -361,6 +361,13 @@ _SINCE_GROUP: dict[str, tuple[str, str, str]] = {
     "watch": ("Monitors changes to keys to determine the execution of a transaction.", "2.2.0",
               "transactions"),
     "unwatch": ("Forgets about watched keys of a transaction.", "2.2.0", "transactions"),
+    "pfadd": ("Adds the specified elements to the specified HyperLogLog.", "2.8.9", "hyperloglog"),
+    "pfcount": ("Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
+                "2.8.9", "hyperloglog"),
+    "pfmerge": ("Merge N different HyperLogLogs into a single one.", "2.8.9", "hyperloglog"),
+    "sort": ("Sort the elements in a list, set or sorted set", "1.0.0", "generic"),
+    "sort_ro": ("Sort the elements in a list, set or sorted set. Read-only variant of SORT.", "7.0.0",
+                "generic"),
 }
 _GROUPS = {"strings": "string", "keys": "generic", "hashes": "hash", "lists": "list", "sets": "set",
            "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server",

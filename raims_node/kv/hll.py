@@ -19,7 +19,10 @@ the same commands.
 Decisions: PFCOUNT of one key stores the cardinality in the value's header as
 redis-server does (WATCH sees it) and logs itself to the map when it did, so a restart
 keeps those bytes. PFDEBUG and PFSELFTEST are not provided. A sparse opcode that would
-read past the value's end is taken as corrupted.
+read past the value's end is taken as corrupted, and a sparse value whose registers do
+not add up to 16384 is refused as a whole (redis-server may use part of it first).
+OBJECT ENCODING answers from the value as for any string (kv/objects.py), where
+redis-server says `raw` for every HLL it changed.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ C and C.UTF-8 locales that is the same order for valid UTF-8); equal ALPHA BY va
 keep the elements' order (redis-server's qsort leaves it open); a set answers BY nosort
 in the map's set order (sets.py). Raims has no cluster, so BY and GET patterns are
 always allowed. SORT is a write command (refused without a map), SORT_RO is not.
+redis-server leaves errno at ERANGE after an out-of-range score, so its later numeric
+SORTs of non-integer strings fail too; each SORT here reads its scores afresh.
 """
 
 from __future__ import annotations

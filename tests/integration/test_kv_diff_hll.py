@@ -4,6 +4,7 @@ RESP3 (kv_diff.py), GET of the HyperLogLog strings included (sparse and dense)."
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,6 +155,14 @@ SORT st
 SORT st DESC
 SORT st BY nosort STORE o2
 LRANGE o2 0 -1
+SADD st2 10 9 100
+SORT st2 BY nosort STORE o3
+LRANGE o3 0 -1
+SADD sw b c a d
+SORT sw BY nosort STORE o4 DESC LIMIT 1 2
+LRANGE o4 0 -1
+SORT sw BY nosort STORE o4 GET #
+LRANGE o4 0 -1
 ZADD z 3 c 1 a 2 b 5 e 4 d
 SORT z ALPHA
 SORT z BY nosort
@@ -472,3 +481,35 @@ def test_map_restart_keeps_hll_bytes_and_sort_store(tmp_path: Path) -> None:
     assert after == before
     assert engine2.execute(c, _b("LRANGE", "out", 0, -1)) == [b"a", b"b", b"c"]
     mf2.close()
+
+
+@functools.cache
+def _window_elements() -> dict[tuple[int, int], bytes]:
+    """An element for each (register, value) of registers 0..15 and values 1..3."""
+    from raims_node.kv.hll import pat_len
+
+    want = {(r, v) for r in range(16) for v in (1, 2, 3)}
+    table: dict[tuple[int, int], bytes] = {}
+    for i in range(2_000_000):  # bounded; about 400 000 suffice
+        el = b"w%d" % i
+        rv = pat_len(el)
+        if rv in want and rv not in table:
+            table[rv] = el
+            if len(table) == len(want):
+                break
+    assert len(table) == len(want)
+    return table
+
+
+def test_sparse_runs_split_and_merge_in_a_small_window(pair: Pair) -> None:
+    """PFADDs into the first 16 registers in random orders: VAL runs split out of and
+    merged back into their neighbours, byte for byte after every command."""
+    table = _window_elements()
+    commands = []
+    for seed in range(30):
+        rng = random.Random(seed)
+        commands.append(_b("DEL", "w"))
+        for _ in range(30):
+            el = table[(rng.randrange(16), rng.choice((1, 1, 2, 3)))]
+            commands += [[b"PFADD", b"w", el], [b"GET", b"w"]]
+    pair.check(commands)
