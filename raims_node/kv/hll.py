@@ -21,8 +21,9 @@ redis-server does (WATCH sees it) and logs itself to the map when it did, so a r
 keeps those bytes. PFDEBUG and PFSELFTEST are not provided. A sparse opcode that would
 read past the value's end is taken as corrupted, and a sparse value whose registers do
 not add up to 16384 is refused as a whole (redis-server may use part of it first).
-OBJECT ENCODING answers from the value as for any string (kv/objects.py), where
-redis-server says `raw` for every HLL it changed.
+OBJECT ENCODING answers `raw` for any value that is a HLL by its header (kv/objects.py),
+as redis-server does for the HLLs its PF commands wrote (a short one SET by a client is
+`embstr` there until a PF command changes it).
 """
 
 from __future__ import annotations

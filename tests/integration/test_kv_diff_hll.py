@@ -94,6 +94,10 @@ COPY h hcopy
 PFCOUNT hcopy
 RENAME hcopy h2
 PFCOUNT h2
+OBJECT ENCODING h
+OBJECT ENCODING m
+OBJECT ENCODING empty
+SCAN 0 TYPE string COUNT 1000
 """
 
 SORT_BASICS = """
@@ -281,6 +285,30 @@ def test_pfadd_many_sparse_to_dense_byte_for_byte(pair: Pair) -> None:
                     _b("GET", "big")])
         pos += n
     pair.check([_b("PFADD", "big", *elements[:500]), _b("PFCOUNT", "big"), _b("STRLEN", "big")])
+
+
+def test_pfcount_sweep_to_sixty_thousand(pair: Pair) -> None:
+    """The estimate at every thousand elements up to 60 000 (the estimator's ranges)."""
+    commands = []
+    for start in range(0, 60000, 1000):
+        commands += [_b("PFADD", "sweep", *(f"s{i}" for i in range(start, start + 1000))), _b("PFCOUNT", "sweep")]
+    commands.append(_b("GET", "sweep"))
+    pair.check(commands)
+
+
+def test_blocked_client_is_served_by_sort_store(pair: Pair, servers: tuple[int, int]) -> None:
+    """SORT ... STORE into a list a client waits on in BLPOP serves that client."""
+    other = Pair(servers[0], servers[1], pair.ref.resp)
+    try:
+        other.check(cmds("RPUSH src 3 1 2"))
+        for c in (pair.ref, pair.us):
+            c.send([b"BLPOP", b"dst", b"5"])
+        other.wait_blocked(1)
+        other.check(cmds("SORT src DESC STORE dst"))
+        assert pair.us.read() == pair.ref.read() == b"*2\r\n$3\r\ndst\r\n$1\r\n3\r\n"
+        pair.check(cmds("LRANGE dst 0 -1"))
+    finally:
+        other.close()
 
 
 def test_pfadd_one_by_one_keeps_the_sparse_opcodes(pair: Pair) -> None:
