@@ -19,8 +19,9 @@ the same commands.
 Decisions: PFCOUNT of one key stores the cardinality in the value's header as
 redis-server does (WATCH sees it) and logs itself to the map when it did, so a restart
 keeps those bytes. PFDEBUG and PFSELFTEST are not provided. A sparse opcode that would
-read past the value's end is taken as corrupted, and a sparse value whose registers do
-not add up to 16384 is refused as a whole (redis-server may use part of it first).
+read past the value's end is taken as corrupted, and so is a sparse body longer than
+SPARSE_MAX_BODY (more opcodes than registers): PFADD refuses it whole where redis-server
+may change its first registers, and a large SETRANGE'd string costs no opcode list.
 OBJECT ENCODING answers `raw` for any value that is a HLL by its header (kv/objects.py),
 as redis-server does for the HLLs its PF commands wrote (a short one SET by a client is
 `embstr` there until a PF command changes it).
@@ -49,6 +50,7 @@ HDR = 16
 DENSE, SPARSE = 0, 1
 DENSE_SIZE = HDR + REGISTERS * 6 // 8
 SPARSE_MAX_BYTES = 3000
+SPARSE_MAX_BODY = 2 * REGISTERS  # every opcode covers a register at least: longer is corrupted
 VAL_MAX_VALUE, VAL_MAX_LEN, ZERO_MAX_LEN, XZERO_MAX_LEN = 32, 4, 64, 16384
 ALPHA_INF = 0.721347520444481703680  # 0.5 / ln(2)
 SEED = 0xADC83B19
@@ -156,6 +158,8 @@ class HLL:
         if value[4] == DENSE:
             self.regs = unpack_dense(value[HDR:])
         else:
+            if len(value) - HDR > SPARSE_MAX_BODY:
+                raise Corrupted
             ops = decode_sparse(value[HDR:])
             if ops is None:
                 raise Corrupted

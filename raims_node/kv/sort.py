@@ -18,6 +18,9 @@ C and C.UTF-8 locales that is the same order for valid UTF-8); equal ALPHA BY va
 keep the elements' order (redis-server's qsort leaves it open); a set answers BY nosort
 in the map's set order (sets.py). Raims has no cluster, so BY and GET patterns are
 always allowed. SORT is a write command (refused without a map), SORT_RO is not.
+A reply (or stored list) of more than MAX_REPLY entries (16 Mi; elements times GET
+patterns) is refused with an error, so a few GET arguments on a long list cannot make
+the node build billions of entries; redis-server has no such bound.
 redis-server leaves errno at ERANGE after an out-of-range score, so its later numeric
 SORTs of non-integer strings fail too; each SORT here reads its scores afresh.
 """
@@ -42,6 +45,7 @@ from raims_node.kv.errors import SYNTAX, WRONGTYPE, CommandError
 from raims_node.kv.sets import ordered
 from raims_node.kv.store import ZSet
 
+MAX_REPLY = 1 << 24  # entries a SORT answers or stores at most (a decision, module docstring)
 NOT_DOUBLE = b"ERR One or more scores can't be converted into double"
 _DEC = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
@@ -186,6 +190,9 @@ def _sort(e: Engine, c: KVClient, a: list[bytes], readonly: bool) -> Any:
     if bad:
         raise CommandError(NOT_DOUBLE)
     picked = elems[start:end + 1] if end >= start else []
+    entries = len(picked) * max(len(gets), 1)
+    if entries > MAX_REPLY:
+        raise CommandError(b"ERR SORT reply of %d entries exceeds the map's limit of %d" % (entries, MAX_REPLY))
     out: list[bytes | None] = []
     if not gets:
         out = list(picked)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from raims_node.kv.commands import Engine, KVClient
 from raims_node.kv.hll import (
     DENSE_SIZE,
@@ -127,3 +129,26 @@ def test_strtod_scores() -> None:
     assert strtod_score(b"12\x00junk") == 12.0
     for bad in (b"nan", b"1 ", b"abc", b"1e999", b"1e-310", b" ", b"1_0", b"0x"):
         assert strtod_score(bad) is None, bad
+
+
+def test_long_sparse_string_is_corrupted_without_decoding() -> None:
+    e = Engine(KVStore())
+    c = KVClient()
+    e.execute(c, [b"SET", b"k", _HEAD + b"\x7f\xff"])
+    assert e.execute(c, [b"SETRANGE", b"k", b"40000", b"\x00"]) == 40001
+    for cmd in ([b"PFADD", b"k", b"a"], [b"PFCOUNT", b"k"], [b"PFCOUNT", b"k", b"x"], [b"PFMERGE", b"d", b"k"]):
+        assert e.execute(c, cmd).text == b"INVALIDOBJ Corrupted HLL object detected"
+
+
+def test_sort_reply_size_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import raims_node.kv.sort as sort_mod
+
+    monkeypatch.setattr(sort_mod, "MAX_REPLY", 10)
+    e = Engine(KVStore())
+    c = KVClient()
+    e.execute(c, [b"RPUSH", b"l", *(b"%d" % i for i in range(6))])
+    assert len(e.execute(c, [b"SORT", b"l", b"GET", b"#"])) == 6
+    err = e.execute(c, [b"SORT", b"l", b"GET", b"#", b"GET", b"x_*", b"STORE", b"d"])
+    assert err.text == b"ERR SORT reply of 12 entries exceeds the map's limit of 10"
+    assert e.execute(c, [b"EXISTS", b"d"]) == 0
+    assert len(e.execute(c, [b"SORT", b"l", b"LIMIT", b"0", b"5", b"GET", b"#", b"GET", b"x_*"])) == 10
