@@ -40,7 +40,7 @@ from raims_node.kv.store import KVStore, ZSet
 log = logging.getLogger("raims.kv")
 
 FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server", "randoms",
-            "objects", "bitmaps", "bitfield", "lcs")
+            "objects", "bitmaps", "bitfield", "lcs", "hll", "sort")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # notify-keyspace-events flags (Redis's server.h)

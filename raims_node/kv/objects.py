@@ -10,8 +10,9 @@ OBJECT ENCODING / REFCOUNT / IDLETIME / FREQ answer as redis-server 7.0 answers 
 value just written by the commands that make it (decisions: the map keeps no encodings,
 access times or counters, so the answers are derived from the value):
 - ENCODING: strings `int` (a canonical integer of at most 20 characters), `embstr`
-  (up to 44 bytes) or `raw`; lists `quicklist`; hashes `listpack` up to 512 fields with
-  fields and values up to 64 bytes, else `hashtable`; sets `intset` when every member
+  (up to 44 bytes, but `raw` for a HyperLogLog, as the PF commands leave it) or `raw`;
+  lists `quicklist`; hashes `listpack` up to 512 fields with fields and values up to
+  64 bytes, else `hashtable`; sets `intset` when every member
   is a canonical integer and there are at most 512, else `hashtable`; sorted sets
   `listpack` up to 128 members of up to 64 bytes, else `skiplist`. redis-server keeps
   an encoding once converted (a hash that shrank stays `hashtable`), answers `raw`
@@ -32,6 +33,7 @@ from sortedcontainers import SortedList
 
 from raims_node.kv.commands import N_GENERIC, Engine, KVClient, command, parse_int
 from raims_node.kv.errors import SYNTAX, CommandError
+from raims_node.kv.hll import is_hll
 from raims_node.kv.reply import OK
 from raims_node.kv.store import ZSet
 
@@ -136,7 +138,7 @@ def encoding(value: Any) -> bytes:
     if t is bytes:
         if _canonical_int(value):
             return b"int"
-        return b"embstr" if len(value) <= 44 else b"raw"
+        return b"embstr" if len(value) <= 44 and not is_hll(value) else b"raw"
     if t is deque:
         return b"quicklist"
     if t is dict:
