@@ -38,7 +38,7 @@ from raims_node.kv.store import KVStore, ZSet
 log = logging.getLogger("raims.kv")
 
 FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server", "randoms",
-            "objects")
+            "objects", "geo")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # notify-keyspace-events flags (Redis's server.h)
@@ -120,7 +120,7 @@ class Cmd:
 
 
 COMMANDS: dict[bytes, Cmd] = {}
-BLOCK_TYPES: dict[bytes, type] = {b"bzpopmin": ZSet, b"bzpopmax": ZSet}  # the others pop lists
+BLOCK_TYPES: dict[bytes, type] = {b"bzpopmin": ZSet, b"bzpopmax": ZSet, b"bzmpop": ZSet}  # the others pop lists
 
 
 def command(name: str, arity: int, write: bool = False) -> Callable[[Handler], Handler]:
