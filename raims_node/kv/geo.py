@@ -10,6 +10,11 @@ redis-server uses, so equal distances come out in the same order).
 Decisions:
 - GEOADD is logged as the ZADD it makes; GEORADIUS ... STORE and GEOSEARCHSTORE as
   their effect (DEL of the destination, then a ZADD of what was stored).
+- GEORADIUS and GEORADIUSBYMEMBER are write commands (their STORE option), as
+  redis-server flags them: a node without a map refuses them; the _RO forms and
+  GEOSEARCH are reads.
+- Numbers are read as redis-server's getDoubleFromObject reads them: strtod's range
+  errors (1e400, 1e-400) are refused, "inf" is taken (an infinite radius finds all).
 - Coordinates print as redis-server's human doubles (17 decimals, trailing zeros cut),
   distances with 4 decimals; both are bulk strings in RESP2, coordinates doubles in RESP3.
 """

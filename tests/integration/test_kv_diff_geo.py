@@ -2,7 +2,8 @@
 against Debian's redis-server: the same commands to both, replies compared byte for
 byte in RESP2 and RESP3 (kv_diff.py); searches over a few hundred seeded random
 points (boundaries, poles, the antimeridian and repeated positions included); a
-blocked BZMPOP served by a ZADD and timing out; the keyspace notifications."""
+blocked BZMPOP served by a ZADD and timing out; the keyspace notifications;
+hypothesis-generated sequences of these commands with ZADD and SADD."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import random
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.integration.kv_diff import Pair, RawClient, cmds, kv_servers
 
@@ -437,3 +440,66 @@ PUBLISH end x
         for s in subs:
             s.close()
         pair.check([[b"CONFIG", b"SET", b"notify-keyspace-events", b""]])
+
+
+def _sequence_command() -> st.SearchStrategy[list[bytes]]:
+    k = st.sampled_from([b"g1", b"g2", b"z", b"s"])
+    m = st.sampled_from([b"a", b"b", b"c", b"d"])
+    lon = st.sampled_from([b"0", b"13.361389", b"15.087269", b"-180", b"180", b"179.99", b"-0.0001", b"200"])
+    lat = st.sampled_from([b"0", b"38.115556", b"37.502669", b"85.05112878", b"-85.05112878", b"-45.5", b"90"])
+    dist = st.sampled_from([b"0", b"1", b"150", b"500", b"20000", b"-1"])
+    unit = st.sampled_from([b"m", b"km", b"mi", b"ft"])
+    extra = st.lists(st.sampled_from([b"WITHDIST", b"WITHCOORD", b"WITHHASH", b"ASC", b"DESC", b"ANY"]), max_size=3)
+    count = st.sampled_from([[], [b"COUNT", b"1"], [b"COUNT", b"3"]])
+    origin = st.one_of(st.tuples(st.just(b"FROMLONLAT"), lon, lat).map(list),
+                       st.tuples(st.just(b"FROMMEMBER"), m).map(list))
+    shape = st.one_of(st.tuples(st.just(b"BYRADIUS"), dist, unit).map(list),
+                      st.tuples(st.just(b"BYBOX"), dist, dist, unit).map(list))
+    forms = [
+        st.tuples(st.just(b"GEOADD"), k, st.sampled_from([b"NX", b"XX", b"CH", b"GT"]), lon, lat, m).map(list),
+        st.tuples(st.just(b"GEOADD"), k, lon, lat, m, lon, lat, m).map(list),
+        st.tuples(st.just(b"ZADD"), k, st.sampled_from([b"1", b"-1", b"3479099956230698", b"inf"]), m).map(list),
+        st.tuples(st.just(b"GEOPOS"), k, m, m).map(list),
+        st.tuples(st.just(b"GEOHASH"), k, m).map(list),
+        st.tuples(st.just(b"GEODIST"), k, m, m, unit).map(list),
+        st.tuples(st.just(b"GEOSEARCH"), k, origin, shape, count, extra).map(
+            lambda t: [t[0], t[1], *t[2], *t[3], *t[4], *t[5]]),
+        st.tuples(st.just(b"GEOSEARCHSTORE"), k, k, origin, shape, count,
+                  st.sampled_from([[], [b"STOREDIST"]])).map(lambda t: [t[0], t[1], t[2], *t[3], *t[4], *t[5], *t[6]]),
+        st.tuples(st.just(b"GEORADIUS"), k, lon, lat, dist, unit, count, extra).map(
+            lambda t: [*t[:6], *t[6], *t[7]]),
+        st.tuples(st.just(b"GEORADIUSBYMEMBER"), k, m, dist, unit, st.sampled_from([b"STORE", b"STOREDIST"]), k).map(list),
+        st.tuples(st.just(b"ZMPOP"), st.just(b"2"), k, k, st.sampled_from([b"MIN", b"MAX"]), st.just(b"COUNT"),
+                  st.sampled_from([b"1", b"2"])).map(list),
+        st.tuples(st.just(b"BZMPOP"), st.just(b"0.01"), st.just(b"1"), k, st.sampled_from([b"MIN", b"MAX"])).map(list),
+        st.tuples(st.just(b"ZINTERCARD"), st.just(b"2"), k, k, st.just(b"LIMIT"), st.sampled_from([b"0", b"1"])).map(list),
+        st.tuples(st.just(b"ZRANGE"), k, st.just(b"0"), st.just(b"-1"), st.just(b"WITHSCORES")).map(list),
+        st.tuples(st.just(b"SADD"), k, m).map(list),
+    ]
+    return st.one_of(forms)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sequence=st.lists(_sequence_command(), min_size=1, max_size=20))
+def test_generated_sequences(pair: Pair, sequence: list[list[bytes]]) -> None:
+    pair.reset()
+    pair.check(sequence)
+
+
+def test_equal_distances_keep_redis_servers_order(pair: Pair) -> None:
+    """120 members on 5 positions: under COUNT (the partial quicksort) and without it
+    (the stable sort), ascending and descending, members at equal distances come out
+    in redis-server's order."""
+    rnd = random.Random(5)
+    spots = [(b"15", b"37"), (b"15.001", b"37"), (b"15", b"37.001"), (b"14.999", b"37"), (b"15.002", b"37.002")]
+    add: list[bytes] = [b"GEOADD", b"t"]
+    for i in range(120):
+        add += [*rnd.choice(spots), b"d%d" % i]
+    searches = [add]
+    for count in (b"1", b"3", b"7", b"20", b"41", b"60", b"119"):
+        for order in (b"ASC", b"DESC"):
+            searches.append([b"GEOSEARCH", b"t", b"FROMLONLAT", b"15", b"37", b"BYRADIUS", b"10", b"km",
+                             b"COUNT", count, order, b"WITHDIST"])
+            searches.append([b"GEORADIUS", b"t", b"15.0005", b"37", b"10", b"km", b"COUNT", count, order])
+    searches += cmds("GEOSEARCH t FROMLONLAT 15 37 BYRADIUS 10 km DESC\nGEOSEARCH t FROMLONLAT 15 37 BYRADIUS 10 km")
+    pair.check(searches)
