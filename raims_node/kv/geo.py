@@ -22,6 +22,7 @@ Decisions:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,7 @@ from raims_node.kv.store import ZSet
 from raims_node.kv.zsets import zadd
 
 _NO_MEMBER = b"ERR could not decode requested zset member"
+_HEX_FLOAT = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
 
 
 def _zset(e: Engine, c: KVClient, key: bytes) -> ZSet | None:
@@ -70,8 +72,17 @@ def _coordinate(c: KVClient, d: float) -> Any:
 
 def _double(raw: bytes, err: bytes = NOT_FLOAT) -> float:
     """A double as redis-server's getDoubleFromObject reads it: parse_float, and strtod's
-    range errors refused (1e400 overflows, 1e-400 underflows to 0; "inf" is taken)."""
-    v = parse_float(raw, err)
+    range errors refused (1e400 overflows, 1e-400 underflows to 0; "inf" is taken), its
+    hexadecimal form taken."""
+    try:
+        v = parse_float(raw, err)
+    except CommandError:
+        if _HEX_FLOAT.fullmatch(raw) is None:
+            raise
+        try:
+            v = float.fromhex(raw.decode())
+        except OverflowError:
+            raise CommandError(err) from None
     if (math.isinf(v) and b"inf" not in raw.lower()) or (
             v == 0.0 and any(ch in b"123456789" for ch in raw.lower().partition(b"e")[0])):
         raise CommandError(err)

@@ -61,6 +61,15 @@ GEOADD g 0 0e-400 zero
 GEOADD g 0 1e-310 tiny
 GEOADD g -inf 0 m
 GEOADD g 0 nan m
+GEOADD g 0x10 0 hex 0x1p3 0x1.8p1 hex2 -0x.8 0 hex3 0X1P-2 0x1p-1070 hex4
+GEOADD g 0x 0 m
+GEOADD g 0x1p 0 m
+GEOADD g 0x1p2000 0 m
+GEOADD g 0x1p-2000 0 m
+GEOADD g 0xg 0 m
+GEOADD g 00012 +5 lead .5 5. dots
+GEOADD g 1_0 0 m
+GEOPOS g hex hex2 hex3 hex4 lead dots
 GEOADD g
 GEOADD g 1 2 m
 ZRANGE g 0 -1 WITHSCORES
