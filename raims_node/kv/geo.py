@@ -21,8 +21,6 @@ Decisions:
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -32,10 +30,10 @@ from raims_node.kv.commands import (
     Engine,
     KVClient,
     command,
-    parse_float,
+    parse_double,
     parse_int,
 )
-from raims_node.kv.errors import NOT_FLOAT, SYNTAX, CommandError
+from raims_node.kv.errors import SYNTAX, CommandError
 from raims_node.kv.geohash import (
     LAT_MAX,
     LAT_MIN,
@@ -58,7 +56,6 @@ from raims_node.kv.store import ZSet
 from raims_node.kv.zsets import zadd
 
 _NO_MEMBER = b"ERR could not decode requested zset member"
-_HEX_FLOAT = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
 
 
 def _zset(e: Engine, c: KVClient, key: bytes) -> ZSet | None:
@@ -70,27 +67,8 @@ def _coordinate(c: KVClient, d: float) -> Any:
     return text if c.resp == 2 else Raw(b",%s\r\n" % text)
 
 
-def _double(raw: bytes, err: bytes = NOT_FLOAT) -> float:
-    """A double as redis-server's getDoubleFromObject reads it: parse_float, and strtod's
-    range errors refused (1e400 overflows, 1e-400 underflows to 0; "inf" is taken), its
-    hexadecimal form taken."""
-    try:
-        v = parse_float(raw, err)
-    except CommandError:
-        if _HEX_FLOAT.fullmatch(raw) is None:
-            raise
-        try:
-            v = float.fromhex(raw.decode())
-        except OverflowError:
-            raise CommandError(err) from None
-    if (math.isinf(v) and b"inf" not in raw.lower()) or (
-            v == 0.0 and any(ch in b"123456789" for ch in raw.lower().partition(b"e")[0])):
-        raise CommandError(err)
-    return v
-
-
 def lon_lat(lon_raw: bytes, lat_raw: bytes) -> tuple[float, float]:
-    lon, lat = _double(lon_raw), _double(lat_raw)
+    lon, lat = parse_double(lon_raw), parse_double(lat_raw)
     if lon < LON_MIN or lon > LON_MAX or lat < LAT_MIN or lat > LAT_MAX:
         raise CommandError(b"ERR invalid longitude,latitude pair %s,%s" % (b"%f" % lon, b"%f" % lat))
     return lon, lat
@@ -195,7 +173,7 @@ class _Query:
 
 
 def _radius(q: _Query, raw: bytes, unit_raw: bytes) -> None:
-    r = _double(raw, b"ERR need numeric radius")
+    r = parse_double(raw, b"ERR need numeric radius")
     if r < 0:
         raise CommandError(b"ERR radius cannot be negative")
     q.shape.radius = r
@@ -252,8 +230,8 @@ def _parse(z: ZSet | None, a: list[bytes], base: int, flags: int, q: _Query) -> 
             q.by_radius = True
             i += 2
         elif o == b"bybox" and more >= 3 and flags & _SEARCH and not q.by_radius:
-            w = _double(a[i + 1], b"ERR need numeric width")
-            h = _double(a[i + 2], b"ERR need numeric height")
+            w = parse_double(a[i + 1], b"ERR need numeric width")
+            h = parse_double(a[i + 2], b"ERR need numeric height")
             if h < 0 or w < 0:
                 raise CommandError(b"ERR height or width cannot be negative")
             q.shape.conversion = unit(a[i + 3])

@@ -17,6 +17,7 @@ from raims_node.kv.commands import (
     KVClient,
     command,
     parse_count,
+    parse_double,
     parse_float,
     parse_int,
 )
@@ -58,7 +59,7 @@ def _with_scores(c: KVClient, items: list[tuple[float, bytes]], scores: bool) ->
 @command("zadd", -4, write=True)
 def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     if len(a) == 4 and a[2] and a[2][0] in _NUMERIC_START:  # the plain form: ZADD key score member
-        score = parse_float(a[2])
+        score = parse_double(a[2])
         z = _z(e, c, a[1])
         if z is None:
             z = ZSet()
@@ -99,7 +100,7 @@ def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         raise CommandError(b"ERR GT, LT, and/or NX options at the same time are not compatible")
     if incr and len(pairs) > 2:
         raise CommandError(b"ERR INCR option supports a single increment-element pair")
-    scores = [parse_float(pairs[j]) for j in range(0, len(pairs), 2)]
+    scores = [parse_double(pairs[j]) for j in range(0, len(pairs), 2)]
     z = _z(e, c, a[1])
     if z is None:
         if xx:
@@ -142,7 +143,7 @@ def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 
 @command("zincrby", 4, write=True)
 def zincrby(e: Engine, c: KVClient, a: list[bytes]) -> Any:
-    by = parse_float(a[2])
+    by = parse_double(a[2])
     z = _z(e, c, a[1])
     old = z.scores.get(a[3], 0.0) if z is not None else 0.0
     new = old + by

@@ -14,7 +14,7 @@ from raims_node.kv.commands import (
     Engine,
     KVClient,
     command,
-    parse_float,
+    parse_double,
     parse_int,
 )
 from raims_node.kv.errors import WRONGTYPE, CommandError
@@ -58,7 +58,7 @@ def _combine(e: Engine, c: KVClient, a: list[bytes], op: str, first: int, store:
         o = rest[i].lower()
         left = len(rest) - i - 1
         if op != "diff" and o == b"weights" and left >= n:
-            weights = [parse_float(w, b"ERR weight value is not a float") for w in rest[i + 1:i + 1 + n]]
+            weights = [parse_double(w, b"ERR weight value is not a float") for w in rest[i + 1:i + 1 + n]]
             i += n + 1
         elif op != "diff" and o == b"aggregate" and left >= 1:
             fn = _AGGREGATE.get(rest[i + 1].lower())

@@ -326,9 +326,39 @@ ZMPOP 1 none MAX
 EXEC
 """
 
+# numbers as redis-server reads them: getDoubleFromObject for scores, increments and
+# weights (range errors refused, hexadecimal taken), plain strtod for score ranges
+ZSET_NUMBERS = """
+ZADD z 1e400 m
+ZADD z 1e-400 m
+ZADD z 0x10 m
+ZINCRBY z 1e400 m
+ZINCRBY z 0x10 m
+ZADD w 1 a
+ZUNION 1 w WEIGHTS 1e400
+ZUNION 1 w WEIGHTS 0x2 WITHSCORES
+ZRANGEBYSCORE w 1e400 +inf
+ZRANGEBYSCORE w 0x0 0x10
+ZRANGEBYSCORE w -1e400 1e-400
+ZADD z 0xa.p-2000 m
+ZADD z 0x0.0p-2000 m
+ZADD z 0x1p2000 m
+ZADD z 1e-310 m
+ZADD z 0e-999 m
+ZADD z -inf m
+ZADD z +Infinity m
+ZADD z -0x1p3 m
+ZADD z NX 1e400 m
+ZRANGE z 0 -1 WITHSCORES
+ZRANGEBYSCORE w 0x1p2000 +inf
+ZRANGEBYSCORE w -0x1p2000 0x1p2000
+ZRANGEBYSCORE w (0x0 (0x10
+"""
 
-@pytest.mark.parametrize("block", [GEOADD, GEOPOS_DIST_HASH, GEORADIUS, GEOSEARCH, ZINTERCARD, ZMPOP],
-                         ids=["geoadd", "geopos_dist_hash", "georadius", "geosearch", "zintercard", "zmpop"])
+
+@pytest.mark.parametrize("block", [GEOADD, GEOPOS_DIST_HASH, GEORADIUS, GEOSEARCH, ZINTERCARD, ZMPOP, ZSET_NUMBERS],
+                         ids=["geoadd", "geopos_dist_hash", "georadius", "geosearch", "zintercard", "zmpop",
+                              "zset_numbers"])
 def test_commands(pair: Pair, block: str) -> None:
     pair.check(cmds(block))
 
