@@ -260,10 +260,7 @@ def _points(z: ZSet, shape: Shape, limit: int) -> list[Point]:
             break
         lo, hi = score_range(*cell)
         if lo < hi:
-            order = z.order
-            k = order.bisect_left((lo, b""))
-            while k < len(order):
-                score, member = order[k]
+            for score, member in z.order.irange((lo, b"")):
                 if score >= hi:
                     break
                 lon, lat = position(score)
@@ -272,7 +269,6 @@ def _points(z: ZSet, shape: Shape, limit: int) -> list[Point]:
                     found.append((d, score, member, lon, lat))
                 if found and limit and len(found) >= limit:
                     break
-                k += 1
         if idx:  # redis-server compares with the last neighbour scanned, never the centre
             last = cell
     return found

@@ -119,11 +119,21 @@ def decode(bits: int, step: int, ranges: tuple[Range, Range] = WGS84) -> Area:
                 la0 + (ilat * 1.0 / div) * lat_scale, la0 + (((ilat + 1) & 0xFFFFFFFF) * 1.0 / div) * lat_scale)
 
 
+_CELLS = float(1 << STEP_MAX)
+_LAT_SCALE, _LON_SCALE = LAT_MAX - LAT_MIN, LON_MAX - LON_MIN
+
+
 def position(score: float) -> tuple[float, float]:
-    """(longitude, latitude) of a stored score: its cell's centre, within the limits."""
-    a = decode(score_bits(score), STEP_MAX)
-    lon = min(max((a.lon_min + a.lon_max) / 2, LON_MIN), LON_MAX)
-    lat = min(max((a.lat_min + a.lat_max) / 2, LAT_MIN), LAT_MAX)
+    """(longitude, latitude) of a stored score: its cell's centre, within the limits
+    (decode's arithmetic at STEP_MAX, inlined: searches decode every candidate)."""
+    bits = int(score) if 0.0 <= score < 4503599627370496.0 else score_bits(score)
+    ilat, ilon = _squash(bits), _squash(bits >> 1)
+    lon_min = LON_MIN + (ilon * 1.0 / _CELLS) * _LON_SCALE
+    lon_max = LON_MIN + (((ilon + 1) & 0xFFFFFFFF) * 1.0 / _CELLS) * _LON_SCALE
+    lat_min = LAT_MIN + (ilat * 1.0 / _CELLS) * _LAT_SCALE
+    lat_max = LAT_MIN + (((ilat + 1) & 0xFFFFFFFF) * 1.0 / _CELLS) * _LAT_SCALE
+    lon = min(max((lon_min + lon_max) / 2, LON_MIN), LON_MAX)
+    lat = min(max((lat_min + lat_max) / 2, LAT_MIN), LAT_MAX)
     return lon, lat
 
 

@@ -204,3 +204,12 @@ def test_geo_and_zmpop_survive_a_replay_of_the_map(tmp_path: Path) -> None:
     assert set(before[b"g"]) == {b"Palermo", b"Catania"} and set(before[b"near"]) == {b"Palermo", b"Catania"}
     assert run(e2, c, "GEODIST g Palermo Catania km") == b"166.2742"
     mf2.close()
+
+
+@given(st.one_of(st.integers(0, (1 << 54) - 1).map(float), st.floats(allow_nan=False)))
+def test_position_is_decode_at_the_full_step(score: float) -> None:
+    """position() inlines decode() for speed: the same answer for any score."""
+    a = decode(score_bits(score), STEP_MAX)
+    lon = min(max((a.lon_min + a.lon_max) / 2, -180.0), 180.0)
+    lat = min(max((a.lat_min + a.lat_max) / 2, LAT_MIN), LAT_MAX)
+    assert position(score) == (lon, lat)
