@@ -250,6 +250,7 @@ def _points(z: ZSet, shape: Shape, limit: int) -> list[Point]:
     """The members inside `shape`, cell after cell; stops at `limit` (0: no limit)."""
     found: list[Point] = []
     cells = search_cells(shape)
+    inside = shape.matcher()
     last: tuple[int, int] | None = None
     for idx, cell in enumerate(cells):
         if cell is None:
@@ -264,7 +265,7 @@ def _points(z: ZSet, shape: Shape, limit: int) -> list[Point]:
                 if score >= hi:
                     break
                 lon, lat = position(score)
-                d = shape.contains(lon, lat)
+                d = inside(lon, lat)
                 if d is not None:
                     found.append((d, score, member, lon, lat))
                 if found and limit and len(found) >= limit:

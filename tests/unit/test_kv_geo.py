@@ -213,3 +213,14 @@ def test_position_is_decode_at_the_full_step(score: float) -> None:
     lon = min(max((a.lon_min + a.lon_max) / 2, -180.0), 180.0)
     lat = min(max((a.lat_min + a.lat_max) / 2, LAT_MIN), LAT_MAX)
     assert position(score) == (lon, lat)
+
+
+@given(st.floats(-180, 180), st.floats(LAT_MIN, LAT_MAX), st.sampled_from([0.0, 10.0, 1e5, 1e7, 3e7]),
+       st.floats(-180, 180), st.floats(LAT_MIN, LAT_MAX), st.booleans())
+def test_a_circles_matcher_is_contains(lon: float, lat: float, radius: float, plon: float, plat: float,
+                                       same_meridian: bool) -> None:
+    """The search's matcher precomputes the centre's terms: the same answers, bit for bit."""
+    shape = Shape(lon, lat, 1.0, radius=radius)
+    if same_meridian:
+        plon = lon
+    assert shape.matcher()(plon, plat) == shape.contains(plon, plat)
