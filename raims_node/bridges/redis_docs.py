@@ -76,7 +76,8 @@ SINCE_GROUP: dict[str, tuple[str, str, str]] = {
 }
 GROUPS = {"strings": "string", "keys": "generic", "hashes": "hash", "lists": "list", "sets": "set",
            "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server",
-           "bitmaps": "bitmap", "bitfield": "bitmap", "lcs": "string", "hll": "hyperloglog", "sort": "generic"}
+           "bitmaps": "bitmap", "bitfield": "bitmap", "lcs": "string", "hll": "hyperloglog", "sort": "generic",
+           "geo": "geo"}
 
 
 def command_doc(name: str) -> Map:

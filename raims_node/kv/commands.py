@@ -40,7 +40,7 @@ from raims_node.kv.store import KVStore, ZSet
 log = logging.getLogger("raims.kv")
 
 FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server", "randoms",
-            "objects", "bitmaps", "bitfield", "lcs", "hll", "sort")
+            "objects", "bitmaps", "bitfield", "lcs", "hll", "sort", "geo")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # notify-keyspace-events flags (Redis's server.h)
@@ -122,7 +122,7 @@ class Cmd:
 
 
 COMMANDS: dict[bytes, Cmd] = {}
-BLOCK_TYPES: dict[bytes, type] = {b"bzpopmin": ZSet, b"bzpopmax": ZSet}  # the others pop lists
+BLOCK_TYPES: dict[bytes, type] = {b"bzpopmin": ZSet, b"bzpopmax": ZSet, b"bzmpop": ZSet}  # the others pop lists
 
 
 def command(name: str, arity: int, write: bool = False) -> Callable[[Handler], Handler]:
@@ -168,16 +168,44 @@ def parse_int(b: bytes, err: bytes = NOT_INTEGER) -> int:
     return v
 
 
+_HEX_FLOAT = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
+
+
 def parse_float(b: bytes, err: bytes = NOT_FLOAT) -> float:
-    """A double as strtod reads it (no blanks, no NaN); `err` otherwise."""
+    """A double as strtod reads it (no blanks, no NaN, the hexadecimal form taken, out of
+    range values as inf or 0); `err` otherwise."""
     if not b or b[0] in b" \t\r\n\x0b\x0c" or b[-1] in b" \t\r\n\x0b\x0c" or b"_" in b:
         raise CommandError(err)
     try:
         v = float(b)
     except ValueError:
-        raise CommandError(err) from None
+        if _HEX_FLOAT.fullmatch(b) is None:
+            raise CommandError(err) from None
+        try:
+            v = float.fromhex(b.decode())
+        except OverflowError:
+            v = float("-inf") if b[:1] == b"-" else float("inf")
     if v != v:
         raise CommandError(err)
+    return v
+
+
+def parse_double(b: bytes, err: bytes = NOT_FLOAT) -> float:
+    """A double as redis-server's getDoubleFromObject reads it: parse_float, with
+    strtod's range errors refused (1e400 overflows, 1e-400 underflows to 0; "inf" itself
+    is taken). ZADD, ZINCRBY, WEIGHTS and the geo commands read their numbers so."""
+    v = parse_float(b, err)
+    low = b.lower()
+    if v in (float("inf"), float("-inf")):
+        if b"inf" not in low:
+            raise CommandError(err)
+    elif v == 0.0:
+        if b"x" in low:
+            digits, nonzero = low.partition(b"x")[2].partition(b"p")[0], b"123456789abcdef"
+        else:
+            digits, nonzero = low.partition(b"e")[0], b"123456789"
+        if any(ch in nonzero for ch in digits):
+            raise CommandError(err)
     return v
 
 
@@ -435,4 +463,4 @@ def check_writable(engine: Engine) -> None:
 
 
 __all__ = ["BLOCKED", "COMMANDS", "INT64_MAX", "INT64_MIN", "Engine", "KVClient", "command",
-           "parse_float", "parse_int", "syntax_error", "WRONGTYPE", "NOT_INTEGER"]
+           "parse_double", "parse_float", "parse_int", "syntax_error", "WRONGTYPE", "NOT_INTEGER"]

@@ -309,9 +309,10 @@ def parse_timeout(raw: bytes) -> int:
         t = float(raw)
     except ValueError:
         raise CommandError(b"ERR timeout is not a float or out of range") from None
-    if t != t or t in (float("inf"), float("-inf")):
+    if t != t:
         raise CommandError(b"ERR timeout is not a float or out of range")
-    if t < 0:
+    # redis-server casts ceil(t * 1000) to a long long: infinities and overflows turn negative
+    if t < 0 or t in (float("inf"), float("-inf")) or t * 1000 >= 2.0 ** 63:
         raise CommandError(b"ERR timeout is negative")
     ms = int(t * 1000)
     if t > 0 and ms == 0:

@@ -17,6 +17,7 @@ from raims_node.kv.commands import (
     KVClient,
     command,
     parse_count,
+    parse_double,
     parse_float,
     parse_int,
 )
@@ -24,7 +25,7 @@ from raims_node.kv.errors import CommandError
 from raims_node.kv.glob import glob_match
 from raims_node.kv.keys import parse_scan, scan_items
 from raims_node.kv.lists import _range, parse_timeout
-from raims_node.kv.reply import format_double
+from raims_node.kv.reply import NULL_ARRAY, format_double
 from raims_node.kv.store import ZSet
 
 _BAD_SCORE_RANGE = b"ERR min or max is not a float"
@@ -58,7 +59,7 @@ def _with_scores(c: KVClient, items: list[tuple[float, bytes]], scores: bool) ->
 @command("zadd", -4, write=True)
 def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     if len(a) == 4 and a[2] and a[2][0] in _NUMERIC_START:  # the plain form: ZADD key score member
-        score = parse_float(a[2])
+        score = parse_double(a[2])
         z = _z(e, c, a[1])
         if z is None:
             z = ZSet()
@@ -99,7 +100,7 @@ def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         raise CommandError(b"ERR GT, LT, and/or NX options at the same time are not compatible")
     if incr and len(pairs) > 2:
         raise CommandError(b"ERR INCR option supports a single increment-element pair")
-    scores = [parse_float(pairs[j]) for j in range(0, len(pairs), 2)]
+    scores = [parse_double(pairs[j]) for j in range(0, len(pairs), 2)]
     z = _z(e, c, a[1])
     if z is None:
         if xx:
@@ -142,7 +143,7 @@ def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 
 @command("zincrby", 4, write=True)
 def zincrby(e: Engine, c: KVClient, a: list[bytes]) -> Any:
-    by = parse_float(a[2])
+    by = parse_double(a[2])
     z = _z(e, c, a[1])
     old = z.scores.get(a[3], 0.0) if z is not None else 0.0
     new = old + by
@@ -468,6 +469,57 @@ def bzpopmin(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 @command("bzpopmax", -3, write=True)
 def bzpopmax(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     return _bzpop(e, c, a, True)
+
+
+def _zmpop(e: Engine, c: KVClient, a: list[bytes], first: int, block: bool) -> Any:
+    """ZMPOP / BZMPOP from `first` (the numkeys argument): [key, [[member, score], ...]]
+    from the first sorted set among the keys (another type there: WRONGTYPE), else a
+    null array (ZMPOP) or the client blocks; logged as ZPOPMIN / ZPOPMAX with the count
+    popped. redis-server's order of checks: numkeys, MIN|MAX, COUNT, then the timeout."""
+    numkeys = parse_int(a[first], b"ERR numkeys should be greater than 0")
+    if numkeys <= 0:
+        raise CommandError(b"ERR numkeys should be greater than 0")
+    where_at = first + 1 + numkeys
+    if where_at >= len(a):
+        raise CommandError(_SYNTAX)
+    where = a[where_at].lower()
+    if where not in (b"min", b"max"):
+        raise CommandError(_SYNTAX)
+    maximum = where == b"max"
+    count = -1
+    j = where_at + 1
+    while j < len(a):
+        if count == -1 and a[j].lower() == b"count" and j + 1 < len(a):
+            count = parse_int(a[j + 1], b"ERR count should be greater than 0")
+            if count <= 0:
+                raise CommandError(b"ERR count should be greater than 0")
+            j += 2
+        else:
+            raise CommandError(_SYNTAX)
+    count = max(count, 1)
+    timeout = parse_timeout(a[1]) if block else 0
+    keys = a[first + 1:where_at]
+    for key in keys:
+        z = _z(e, c, key)
+        if z:
+            n = min(count, len(z))
+            items = list(z.order[len(z) - n:])[::-1] if maximum else list(z.order[:n])
+            _remove_items(e, c, key, z, items, "zpopmax" if maximum else "zpopmin")
+            e.prop = [[b"ZPOPMAX" if maximum else b"ZPOPMIN", key, b"%d" % n]]
+            return [key, [[m, s] for s, m in items]]
+    if not block:
+        return NULL_ARRAY
+    return e.block(c, keys, timeout, a)
+
+
+@command("zmpop", -4, write=True)
+def zmpop(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    return _zmpop(e, c, a, 1, False)
+
+
+@command("bzmpop", -5, write=True)
+def bzmpop(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    return _zmpop(e, c, a, 2, True)
 
 
 @command("zscan", -3)

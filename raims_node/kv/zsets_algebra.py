@@ -1,5 +1,5 @@
 """Sorted set algebra (Redis 7.0): ZUNION / ZINTER / ZDIFF with WEIGHTS and AGGREGATE,
-their STORE forms, and ZRANGESTORE. Plain sets count as sorted sets of score 1; a
+their STORE forms, ZINTERCARD and ZRANGESTORE. Plain sets count as sorted sets of score 1; a
 weighted or aggregated NaN (inf * 0, inf + -inf) becomes 0, as in redis-server."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from raims_node.kv.commands import (
     Engine,
     KVClient,
     command,
-    parse_float,
+    parse_double,
     parse_int,
 )
 from raims_node.kv.errors import WRONGTYPE, CommandError
@@ -58,7 +58,7 @@ def _combine(e: Engine, c: KVClient, a: list[bytes], op: str, first: int, store:
         o = rest[i].lower()
         left = len(rest) - i - 1
         if op != "diff" and o == b"weights" and left >= n:
-            weights = [parse_float(w, b"ERR weight value is not a float") for w in rest[i + 1:i + 1 + n]]
+            weights = [parse_double(w, b"ERR weight value is not a float") for w in rest[i + 1:i + 1 + n]]
             i += n + 1
         elif op != "diff" and o == b"aggregate" and left >= 1:
             fn = _AGGREGATE.get(rest[i + 1].lower())
@@ -135,6 +135,47 @@ def zinterstore(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 @command("zdiffstore", -4, write=True)
 def zdiffstore(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     return _combine(e, c, a, "diff", 2, True)
+
+
+@command("zintercard", -3)
+def zintercard(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    """ZINTERCARD numkeys key [key ...] [LIMIT limit]: the size of the intersection,
+    counted up to `limit` (0: no limit)."""
+    n = parse_int(a[1])
+    if n < 1:
+        raise CommandError(b"ERR at least 1 input key is needed for 'zintercard' command")
+    if n > len(a) - 2:
+        raise CommandError(_SYNTAX)
+    sources: list[Any] = []
+    for key in a[2:2 + n]:
+        v = e.store.lookup(c.db, key)
+        if v is None:
+            sources.append(())
+        elif type(v) is ZSet:
+            sources.append(v.scores)
+        elif type(v) is set:
+            sources.append(v)
+        else:
+            raise CommandError(WRONGTYPE)
+    limit = 0
+    rest = a[2 + n:]
+    i = 0
+    while i < len(rest):
+        if rest[i].lower() == b"limit" and i + 1 < len(rest):
+            limit = parse_int(rest[i + 1], b"ERR LIMIT can't be negative")
+            if limit < 0:
+                raise CommandError(b"ERR LIMIT can't be negative")
+            i += 2
+        else:
+            raise CommandError(_SYNTAX)
+    smallest = min(sources, key=len)
+    count = 0
+    for m in smallest:
+        if all(m in src for src in sources):
+            count += 1
+            if count == limit:
+                break
+    return count
 
 
 @command("zrangestore", -5, write=True)
