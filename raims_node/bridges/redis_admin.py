@@ -363,7 +363,8 @@ _SINCE_GROUP: dict[str, tuple[str, str, str]] = {
     "unwatch": ("Forgets about watched keys of a transaction.", "2.2.0", "transactions"),
 }
 _GROUPS = {"strings": "string", "keys": "generic", "hashes": "hash", "lists": "list", "sets": "set",
-           "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server"}
+           "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server", "streams_cmds": "stream",
+           "streams_groups": "stream", "streams_claim": "stream", "streams_info": "stream"}
 _TX = ("multi", "exec", "discard", "watch", "unwatch")
 
 

@@ -38,7 +38,7 @@ from raims_node.kv.store import KVStore, ZSet
 log = logging.getLogger("raims.kv")
 
 FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server", "randoms",
-            "objects")
+            "objects", "streams_cmds", "streams_groups", "streams_claim", "streams_info")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # notify-keyspace-events flags (Redis's server.h)
@@ -121,6 +121,11 @@ class Cmd:
 
 COMMANDS: dict[bytes, Cmd] = {}
 BLOCK_TYPES: dict[bytes, type] = {b"bzpopmin": ZSet, b"bzpopmax": ZSet}  # the others pop lists
+# blocking commands served on a condition of their own (XREAD): (engine, client, the
+# blocked args, the ready key) -> the command to run now, or None to wait on
+BLOCK_READY: dict[bytes, Callable[[Engine, KVClient, list[bytes], bytes], list[bytes] | None]] = {}
+# commands of the map file only (persist.py's snapshot and log), never a client's
+REPLAY_ONLY: dict[bytes, Handler] = {}
 
 
 def command(name: str, arity: int, write: bool = False) -> Callable[[Handler], Handler]:
@@ -240,10 +245,11 @@ class Engine:
             client.db = int(args[1])
             return
         cmd = COMMANDS.get(name)
-        if cmd is None:
+        handler = cmd.handler if cmd is not None else REPLAY_ONLY.get(name)
+        if handler is None:
             raise CommandError(b"ERR unknown command in the map's log: " + name[:64])
         try:
-            cmd.handler(self, client, args)
+            handler(self, client, args)
         except CommandError:
             pass  # a logged command that failed then fails alike now
 
@@ -340,10 +346,20 @@ class Engine:
                     state = client.blocked
                     if state is None or type(value) is not BLOCK_TYPES.get(state.args[0].lower(), deque):
                         continue
+                    run = state.args
+                    serve_if = BLOCK_READY.get(run[0].lower())
+                    if serve_if is not None:
+                        saved = client.db
+                        client.db = state.db
+                        todo = serve_if(self, client, run, key)
+                        client.db = saved
+                        if todo is None:
+                            continue
+                        run = todo
                     self.unblock(client)
                     saved = client.db
                     client.db = state.db
-                    reply = self.execute(client, state.args)
+                    reply = self.execute(client, run)
                     client.db = saved
                     if client.wake is not None:
                         client.wake(reply)

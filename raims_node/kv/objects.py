@@ -13,7 +13,7 @@ access times or counters, so the answers are derived from the value):
   (up to 44 bytes) or `raw`; lists `quicklist`; hashes `listpack` up to 128 fields with
   fields and values up to 64 bytes, else `hashtable`; sets `intset` when every member
   is a canonical integer and there are at most 512, else `hashtable`; sorted sets
-  `listpack` up to 128 members of up to 64 bytes, else `skiplist`. redis-server keeps
+  `listpack` up to 128 members of up to 64 bytes, else `skiplist`; streams `stream`. redis-server keeps
   an encoding once converted (a hash that shrank stays `hashtable`), answers `raw`
   for strings grown by APPEND or SETRANGE and `embstr` (refcount 1) for an integer
   INCRBYFLOAT wrote; here the current value decides.
@@ -34,6 +34,7 @@ from raims_node.kv.commands import N_GENERIC, Engine, KVClient, command, parse_i
 from raims_node.kv.errors import SYNTAX, CommandError
 from raims_node.kv.reply import OK
 from raims_node.kv.store import ZSet
+from raims_node.kv.streams import Stream, copy_stream
 
 _INT32 = 1 << 31
 
@@ -46,6 +47,8 @@ def copy_value(value: Any) -> Any:
         return z
     if type(value) is bytes:
         return value
+    if type(value) is Stream:
+        return copy_stream(value)
     return type(value)(value)  # dict, deque, set
 
 
@@ -142,6 +145,8 @@ def encoding(value: Any) -> bytes:
     if t is dict:
         small = len(value) <= 128 and all(len(k) <= 64 and len(v) <= 64 for k, v in value.items())
         return b"listpack" if small else b"hashtable"
+    if t is Stream:
+        return b"stream"
     if t is set:
         return b"intset" if len(value) <= 512 and all(map(_canonical_int, value)) else b"hashtable"
     small = len(value) <= 128 and all(len(m) <= 64 for m in value.scores)

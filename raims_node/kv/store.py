@@ -5,7 +5,8 @@ parameters. Sans-IO: the clock is an injected `now_ms()`, nothing here touches a
 a socket. Value types are Python's own, one per Redis type:
 
     string -> bytes, hash -> dict[bytes, bytes], list -> deque[bytes],
-    set -> set[bytes], zset -> ZSet (a dict of scores plus a SortedList of (score, member))
+    set -> set[bytes], zset -> ZSet (a dict of scores plus a SortedList of (score, member)),
+    stream -> streams.Stream (never empty as a container: an empty stream stays a key)
 
 Expiry is lazy (a key past its deadline is removed when a command looks at it) and
 active (`sweep` removes at most SWEEP_LIMIT expired keys; the daemon calls it from its
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sortedcontainers import SortedList
+
+from raims_node.kv.streams import Stream
 
 SWEEP_LIMIT = 1000  # expired keys removed per sweep at most (the rest wait for the next tick)
 
@@ -63,8 +66,9 @@ class ZSet:
         return True
 
 
-Value = bytes | dict | deque | set | ZSet
-TYPE_NAMES: dict[type, bytes] = {bytes: b"string", dict: b"hash", deque: b"list", set: b"set", ZSet: b"zset"}
+Value = bytes | dict | deque | set | ZSet | Stream
+TYPE_NAMES: dict[type, bytes] = {bytes: b"string", dict: b"hash", deque: b"list", set: b"set", ZSet: b"zset",
+                                 Stream: b"stream"}
 
 
 @dataclass(slots=True)
