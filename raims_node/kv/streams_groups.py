@@ -135,7 +135,7 @@ def xgroup(e: Engine, c: KVClient, a: list[bytes]) -> Any:
             raise CommandError(b"BUSYGROUP Consumer Group name already exists")
         s.groups[name] = Group(sid, entries_read)
         changed(e, c, key, "xgroup-create")
-        e.prop = [[b"XGROUP", b"CREATE", key, name, fmt_id(sid), b"ENTRIESREAD", b"%d" % entries_read]]
+        e.prop = [[b"XGROUP", b"CREATE", key, name, fmt_id(sid), b"MKSTREAM", b"ENTRIESREAD", b"%d" % entries_read]]
         return OK
     assert s is not None
     if sub == b"setid":
