@@ -122,8 +122,9 @@ class Cmd:
 COMMANDS: dict[bytes, Cmd] = {}
 BLOCK_TYPES: dict[bytes, type] = {b"bzpopmin": ZSet, b"bzpopmax": ZSet}  # the others pop lists
 # blocking commands served on a condition of their own (XREAD): (engine, client, the
-# blocked args, the ready key) -> the command to run now, or None to wait on
-BLOCK_READY: dict[bytes, Callable[[Engine, KVClient, list[bytes], bytes], list[bytes] | None]] = {}
+# blocked args, the ready key, whatever it holds now, maybe nothing) -> the command to
+# run now, an error to answer, or None to wait on
+BLOCK_READY: dict[bytes, Callable[[Engine, KVClient, list[bytes], bytes], list[bytes] | Err | None]] = {}
 # commands of the map file only (persist.py's snapshot and log), never a client's
 REPLAY_ONLY: dict[bytes, Handler] = {}
 
@@ -332,35 +333,41 @@ class Engine:
                     del self.store.blocked[(state.db, k)]
 
     def serve_ready(self) -> None:
-        """Answer the clients blocked on keys that received elements, first come first
-        served; a client waits on while the key holds another type than its pop takes
-        (BLPOP on a key that became a sorted set), as in redis-server."""
+        """Answer the clients blocked on keys that received elements (or were deleted:
+        BLOCK_READY's commands look), first come first served; a client waits on while
+        the key holds another type than its pop takes (BLPOP on a key that became a
+        sorted set), as in redis-server."""
         store = self.store
         while store.ready:
             ready, store.ready = store.ready, []
             for db, key in dict.fromkeys(ready):
                 for client in list(store.blocked.get((db, key), ())):
-                    value = store.dbs[db].data.get(key)
-                    if not value:
-                        break
                     state = client.blocked
-                    if state is None or type(value) is not BLOCK_TYPES.get(state.args[0].lower(), deque):
+                    if state is None:
                         continue
-                    run = state.args
+                    run: Any = state.args
                     serve_if = BLOCK_READY.get(run[0].lower())
-                    if serve_if is not None:
+                    if serve_if is None:
+                        value = store.dbs[db].data.get(key)
+                        if not value:
+                            break
+                        if type(value) is not BLOCK_TYPES.get(run[0].lower(), deque):
+                            continue
+                    else:
                         saved = client.db
                         client.db = state.db
-                        todo = serve_if(self, client, run, key)
+                        run = serve_if(self, client, run, key)
                         client.db = saved
-                        if todo is None:
+                        if run is None:
                             continue
-                        run = todo
                     self.unblock(client)
-                    saved = client.db
-                    client.db = state.db
-                    reply = self.execute(client, run)
-                    client.db = saved
+                    if type(run) is Err:
+                        reply: Any = run
+                    else:
+                        saved = client.db
+                        client.db = state.db
+                        reply = self.execute(client, run)
+                        client.db = saved
                     if client.wake is not None:
                         client.wake(reply)
 

@@ -114,9 +114,9 @@ def swapdb(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     store.dbs[i], store.dbs[j] = dj, di
     store.reindex_deadlines()
     store.dirty += 1
-    for db in (i, j):
+    for db in (i, j):  # and XREADGROUP's streams that went away
         for bdb, key in list(store.blocked):
-            if bdb == db and key in store.dbs[db].data:
+            if bdb == db:
                 store.ready.append((bdb, key))
     return OK
 

@@ -11,8 +11,9 @@ a socket. Value types are Python's own, one per Redis type:
 Expiry is lazy (a key past its deadline is removed when a command looks at it) and
 active (`sweep` removes at most SWEEP_LIMIT expired keys; the daemon calls it from its
 tick, as redis-server's `activeExpireCycle`). Every change to a key calls `touch`, which
-marks the WATCHers of that key dirty; list pushes also record the key as ready for the
-clients blocked on it (commands.py serves them after the command).
+marks the WATCHers of that key dirty; list pushes (and deletions, for XREADGROUP) also
+record the key as ready for the clients blocked on it (commands.py serves them after
+the command).
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ class KVStore:
         d.expires.pop(key, None)
         self.expired_keys += 1
         self.touch(db, key)
+        if self.blocked:
+            self.signal_ready(db, key)
         if self.on_expired is not None:
             self.on_expired(db, key)
 
@@ -151,6 +154,8 @@ class KVStore:
         del d.data[key]
         d.expires.pop(key, None)
         self.touch(db, key)
+        if self.blocked:  # a blocked XREADGROUP is told its stream is gone
+            self.signal_ready(db, key)
         return True
 
     def drop_if_empty(self, db: int, key: bytes) -> bool:
@@ -198,6 +203,7 @@ class KVStore:
             d.data.clear()
             d.expires.clear()
         self.touch_all(db)
+        self.ready += [wk for wk in self.blocked if db is None or wk[0] == db]
         self.dirty += 1
 
     # ------------------------------------------------------------ active expiry

@@ -12,9 +12,10 @@ Decisions:
   ENTRIESREAD for the group's position. redis-server propagates XCLAIM ... FORCE
   instead, which cannot restore a pending entry whose stream entry was deleted, nor a
   consumer's seen-time.
-- A blocked XREADGROUP is served by an XADD after its group's last id; when its group or
-  key is deleted meanwhile it waits on until its deadline (redis-server 7.0 answers
-  -NOGROUP at once for a destroyed group).
+- A blocked XREADGROUP is served by an XADD after its group's last id, and answered
+  -NOGROUP when its group is destroyed, -UNBLOCKED when its key is deleted, expires,
+  is renamed away, overwritten or flushed, as redis-server 7.0.15 does; also when MOVE
+  takes it to another database (redis-server leaves that client blocked).
 - XGROUP HELP is not provided (as the other HELP subcommands of the map).
 """
 
@@ -32,7 +33,7 @@ from raims_node.kv.commands import (
     parse_int,
 )
 from raims_node.kv.errors import SYNTAX, CommandError
-from raims_node.kv.reply import NULL_ARRAY, OK
+from raims_node.kv.reply import NULL_ARRAY, OK, Err
 from raims_node.kv.streams import (
     MAX_ID,
     Consumer,
@@ -150,6 +151,7 @@ def xgroup(e: Engine, c: KVClient, a: list[bytes]) -> Any:
             return 0
         del s.groups[name]
         changed(e, c, key, "xgroup-destroy")
+        e.store.signal_ready(c.db, key)
         return 1
     assert g is not None
     if sub == b"createconsumer":
@@ -315,14 +317,16 @@ def xreadgroup(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     return e.block(c, r.keys, r.block, [*head, b"STREAMS", *r.keys, *r.ids])
 
 
-def _xreadgroup_ready(e: Engine, c: KVClient, args: list[bytes], key: bytes) -> list[bytes] | None:
+def _xreadgroup_ready(e: Engine, c: KVClient, args: list[bytes], key: bytes) -> list[bytes] | Err | None:
     s = e.store.dbs[c.db].data.get(key)
-    if type(s) is not Stream or not len(s):
-        return None
+    if type(s) is not Stream:
+        return Err(b"UNBLOCKED the stream key no longer exists")
     r = parse_read(args, True)
     assert r.group is not None
     g = s.groups.get(r.group)
-    if g is None or s.last_valid() <= g.last_id:
+    if g is None:
+        return Err(b"NOGROUP the consumer group this client was blocked on no longer exists")
+    if not len(s) or s.last_valid() <= g.last_id:
         return None
     head = [args[0], b"GROUP", r.group, r.consumer, b"COUNT", b"%d" % r.count]
     if r.noack:

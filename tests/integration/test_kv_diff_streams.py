@@ -674,6 +674,28 @@ def test_blocked_xreadgroup_is_served_and_times_out(pair: Pair, servers: tuple[i
             c.close()
 
 
+@pytest.mark.parametrize("gone", ["XGROUP DESTROY s g", "DEL s", "SET s x", "FLUSHALL", "RENAME s s2",
+                                  "PEXPIRE s 20", "SWAPDB 0 1"])
+def test_blocked_xreadgroup_is_told_its_group_or_key_went(pair: Pair, servers: tuple[int, int],
+                                                          gone: str) -> None:
+    """-NOGROUP when the group is destroyed, -UNBLOCKED when the key goes away; a blocked
+    XREAD waits on."""
+    blocked = _both(pair, servers)
+    readers = _both(pair, servers)
+    try:
+        check(pair, cmds("XGROUP CREATE s g $ MKSTREAM"))
+        _send(blocked, "XREADGROUP GROUP g c BLOCK 0 STREAMS s >")
+        _send(readers, "XREAD BLOCK 300 STREAMS s $")
+        pair.wait_blocked(2)
+        check(pair, cmds(gone))
+        assert _same(blocked)[:1] == b"-"
+        assert _same(readers) in (b"*-1\r\n", b"_\r\n")
+    finally:
+        check(pair, cmds("SWAPDB 0 1\nFLUSHALL"))
+        for c in (*blocked, *readers):
+            c.close()
+
+
 def test_keyspace_notifications(pair: Pair, servers: tuple[int, int]) -> None:
     """The stream events (flag t) and the generic ones, as redis-server sends them."""
     subs = _both(pair, servers)
