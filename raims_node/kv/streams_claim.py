@@ -11,6 +11,7 @@ Decisions:
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from raims_node.kv.commands import INT64_MAX, REPLAY_ONLY, Engine, KVClient, command, parse_int
@@ -177,7 +178,7 @@ def xautoclaim(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 
     out: list[Any] = []
     deleted: list[bytes] = []
-    pending = list(g.pel.irange(start, MAX_ID))
+    pending = list(islice(g.pel.irange(start, MAX_ID), attempts + 1))  # the last one: the cursor
     i = 0
     while attempts and count and i < len(pending):
         attempts -= 1

@@ -21,6 +21,7 @@ Decisions:
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any
 
 from raims_node.kv.commands import (
@@ -261,7 +262,7 @@ def _history(e: Engine, s: Stream, cons: Consumer, after: StreamID, count: int, 
     if start is None:
         return out
     now = e.store.now_ms()
-    for sid in list(cons.pel.irange(start, MAX_ID)):
+    for sid in list(islice(cons.pel.irange(start, MAX_ID), count or None)):
         if count and len(out) >= count:
             break
         fields = s.entries.get(sid)
