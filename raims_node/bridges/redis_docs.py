@@ -77,7 +77,8 @@ SINCE_GROUP: dict[str, tuple[str, str, str]] = {
 GROUPS = {"strings": "string", "keys": "generic", "hashes": "hash", "lists": "list", "sets": "set",
            "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server",
            "bitmaps": "bitmap", "bitfield": "bitmap", "lcs": "string", "hll": "hyperloglog", "sort": "generic",
-           "geo": "geo"}
+           "geo": "geo", "streams_cmds": "stream", "streams_groups": "stream", "streams_claim": "stream",
+           "streams_info": "stream"}
 
 
 def command_doc(name: str) -> Map:

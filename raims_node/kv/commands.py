@@ -40,7 +40,8 @@ from raims_node.kv.store import KVStore, ZSet
 log = logging.getLogger("raims.kv")
 
 FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server", "randoms",
-            "objects", "bitmaps", "bitfield", "lcs", "hll", "sort", "geo")
+            "objects", "bitmaps", "bitfield", "lcs", "hll", "sort", "geo", "streams_cmds", "streams_groups",
+            "streams_claim", "streams_info")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # notify-keyspace-events flags (Redis's server.h)
@@ -123,6 +124,12 @@ class Cmd:
 
 COMMANDS: dict[bytes, Cmd] = {}
 BLOCK_TYPES: dict[bytes, type] = {b"bzpopmin": ZSet, b"bzpopmax": ZSet, b"bzmpop": ZSet}  # the others pop lists
+# blocking commands served on a condition of their own (XREAD): (engine, client, the
+# blocked args, the ready key, whatever it holds now, maybe nothing) -> the command to
+# run now, an error to answer, or None to wait on
+BLOCK_READY: dict[bytes, Callable[[Engine, KVClient, list[bytes], bytes], list[bytes] | Err | None]] = {}
+# commands of the map file only (persist.py's snapshot and log), never a client's
+REPLAY_ONLY: dict[bytes, Handler] = {}
 
 
 def command(name: str, arity: int, write: bool = False) -> Callable[[Handler], Handler]:
@@ -284,10 +291,11 @@ class Engine:
             client.db = int(args[1])
             return
         cmd = COMMANDS.get(name)
-        if cmd is None:
+        handler = cmd.handler if cmd is not None else REPLAY_ONLY.get(name)
+        if handler is None:
             raise CommandError(b"ERR unknown command in the map's log: " + name[:64])
         try:
-            cmd.handler(self, client, args)
+            handler(self, client, args)
         except CommandError:
             pass  # a logged command that failed then fails alike now
 
@@ -376,25 +384,41 @@ class Engine:
             client.wake(NULL_ARRAY)
 
     def serve_ready(self) -> None:
-        """Answer the clients blocked on keys that received elements, first come first
-        served; a client waits on while the key holds another type than its pop takes
-        (BLPOP on a key that became a sorted set), as in redis-server."""
+        """Answer the clients blocked on keys that received elements (or were deleted:
+        BLOCK_READY's commands look), first come first served; a client waits on while
+        the key holds another type than its pop takes (BLPOP on a key that became a
+        sorted set), as in redis-server."""
         store = self.store
         while store.ready:
             ready, store.ready = store.ready, []
             for db, key in dict.fromkeys(ready):
                 for client in list(store.blocked.get((db, key), ())):
-                    value = store.dbs[db].data.get(key)
-                    if not value:
-                        break
                     state = client.blocked
-                    if state is None or type(value) is not BLOCK_TYPES.get(state.args[0].lower(), deque):
+                    if state is None:
                         continue
+                    run: Any = state.args
+                    serve_if = BLOCK_READY.get(run[0].lower())
+                    if serve_if is None:
+                        value = store.dbs[db].data.get(key)
+                        if not value:
+                            break
+                        if type(value) is not BLOCK_TYPES.get(run[0].lower(), deque):
+                            continue
+                    else:
+                        saved = client.db
+                        client.db = state.db
+                        run = serve_if(self, client, run, key)
+                        client.db = saved
+                        if run is None:
+                            continue
                     self.unblock(client)
-                    saved = client.db
-                    client.db = state.db
-                    reply = self.execute(client, state.args)
-                    client.db = saved
+                    if type(run) is Err:
+                        reply: Any = run
+                    else:
+                        saved = client.db
+                        client.db = state.db
+                        reply = self.execute(client, run)
+                        client.db = saved
                     if client.wake is not None:
                         client.wake(reply)
 

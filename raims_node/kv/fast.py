@@ -48,7 +48,7 @@ def get(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
 
 def set_(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
     store = e.store
-    if len(a) != 3 or e.notify_flags or not store.writable:
+    if len(a) != 3 or e.notify_flags or not store.writable or store.blocked:  # an overwrite unblocks XREADGROUP
         return None
     db = c.db
     d = store.dbs[db]

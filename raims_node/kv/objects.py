@@ -14,7 +14,7 @@ access times or counters, so the answers are derived from the value):
   lists `quicklist`; hashes `listpack` up to 512 fields with fields and values up to
   64 bytes, else `hashtable`; sets `intset` when every member
   is a canonical integer and there are at most 512, else `hashtable`; sorted sets
-  `listpack` up to 128 members of up to 64 bytes, else `skiplist`. redis-server keeps
+  `listpack` up to 128 members of up to 64 bytes, else `skiplist`; streams `stream`. redis-server keeps
   an encoding once converted (a hash that shrank stays `hashtable`), answers `raw`
   for strings grown by APPEND or SETRANGE and `embstr` (refcount 1) for an integer
   INCRBYFLOAT wrote; here the current value decides.
@@ -36,6 +36,7 @@ from raims_node.kv.errors import SYNTAX, CommandError
 from raims_node.kv.hll import is_hll
 from raims_node.kv.reply import OK
 from raims_node.kv.store import ZSet
+from raims_node.kv.streams import Stream, copy_stream
 
 _INT32 = 1 << 31
 
@@ -48,6 +49,8 @@ def copy_value(value: Any) -> Any:
         return z
     if type(value) is bytes:
         return value
+    if type(value) is Stream:
+        return copy_stream(value)
     return type(value)(value)  # dict, deque, set
 
 
@@ -113,9 +116,9 @@ def swapdb(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     store.dbs[i], store.dbs[j] = dj, di
     store.reindex_deadlines()
     store.dirty += 1
-    for db in (i, j):
+    for db in (i, j):  # and XREADGROUP's streams that went away
         for bdb, key in list(store.blocked):
-            if bdb == db and key in store.dbs[db].data:
+            if bdb == db:
                 store.ready.append((bdb, key))
     return OK
 
@@ -144,6 +147,8 @@ def encoding(value: Any) -> bytes:
     if t is dict:
         small = len(value) <= 512 and all(len(k) <= 64 and len(v) <= 64 for k, v in value.items())
         return b"listpack" if small else b"hashtable"
+    if t is Stream:
+        return b"stream"
     if t is set:
         return b"intset" if len(value) <= 512 and all(map(_canonical_int, value)) else b"hashtable"
     small = len(value) <= 128 and all(len(m) <= 64 for m in value.scores)

@@ -6,7 +6,8 @@ which a Python node cannot share with other processes usefully):
 
 - `PATH` is the snapshot: a header command `RAIMSKV 1 <databases>` then, per database
   with keys, `SELECT n` and commands that rebuild each key (SET, RPUSH, HSET, SADD, ZADD
-  in chunks of CHUNK elements, PEXPIREAT for a deadline). `ms_kv init PATH` writes the
+  in chunks of CHUNK elements, XADD per stream entry then the stream's counters and
+  groups, PEXPIREAT for a deadline). `ms_kv init PATH` writes the
   header alone. A `sysv:`, `posix:` or `file:` prefix (the manual's `-m sysv:raikv.shm`)
   is dropped and the rest used as a path.
 - `PATH.log` is the append-only log: every write command that changed something, as
@@ -39,6 +40,7 @@ from raims_node.kv.commands import Engine, KVClient
 from raims_node.kv.errors import CommandError, MapFileError
 from raims_node.kv.reply import format_double
 from raims_node.kv.store import KVStore, ZSet
+from raims_node.kv.streams import Stream, fmt_id
 
 log = logging.getLogger("raims.kv")
 
@@ -171,6 +173,23 @@ def _rebuild(key: bytes, value: object) -> Iterator[list[bytes]]:
         flat = [x for s, m in value.order for x in (format_double(s), m)]
         for part in _chunks(flat, 2 * CHUNK):
             yield [b"ZADD", key, *part]
+    elif isinstance(value, Stream):
+        yield from _rebuild_stream(key, value)
+
+
+def _rebuild_stream(key: bytes, s: Stream) -> Iterator[list[bytes]]:
+    """A stream: its entries, its counters, its groups with their consumers and pending
+    entries (streams_groups.py's XRESTORE commands keep the times)."""
+    for sid, flat in s.entries.items():
+        yield [b"XADD", key, fmt_id(sid), *flat]
+    yield [b"XRESTORE.STREAM", key, fmt_id(s.last_id), b"%d" % s.entries_added, fmt_id(s.max_deleted)]
+    for name, g in s.groups.items():
+        yield [b"XGROUP", b"CREATE", key, name, fmt_id(g.last_id), b"ENTRIESREAD", b"%d" % g.entries_read]
+        for cname, cons in g.consumers.items():
+            yield [b"XRESTORE.CONSUMER", key, name, cname, b"%d" % cons.seen_time]
+        for sid, n in g.pel.items():
+            yield [b"XRESTORE.NACK", key, name, n.consumer, fmt_id(sid), b"%d" % n.delivery_time,
+                   b"%d" % n.delivery_count]
 
 
 class MapFile:

@@ -5,13 +5,15 @@ parameters. Sans-IO: the clock is an injected `now_ms()`, nothing here touches a
 a socket. Value types are Python's own, one per Redis type:
 
     string -> bytes, hash -> dict[bytes, bytes], list -> deque[bytes],
-    set -> set[bytes], zset -> ZSet (a dict of scores plus a SortedList of (score, member))
+    set -> set[bytes], zset -> ZSet (a dict of scores plus a SortedList of (score, member)),
+    stream -> streams.Stream (never empty as a container: an empty stream stays a key)
 
 Expiry is lazy (a key past its deadline is removed when a command looks at it) and
 active (`sweep` removes at most SWEEP_LIMIT expired keys; the daemon calls it from its
 tick, as redis-server's `activeExpireCycle`). Every change to a key calls `touch`, which
-marks the WATCHers of that key dirty; list pushes also record the key as ready for the
-clients blocked on it (commands.py serves them after the command).
+marks the WATCHers of that key dirty; list pushes (and deletions, for XREADGROUP) also
+record the key as ready for the clients blocked on it (commands.py serves them after
+the command).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sortedcontainers import SortedList
+
+from raims_node.kv.streams import Stream
 
 SWEEP_LIMIT = 1000  # expired keys removed per sweep at most (the rest wait for the next tick)
 
@@ -63,8 +67,9 @@ class ZSet:
         return True
 
 
-Value = bytes | dict | deque | set | ZSet
-TYPE_NAMES: dict[type, bytes] = {bytes: b"string", dict: b"hash", deque: b"list", set: b"set", ZSet: b"zset"}
+Value = bytes | dict | deque | set | ZSet | Stream
+TYPE_NAMES: dict[type, bytes] = {bytes: b"string", dict: b"hash", deque: b"list", set: b"set", ZSet: b"zset",
+                                 Stream: b"stream"}
 
 
 @dataclass(slots=True)
@@ -114,6 +119,8 @@ class KVStore:
         d.expires.pop(key, None)
         self.expired_keys += 1
         self.touch(db, key)
+        if self.blocked:
+            self.signal_ready(db, key)
         if self.on_expired is not None:
             self.on_expired(db, key)
 
@@ -147,6 +154,8 @@ class KVStore:
         del d.data[key]
         d.expires.pop(key, None)
         self.touch(db, key)
+        if self.blocked:  # a blocked XREADGROUP is told its stream is gone
+            self.signal_ready(db, key)
         return True
 
     def drop_if_empty(self, db: int, key: bytes) -> bool:
@@ -194,6 +203,7 @@ class KVStore:
             d.data.clear()
             d.expires.clear()
         self.touch_all(db)
+        self.ready += [wk for wk in self.blocked if db is None or wk[0] == db]
         self.dirty += 1
 
     # ------------------------------------------------------------ active expiry
