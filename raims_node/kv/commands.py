@@ -481,6 +481,19 @@ def parse_count(raw: bytes) -> int:
     return count
 
 
+def parse_card_limit(rest: list[bytes]) -> int:
+    """SINTERCARD's and ZINTERCARD's options after the keys: [LIMIT limit] (repeatable,
+    the last wins); 0 is no limit."""
+    limit = 0
+    for i in range(0, len(rest), 2):
+        if rest[i].lower() != b"limit" or i + 1 >= len(rest):
+            raise syntax_error()
+        limit = parse_int(rest[i + 1], b"ERR LIMIT can't be negative")
+        if limit < 0:
+            raise CommandError(b"ERR LIMIT can't be negative")
+    return limit
+
+
 def check_writable(engine: Engine) -> None:
     if not engine.store.writable:
         raise CommandError(NO_MAP)
