@@ -4,9 +4,12 @@ strings (plain, integer-encoded, LZF-compressed), doubles, and the compact blobs
 travel in (listpack, ziplist, intset, zipmap).
 
 Everything here is pure and bounded: a reader never allocates more than the payload
-holds, except an LZF string, whose declared size is at most LZF_MAX_RATIO times its
-compressed size (what LZF can encode at best) and at most MAX_STRING; whatever does not
-parse raises BadPayload, which RESTORE answers as "ERR Bad data format".
+holds, except an LZF string, whose size is bounded by its compressed size (lzf.py);
+whatever does not parse raises BadPayload, which RESTORE answers as "ERR Bad data
+format". Strings are written as redis-server writes them (integer-encoded, or
+LZF-compressed when longer than 20 bytes and that saves at least 4 bytes), except that
+strings over COMPRESS_MAX bytes are written plain (compressing them in Python would
+hold the node's loop for long; redis-server reads either).
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from __future__ import annotations
 import re
 import struct
 
+from raims_node.kv import lzf
+
 RDB_VERSION = 10  # redis-server 7.0's
-MAX_STRING = 512 * 1024 * 1024  # redis-server's proto-max-bulk-len
-LZF_MAX_RATIO = 88  # a 3-byte LZF back-reference yields at most 264 bytes
+COMPRESS_MAX = 16 * 1024  # longer strings are written uncompressed
 
 # value types (rdb.h)
 T_STRING, T_LIST, T_SET, T_ZSET, T_HASH, T_ZSET_2 = 0, 1, 2, 3, 4, 5
@@ -70,48 +74,6 @@ def verify(payload: bytes) -> bool:
         return False
     version = payload[-10] | payload[-9] << 8
     return version <= RDB_VERSION and struct.unpack("<Q", payload[-8:])[0] == crc64(payload[:-8])
-
-
-# ------------------------------------------------------------------ LZF
-
-def lzf_decompress(data: bytes, out_len: int) -> bytes:
-    """liblzf's lzf_decompress; exactly `out_len` bytes or BadPayload."""
-    if out_len > LZF_MAX_RATIO * len(data) + 8 or out_len > MAX_STRING:
-        raise BadPayload("LZF output too large for its input")
-    out = bytearray()
-    i, n = 0, len(data)
-    while i < n:
-        ctrl = data[i]
-        i += 1
-        if ctrl < 32:  # a literal run of ctrl + 1 bytes
-            run = ctrl + 1
-            if i + run > n or len(out) + run > out_len:
-                raise BadPayload("LZF literal past the end")
-            out += data[i:i + run]
-            i += run
-            continue
-        length = ctrl >> 5
-        if length == 7:
-            if i >= n:
-                raise BadPayload("LZF reference cut short")
-            length += data[i]
-            i += 1
-        if i >= n:
-            raise BadPayload("LZF reference cut short")
-        back = ((ctrl & 0x1F) << 8) + data[i] + 1
-        i += 1
-        length += 2
-        if back > len(out) or len(out) + length > out_len:
-            raise BadPayload("LZF reference out of range")
-        start = len(out) - back
-        if back >= length:
-            out += out[start:start + length]
-        else:  # overlapping: the last `back` bytes repeat
-            chunk = bytes(out[start:])
-            out += (chunk * (length // back + 1))[:length]
-    if len(out) != out_len:
-        raise BadPayload("LZF output of the wrong size")
-    return bytes(out)
 
 
 # ------------------------------------------------------------------ reading
@@ -174,7 +136,10 @@ class Reader:
         if n == _ENC_LZF:
             clen = self.length()
             out_len = self.length()
-            return lzf_decompress(self.take(clen), out_len)
+            try:
+                return lzf.decompress(self.take(clen), out_len)
+            except lzf.LZFError as exc:
+                raise BadPayload(str(exc)) from None
         raise BadPayload(f"unknown string encoding {n}")
 
     def binary_double(self) -> float:
@@ -417,8 +382,8 @@ def canonical_int(b: bytes) -> int | None:
 
 
 def enc_string(b: bytes) -> bytes:
-    """An RDB string: integer-encoded when it is a canonical 32-bit integer (as
-    redis-server's rdbTryIntegerEncoding), else plain."""
+    """An RDB string as redis-server's rdbSaveRawString writes it: integer-encoded when
+    it is a canonical 32-bit integer, LZF-compressed when that pays, else plain."""
     if len(b) <= 11:
         v = canonical_int(b)
         if v is not None:
@@ -428,6 +393,10 @@ def enc_string(b: bytes) -> bytes:
                 return bytes([0xC0 | _ENC_INT16]) + struct.pack("<h", v)
             if -(1 << 31) <= v < 1 << 31:
                 return bytes([0xC0 | _ENC_INT32]) + struct.pack("<i", v)
+    if 20 < len(b) <= COMPRESS_MAX:
+        packed = lzf.compress(b, len(b) - 4)
+        if packed is not None:
+            return bytes([0xC0 | _ENC_LZF]) + enc_len(len(packed)) + enc_len(len(b)) + packed
     return enc_len(len(b)) + b
 
 

@@ -9,8 +9,9 @@ are refused. Stricter than redis-server without `sanitize-dump-payload yes`: emp
 values, duplicate members, out-of-order stream entries, stream nodes whose counts do
 not match their entries, pending entries without a consumer are bad data.
 
-Written (decisions, values redis-server reads back the same): strings plain or
-integer-encoded, never LZF-compressed; lists as quicklist 2 of listpack nodes (at most
+Written (decisions, values redis-server reads back the same): strings, members and
+blobs as redis-server writes strings (rdb.enc_string: integer-encoded or LZF-compressed
+where it would, up to rdb.COMPRESS_MAX bytes); lists as quicklist 2 of listpack nodes (at most
 NODE_ELEMENTS elements or about NODE_BYTES bytes each); sets as intsets (at most 512
 integer members) or plain; hashes plain; sorted sets ZSET_2; streams STREAM_LISTPACKS_2
 with one listpack per node of the map's model, holding the node's live entries only

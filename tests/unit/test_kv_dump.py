@@ -17,13 +17,14 @@ from hypothesis import strategies as st
 
 from raims_node.kv import open_kv
 from raims_node.kv.commands import Engine, KVClient
+from raims_node.kv.lzf import LZFError, compress
+from raims_node.kv.lzf import decompress as lzf_decompress
 from raims_node.kv.persist import init_map
 from raims_node.kv.rdb import (
     BadPayload,
     crc64,
     frame,
     listpack,
-    lzf_decompress,
     parse_intset,
     parse_listpack,
     parse_ziplist,
@@ -78,8 +79,26 @@ def test_lzf() -> None:
     assert lzf_decompress(b"\x01ab\x20\x01", 5) == b"ababa"
     for data, n in ((b"\x02abc", 4), (b"\x02abc", 2), (b"\x03abc", 4), (b"\x00a\x20\x05", 4), (b"\x00a\xe0", 9),
                     (b"\x00a", 10 ** 9), (b"", 1)):
-        with pytest.raises(BadPayload):
+        with pytest.raises(LZFError):
             lzf_decompress(data, n)
+
+
+def test_lzf_compress_is_redis_servers() -> None:
+    text = b"abcabcabcabcabcabcabcabcabc" * 4
+    assert compress(text, len(text) - 4) == b"\x03abca\xe0]\x02\x01bc"  # from redis-server's DUMP
+    assert compress(bytes(range(40)), 36) is None  # incompressible: does not fit
+    assert compress(b"", 10) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=3000) | st.lists(st.sampled_from([b"ab", b"abc", b"x" * 40, b"\x00"]),
+                                           max_size=300).map(b"".join))
+def test_lzf_round_trip(data: bytes) -> None:
+    packed = compress(data, len(data) + 64)
+    if data:
+        assert packed is not None and lzf_decompress(packed, len(data)) == data
+    small = compress(data, max(len(data) - 4, 0))
+    assert small is None or (len(small) <= len(data) - 1 and lzf_decompress(small, len(data)) == data)
 
 
 @pytest.mark.parametrize("name", sorted(REDIS))
@@ -91,7 +110,7 @@ def test_redis_server_payloads(name: str) -> None:
         assert list(got.order) == want
     else:
         assert (list(got) if isinstance(got, deque) else got) == want
-    if name in ("quicklist",):
+    if name in ("quicklist", "lzf string"):
         assert dump(got) == payload  # written as redis-server writes it
 
 
