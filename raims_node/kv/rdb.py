@@ -8,19 +8,21 @@ holds, except an LZF string, whose size is bounded by its compressed size (lzf.p
 whatever does not parse raises BadPayload, which RESTORE answers as "ERR Bad data
 format". Strings are written as redis-server writes them (integer-encoded, or
 LZF-compressed when longer than 20 bytes and that saves at least 4 bytes), except that
-strings over COMPRESS_MAX bytes are written plain (compressing them in Python would
-hold the node's loop for long; redis-server reads either).
+compression is bounded per string and per payload (StringWriter: LZF in Python would
+hold the node's loop for long; redis-server reads plain strings the same).
 """
 
 from __future__ import annotations
 
 import re
 import struct
+import sys
 
 from raims_node.kv import lzf
 
 RDB_VERSION = 10  # redis-server 7.0's
 COMPRESS_MAX = 16 * 1024  # longer strings are written uncompressed
+COMPRESS_BUDGET = 64 * 1024  # string bytes compression is tried on per payload
 
 # value types (rdb.h)
 T_STRING, T_LIST, T_SET, T_ZSET, T_HASH, T_ZSET_2 = 0, 1, 2, 3, 4, 5
@@ -38,24 +40,37 @@ class BadPayload(ValueError):
 
 # ------------------------------------------------------------------ CRC64 (Jones, reflected)
 
-def _crc_table() -> list[int]:
+def _crc_tables() -> list[list[int]]:
+    """The byte table of the reflected polynomial and seven more for 8 bytes a step."""
     poly = 0x95AC9329AC4BC9B5  # 0xad93d23594c935a9 reflected
-    table = []
+    base = []
     for i in range(256):
         c = i
         for _ in range(8):
             c = (c >> 1) ^ poly if c & 1 else c >> 1
-        table.append(c)
-    return table
+        base.append(c)
+    tables = [base]
+    for _ in range(7):
+        prev = tables[-1]
+        tables.append([(prev[i] >> 8) ^ base[prev[i] & 0xFF] for i in range(256)])
+    return tables
 
 
-_CRC_TABLE = _crc_table()
+_T0, _T1, _T2, _T3, _T4, _T5, _T6, _T7 = _crc_tables()
 
 
 def crc64(data: bytes, crc: int = 0) -> int:
-    """redis-server's crc64.c: CRC-64/Jones, reflected, initial value 0, no final xor."""
-    table = _CRC_TABLE
-    for b in data:
+    """redis-server's crc64.c: CRC-64/Jones, reflected, initial value 0, no final xor
+    (slicing by 8 on little-endian machines: about 6 MB/s in CPython)."""
+    n8 = len(data) & ~7 if sys.byteorder == "little" else 0
+    if n8:
+        t0, t1, t2, t3, t4, t5, t6, t7 = _T0, _T1, _T2, _T3, _T4, _T5, _T6, _T7
+        for word in memoryview(data)[:n8].cast("Q"):
+            crc ^= word
+            crc = (t7[crc & 0xFF] ^ t6[(crc >> 8) & 0xFF] ^ t5[(crc >> 16) & 0xFF] ^ t4[(crc >> 24) & 0xFF]
+                   ^ t3[(crc >> 32) & 0xFF] ^ t2[(crc >> 40) & 0xFF] ^ t1[(crc >> 48) & 0xFF] ^ t0[crc >> 56])
+    table = _T0
+    for b in data[n8:]:
         crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
     return crc
 
@@ -381,23 +396,35 @@ def canonical_int(b: bytes) -> int | None:
     return v if -(1 << 63) <= v < 1 << 63 else None
 
 
-def enc_string(b: bytes) -> bytes:
-    """An RDB string as redis-server's rdbSaveRawString writes it: integer-encoded when
-    it is a canonical 32-bit integer, LZF-compressed when that pays, else plain."""
-    if len(b) <= 11:
-        v = canonical_int(b)
-        if v is not None:
-            if -128 <= v <= 127:
-                return bytes([0xC0 | _ENC_INT8]) + struct.pack("<b", v)
-            if -32768 <= v <= 32767:
-                return bytes([0xC0 | _ENC_INT16]) + struct.pack("<h", v)
-            if -(1 << 31) <= v < 1 << 31:
-                return bytes([0xC0 | _ENC_INT32]) + struct.pack("<i", v)
-    if 20 < len(b) <= COMPRESS_MAX:
-        packed = lzf.compress(b, len(b) - 4)
-        if packed is not None:
-            return bytes([0xC0 | _ENC_LZF]) + enc_len(len(packed)) + enc_len(len(b)) + packed
-    return enc_len(len(b)) + b
+class StringWriter:
+    """RDB strings of one payload, as redis-server's rdbSaveRawString writes them:
+    integer-encoded when a canonical 32-bit integer, LZF-compressed when longer than 20
+    bytes and that saves 4 bytes, else plain. Compression is tried for strings of at
+    most COMPRESS_MAX bytes and COMPRESS_BUDGET bytes per payload in all (Python's LZF
+    takes up to 2 microseconds a byte; the rest is written plain, which reads the same)."""
+
+    __slots__ = ("budget",)
+
+    def __init__(self, budget: int = COMPRESS_BUDGET) -> None:
+        self.budget = budget
+
+    def __call__(self, b: bytes) -> bytes:
+        n = len(b)
+        if n <= 11:
+            v = canonical_int(b)
+            if v is not None:
+                if -128 <= v <= 127:
+                    return bytes([0xC0 | _ENC_INT8]) + struct.pack("<b", v)
+                if -32768 <= v <= 32767:
+                    return bytes([0xC0 | _ENC_INT16]) + struct.pack("<h", v)
+                if -(1 << 31) <= v < 1 << 31:
+                    return bytes([0xC0 | _ENC_INT32]) + struct.pack("<i", v)
+        if 20 < n <= COMPRESS_MAX and n <= self.budget:
+            self.budget -= n
+            packed = lzf.compress(b, n - 4)
+            if packed is not None:
+                return bytes([0xC0 | _ENC_LZF]) + enc_len(len(packed)) + enc_len(n) + packed
+        return enc_len(n) + b
 
 
 def _lp_entry(el: bytes) -> bytes:

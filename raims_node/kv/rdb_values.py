@@ -10,7 +10,7 @@ values, duplicate members, out-of-order stream entries, stream nodes whose count
 not match their entries, pending entries without a consumer are bad data.
 
 Written (decisions, values redis-server reads back the same): strings, members and
-blobs as redis-server writes strings (rdb.enc_string: integer-encoded or LZF-compressed
+blobs as redis-server writes strings (rdb.StringWriter: integer-encoded or LZF-compressed
 where it would, up to rdb.COMPRESS_MAX bytes); lists as quicklist 2 of listpack nodes (at most
 NODE_ELEMENTS elements or about NODE_BYTES bytes each); sets as intsets (at most 512
 integer members) or plain; hashes plain; sorted sets ZSET_2; streams STREAM_LISTPACKS_2
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from raims_node.kv import rdb
-from raims_node.kv.rdb import BadPayload, Reader, enc_len, enc_string, to_bytes, to_int
+from raims_node.kv.rdb import BadPayload, Reader, StringWriter, enc_len, to_bytes, to_int
 from raims_node.kv.store import ZSet
 from raims_node.kv.streams import U64, ZERO_ID, Consumer, Group, Nack, Node, Stream, StreamID
 
@@ -278,26 +278,27 @@ _LOADERS: dict[int, Callable[[Reader, int], Any]] = {
 def dump(value: Any) -> bytes:
     """The DUMP payload of `value` (footer included)."""
     t = type(value)
+    w = StringWriter()
     if t is bytes:
-        body = bytes([rdb.T_STRING]) + enc_string(value)
+        body = bytes([rdb.T_STRING]) + w(value)
     elif t is deque:
-        body = bytes([rdb.T_LIST_QUICKLIST_2]) + _dump_list(value)
+        body = bytes([rdb.T_LIST_QUICKLIST_2]) + _dump_list(value, w)
     elif t is set:
-        body = _dump_set(value)
+        body = _dump_set(value, w)
     elif t is dict:
         body = bytes([rdb.T_HASH]) + enc_len(len(value)) + b"".join(
-            enc_string(k) + enc_string(v) for k, v in value.items())
+            w(k) + w(v) for k, v in value.items())
     elif t is ZSet:
         body = bytes([rdb.T_ZSET_2]) + enc_len(len(value)) + b"".join(
-            enc_string(m) + struct.pack("<d", s) for s, m in reversed(value.order))
+            w(m) + struct.pack("<d", s) for s, m in reversed(value.order))
     elif t is Stream:
-        body = bytes([rdb.T_STREAM_LISTPACKS_2]) + _dump_stream(value)
+        body = bytes([rdb.T_STREAM_LISTPACKS_2]) + _dump_stream(value, w)
     else:
         raise TypeError(f"no serialized form for {t.__name__}")
     return rdb.frame(body)
 
 
-def _dump_list(items: deque[bytes]) -> bytes:
+def _dump_list(items: deque[bytes], w: StringWriter) -> bytes:
     nodes: list[bytes] = []
     part: list[bytes | int] = []
     size = 0
@@ -309,10 +310,10 @@ def _dump_list(items: deque[bytes]) -> bytes:
             part, size = [], 0
     if part:
         nodes.append(rdb.listpack(part))
-    return enc_len(len(nodes)) + b"".join(enc_len(_QL_PACKED) + enc_string(n) for n in nodes)
+    return enc_len(len(nodes)) + b"".join(enc_len(_QL_PACKED) + w(n) for n in nodes)
 
 
-def _dump_set(members: set[bytes]) -> bytes:
+def _dump_set(members: set[bytes], w: StringWriter) -> bytes:
     ints = [rdb.canonical_int(m) for m in members]
     if len(members) <= INTSET_MAX and all(v is not None for v in ints):
         values = sorted(v for v in ints if v is not None)
@@ -320,8 +321,8 @@ def _dump_set(members: set[bytes]) -> bytes:
             4 if all(-(1 << 31) <= v < 1 << 31 for v in values) else 8)
         fmt = {2: "h", 4: "i", 8: "q"}[width]
         blob = struct.pack(f"<II{len(values)}{fmt}", width, len(values), *values)
-        return bytes([rdb.T_SET_INTSET]) + enc_string(blob)
-    return bytes([rdb.T_SET]) + enc_len(len(members)) + b"".join(enc_string(m) for m in members)
+        return bytes([rdb.T_SET_INTSET]) + w(blob)
+    return bytes([rdb.T_SET]) + enc_len(len(members)) + b"".join(w(m) for m in members)
 
 
 def _s64(v: int) -> int:
@@ -329,7 +330,7 @@ def _s64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def _dump_node(s: Stream, node: Node) -> bytes:
+def _dump_node(s: Stream, node: Node, w: StringWriter) -> bytes:
     items: list[bytes | int] = [node.live, 0, len(node.fields), *node.fields, 0]
     for sid, flat in s.entries.items()[s.entries.bisect_left(node.master):s.entries.bisect_right(node.last)]:
         d_ms, d_seq = _s64(sid[0] - node.master[0]), _s64(sid[1] - node.master[1])
@@ -338,12 +339,12 @@ def _dump_node(s: Stream, node: Node) -> bytes:
             items += [_SAMEFIELDS, d_ms, d_seq, *flat[1::2], 3 + len(names)]
         else:
             items += [0, d_ms, d_seq, len(names), *flat, 4 + 2 * len(names)]
-    return enc_string(struct.pack(">QQ", *node.master)) + enc_string(rdb.listpack(items))
+    return w(struct.pack(">QQ", *node.master)) + w(rdb.listpack(items))
 
 
-def _dump_stream(s: Stream) -> bytes:
+def _dump_stream(s: Stream, w: StringWriter) -> bytes:
     out = [enc_len(len(s.nodes))]
-    out += [_dump_node(s, node) for node in s.nodes.values()]
+    out += [_dump_node(s, node, w) for node in s.nodes.values()]
     first = s.entries.peekitem(0)[0] if s.entries else ZERO_ID
     out.append(enc_len(len(s.entries)))
     for sid in (s.last_id, first, s.max_deleted):
@@ -351,13 +352,13 @@ def _dump_stream(s: Stream) -> bytes:
     out.append(enc_len(s.entries_added))
     out.append(enc_len(len(s.groups)))
     for name, g in s.groups.items():
-        out.append(enc_string(name) + enc_len(g.last_id[0]) + enc_len(g.last_id[1]) + enc_len(g.entries_read & U64))
+        out.append(w(name) + enc_len(g.last_id[0]) + enc_len(g.last_id[1]) + enc_len(g.entries_read & U64))
         out.append(enc_len(len(g.pel)))
         out += [struct.pack(">QQ", *sid) + struct.pack("<q", n.delivery_time) + enc_len(n.delivery_count)
                 for sid, n in g.pel.items()]
         out.append(enc_len(len(g.consumers)))
         for cname, cons in g.consumers.items():
-            out.append(enc_string(cname) + struct.pack("<q", cons.seen_time) + enc_len(len(cons.pel)))
+            out.append(w(cname) + struct.pack("<q", cons.seen_time) + enc_len(len(cons.pel)))
             out += [struct.pack(">QQ", *sid) for sid in cons.pel]
     return b"".join(out)
 

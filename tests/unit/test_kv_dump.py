@@ -61,6 +61,17 @@ def test_crc64_is_redis_servers() -> None:
     assert crc64(b"123456789") == 0xE9C6D914C4B8D9CA  # crc64.c's own check value
     assert crc64(b"") == 0
     assert crc64(b"6789", crc64(b"12345")) == crc64(b"123456789")
+    data = bytes(range(256)) * 3 + b"tail"  # the definition, bit by bit, against the sliced tables
+    assert all(crc64(data[:n]) == _bitwise_crc(data[:n]) for n in (0, 1, 7, 8, 9, 64, 100, len(data)))
+
+
+def _bitwise_crc(data: bytes) -> int:
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x95AC9329AC4BC9B5 if crc & 1 else crc >> 1
+    return crc
 
 
 def test_frame_and_verify() -> None:
