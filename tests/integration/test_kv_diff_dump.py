@@ -11,6 +11,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from raims_node.kv.rdb import crc64, frame
 from tests.integration.kv_diff import Pair, RawClient, cmds, kv_servers, parse
@@ -176,6 +178,33 @@ def test_empty_stream_cross(pair: Pair) -> None:
     _both(pair, "XADD x 5-5 a 1\nXDEL x 5-5\nXADD e 1-1 a 1\nXTRIM e MAXLEN 0\nXGROUP CREATE e g $")
     _cross(pair, b"x", SHOW["stream"])
     _cross(pair, b"e", SHOW["stream"])
+
+
+_elem = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1).map(lambda v: b"%d" % v),
+                  st.integers(-200, 200).map(lambda v: b"%d" % v), st.binary(max_size=40),
+                  st.sampled_from([b"x" * 70, b"abc" * 30, b"007", b"-0", b" 1"]))
+
+
+def _build(kind: str, items: list[bytes]) -> list[list[bytes]]:
+    if kind == "string":
+        return [[b"SET", b"k", b"".join(items)]]
+    if kind == "list":
+        return [[b"RPUSH", b"k", *items]]
+    if kind == "set":
+        return [[b"SADD", b"k", *items]]
+    if kind == "hash":
+        return [[b"HSET", b"k", *[x for i, v in enumerate(items) for x in (v, b"%d" % i)]]]
+    if kind == "zset":
+        return [[b"ZADD", b"k", *[x for i, v in enumerate(items) for x in (b"%r" % (i / 7 - 1), v)]]]
+    return [[b"XADD", b"k", b"%d-%d" % (i // 3 + 1, i % 3), b"f", v] for i, v in enumerate(items)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(sorted(SHOW)), st.lists(_elem, min_size=1, max_size=150))
+def test_generated_values_cross(pair: Pair, kind: str, items: list[bytes]) -> None:
+    pair.reset()
+    pair.check(_build(kind, items))
+    _cross(pair, b"k", SHOW[kind])
 
 
 RESTORE_ERRORS = """
