@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from raims_node.kv.rdb import crc64, frame
+from raims_node.kv.rdb import crc64, enc_len, frame
 from tests.integration.kv_diff import Pair, RawClient, cmds, kv_servers, parse
 
 
@@ -205,6 +205,48 @@ def test_generated_values_cross(pair: Pair, kind: str, items: list[bytes]) -> No
     pair.reset()
     pair.check(_build(kind, items))
     _cross(pair, b"k", SHOW[kind])
+
+
+def _s(b: bytes) -> bytes:
+    return enc_len(len(b)) + b
+
+
+def _ziplist(items: list[bytes | int]) -> bytes:
+    """A ziplist (the list, hash and sorted set blob of RDB before 7.0) of small items."""
+    body, prev, last = b"", 0, 10
+    for it in items:
+        if isinstance(it, int):
+            enc = bytes([0xF1 + it]) if 0 <= it <= 12 else (
+                b"\xfe" + struct.pack("<b", it) if -128 <= it <= 127 else b"\xc0" + struct.pack("<h", it))
+        else:
+            enc = bytes([len(it)]) + it
+        entry = bytes([prev]) + enc
+        last, body, prev = 10 + len(body), body + entry, len(entry)
+    return struct.pack("<IIH", 10 + len(body) + 1, last, len(items)) + body + b"\xff"
+
+
+# the forms redis-server 7.0 no longer writes but still reads
+OLD_FORMS = {
+    b"list": b"\x01" + enc_len(3) + _s(b"a") + _s(b"b") + _s(b"12"),
+    b"list-ziplist": b"\x0a" + _s(_ziplist([b"a", 5, -300, b"xyz", 100, 12, 13, -1])),
+    b"quicklist": b"\x0e" + enc_len(3) + _s(_ziplist([b"a", 1])) + _s(_ziplist([])) + _s(_ziplist([b"b", 2000])),
+    b"zipmap": b"\x09" + _s(b"\x02\x01f\x01\x00v\x01g\x02\x01xy\x00\xff"),
+    b"hash-ziplist": b"\x0d" + _s(_ziplist([b"f", b"v", b"n", 7])),
+    b"zset-ziplist": b"\x0c" + _s(_ziplist([b"c", -3, b"a", 1, b"b", b"2.5"])),
+    b"zset": b"\x03" + enc_len(3) + _s(b"a") + b"\x031.5" + _s(b"b") + b"\xfe" + _s(b"c") + b"\xff",
+    b"zset-nan": b"\x03" + enc_len(1) + _s(b"a") + b"\xfd",
+    b"zset-text": b"\x03" + enc_len(1) + _s(b"a") + b"\x03abc",
+    b"set-ints": b"\x02" + enc_len(2) + _s(b"1") + _s(b"x"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(OLD_FORMS))
+def test_old_forms(pair: Pair, key: bytes) -> None:
+    pair.check([[b"RESTORE", key, b"0", frame(OLD_FORMS[key])], [b"TYPE", key]])
+    kind = parse(pair.ref.call([b"TYPE", key]))[1].decode()
+    if kind in SHOW:
+        for cmd in SHOW[kind]:
+            _check(pair, [key if a == b"KEY" else a for a in cmd])
 
 
 RESTORE_ERRORS = """

@@ -154,6 +154,16 @@ def test_blobs() -> None:
             parse(blob)
 
 
+def test_malformed_values_are_bad_data() -> None:
+    """Including what crashes redis-server 7.0.15 without sanitize-dump-payload (a hash
+    listpack of an odd element count)."""
+    for body in (b"\x10" + bytes([len(listpack([b"a", b"b", b"c"]))]) + listpack([b"a", b"b", b"c"]),
+                 b"\x10" + bytes([len(listpack([b"a", b"1", b"a", b"2"]))]) + listpack([b"a", b"1", b"a", b"2"]),
+                 b"\x02\x02\x01a\x01a", b"\x12\x01\x02\x07\x07\x00\x00\x00\x00\x00\xff", b"\x13\x00\x00"):
+        with pytest.raises(BadPayload):
+            load(frame(body))
+
+
 def _zset(pairs: dict[bytes, float]) -> ZSet:
     z = ZSet()
     for m, s in pairs.items():
