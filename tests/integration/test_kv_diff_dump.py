@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from raims_node.kv.rdb import crc64, enc_len, frame
 from tests.integration.kv_diff import Pair, RawClient, cmds, kv_servers, parse
+from tests.unit.test_kv_dump import STREAM as STREAM_PAYLOAD
 
 
 @pytest.fixture(scope="module")
@@ -237,6 +238,9 @@ OLD_FORMS = {
     b"zset-nan": b"\x03" + enc_len(1) + _s(b"a") + b"\xfd",
     b"zset-text": b"\x03" + enc_len(1) + _s(b"a") + b"\x03abc",
     b"set-ints": b"\x02" + enc_len(2) + _s(b"1") + _s(b"x"),
+    # redis-server's STREAM_LISTPACKS_2 DUMP less the 7.0 fields: STREAM_LISTPACKS (6.x)
+    b"stream-v1": b"\x0f" + STREAM_PAYLOAD[1:-10].replace(b"\x02\x01\x02\x01\x01\x00\x00\x02\x01\x01g\x01\x01\x01",
+                                                b"\x02\x01\x02\x01\x01g\x01\x01"),
 }
 
 

@@ -133,6 +133,10 @@ def test_redis_server_stream() -> None:
     g = s.groups[b"g"]
     assert g.last_id == (1, 1) and g.entries_read == 1 and list(g.pel) == [(1, 1)]
     assert g.pel[(1, 1)].consumer == b"c" and list(g.consumers[b"c"].pel) == [(1, 1)]
+    v1 = b"\x0f" + STREAM[1:-10].replace(b"\x02\x01\x02\x01\x01\x00\x00\x02\x01\x01g\x01\x01\x01",
+                                         b"\x02\x01\x02\x01\x01g\x01\x01")  # STREAM_LISTPACKS (6.x)
+    old = load(frame(v1))
+    assert dict(old.entries) == dict(s.entries) and old.entries_added == 2 and old.groups[b"g"].entries_read == 1
     back = load(dump(s))
     assert dict(back.entries) == dict(s.entries) and back.groups[b"g"].pel[(1, 1)] == g.pel[(1, 1)]
 
