@@ -4,7 +4,8 @@ strings (plain, integer-encoded, LZF-compressed), doubles, and the compact blobs
 travel in (listpack, ziplist, intset, zipmap).
 
 Everything here is pure and bounded: a reader never allocates more than the payload
-holds, except an LZF string, whose size is bounded by its compressed size (lzf.py);
+holds, except LZF strings: each at most 88 times its compressed size (lzf.py), all of a
+payload's together at most 512 MiB;
 whatever does not parse raises BadPayload, which RESTORE answers as "ERR Bad data
 format". Strings are written as redis-server writes them (integer-encoded, or
 LZF-compressed when longer than 20 bytes and that saves at least 4 bytes), except that
@@ -96,11 +97,12 @@ def verify(payload: bytes) -> bool:
 class Reader:
     """The RDB items of one payload, read from the front."""
 
-    __slots__ = ("buf", "pos")
+    __slots__ = ("buf", "pos", "inflated")
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
         self.pos = 0
+        self.inflated = 0  # bytes of LZF output so far: at most lzf.MAX_OUT per payload
 
     def take(self, n: int) -> bytes:
         end = self.pos + n
@@ -151,6 +153,9 @@ class Reader:
         if n == _ENC_LZF:
             clen = self.length()
             out_len = self.length()
+            self.inflated += out_len
+            if self.inflated > lzf.MAX_OUT:
+                raise BadPayload("LZF strings of more than 512 MiB in one payload")
             try:
                 return lzf.decompress(self.take(clen), out_len)
             except lzf.LZFError as exc:

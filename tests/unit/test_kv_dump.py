@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raims_node.kv import open_kv
+from raims_node.kv import lzf, open_kv
 from raims_node.kv.commands import Engine, KVClient
 from raims_node.kv.lzf import LZFError, compress
 from raims_node.kv.lzf import decompress as lzf_decompress
@@ -23,6 +23,7 @@ from raims_node.kv.persist import init_map
 from raims_node.kv.rdb import (
     BadPayload,
     crc64,
+    enc_len,
     frame,
     listpack,
     parse_intset,
@@ -230,6 +231,18 @@ def test_mutated_payloads_are_a_value_or_bad_data(payload: bytes, edits: list[tu
         else:
             body[pos:pos] = bytes([byte])
     _load_or_bad(frame(bytes(body)))
+
+
+def test_lzf_output_is_bounded_per_payload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All of a payload's LZF strings together inflate to at most lzf.MAX_OUT bytes."""
+    packed = compress(b"a" * 600, 600)
+    assert packed is not None
+    lzf_string = b"\xc3" + enc_len(len(packed)) + enc_len(600) + packed
+    payload = frame(b"\x01\x02" + lzf_string + lzf_string)  # a plain list of two
+    assert list(load(payload)) == [b"a" * 600] * 2
+    monkeypatch.setattr(lzf, "MAX_OUT", 1000)
+    with pytest.raises(BadPayload):
+        load(payload)
 
 
 def test_small_payloads_cannot_claim_much() -> None:
