@@ -73,12 +73,14 @@ SINCE_GROUP: dict[str, tuple[str, str, str]] = {
     "sort": ("Sort the elements in a list, set or sorted set", "1.0.0", "generic"),
     "sort_ro": ("Sort the elements in a list, set or sorted set. Read-only variant of SORT.", "7.0.0",
                 "generic"),
+    "dump": ("Return a serialized version of the value stored at the specified key.", "2.6.0", "generic"),
+    "restore": ("Create a key using the provided serialized value, previously obtained using DUMP.", "2.6.0", "generic"),
 }
 GROUPS = {"strings": "string", "keys": "generic", "hashes": "hash", "lists": "list", "sets": "set",
            "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server",
            "bitmaps": "bitmap", "bitfield": "bitmap", "lcs": "string", "hll": "hyperloglog", "sort": "generic",
            "geo": "geo", "streams_cmds": "stream", "streams_groups": "stream", "streams_claim": "stream",
-           "streams_info": "stream"}
+           "streams_info": "stream", "dump": "generic"}
 
 
 def command_doc(name: str) -> Map:

@@ -41,7 +41,7 @@ log = logging.getLogger("raims.kv")
 
 FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server", "randoms",
             "objects", "bitmaps", "bitfield", "lcs", "hll", "sort", "geo", "streams_cmds", "streams_groups",
-            "streams_claim", "streams_info")
+            "streams_claim", "streams_info", "dump")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # notify-keyspace-events flags (Redis's server.h)
