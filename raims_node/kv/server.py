@@ -3,7 +3,8 @@ CONFIG GET / SET for the parameters the map has (notify-keyspace-events, databas
 and SAVE / BGSAVE / LASTSAVE on the map file.
 
 Decisions: CONFIG SET only changes notify-keyspace-events (node-wide, as in
-redis-server); other known parameters are read-only and an unknown one gets
+redis-server) and busy-reply-threshold / lua-time-limit (a script's time limit,
+scripting.py); other known parameters are read-only and an unknown one gets
 redis-server's error. INFO answers a RESP3 client with a verbatim string. SAVE and
 BGSAVE write the map's snapshot (persist.py's compaction: the snapshot, then an empty
 log) in the node's loop, so BGSAVE has finished when it answers redis-server's "Background
@@ -23,6 +24,7 @@ from raims_node.kv.commands import (
     check_writable,
     command,
     notify_flags_text,
+    parse_int,
     parse_notify_flags,
     syntax_error,
 )
@@ -37,7 +39,9 @@ REDIS_VERSION = b"7.0.15"
 
 def _params(e: Engine) -> dict[bytes, bytes]:
     return {b"notify-keyspace-events": notify_flags_text(e.notify_flags).encode(),
-            b"databases": b"%d" % len(e.store.dbs)}
+            b"databases": b"%d" % len(e.store.dbs),
+            b"busy-reply-threshold": b"%d" % e.script_time_limit_ms,
+            b"lua-time-limit": b"%d" % e.script_time_limit_ms}
 
 
 @command("config", -2)
@@ -55,6 +59,14 @@ def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         changes: dict[bytes, int] = {}
         for i in range(2, len(a), 2):
             name = a[i].lower()
+            if name in (b"busy-reply-threshold", b"lua-time-limit"):
+                limit = parse_int(a[i + 1], b"ERR CONFIG SET failed (possibly related to argument '%s') - "
+                                  b"argument couldn't be parsed into an integer" % a[i])
+                if limit < 0:
+                    raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
+                                       b"argument must be between 0 and 9223372036854775807 inclusive" % a[i])
+                changes[b"busy-reply-threshold"] = limit
+                continue
             if name != b"notify-keyspace-events":
                 if name in _params(e):
                     raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
@@ -66,8 +78,11 @@ def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
                                    b"'notify-keyspace-events') - Invalid event class character. "
                                    b"Use 'Ag$lshzxeKEtmdn'.")
             changes[name] = flags
-        for flags in changes.values():
-            e.notify_flags = flags
+        for name, value in changes.items():
+            if name == b"busy-reply-threshold":
+                e.script_time_limit_ms = value
+            else:
+                e.notify_flags = value
         return OK
     if sub == b"resetstat":
         return OK
