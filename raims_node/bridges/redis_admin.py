@@ -360,10 +360,15 @@ _SINCE_GROUP: dict[str, tuple[str, str, str]] = {
     "discard": ("Discards a transaction.", "2.0.0", "transactions"),
     "watch": ("Monitors changes to keys to determine the execution of a transaction.", "2.2.0",
               "transactions"),
+    "eval": ("Execute a Lua script server side", "2.6.0", "scripting"),
+    "evalsha": ("Execute a Lua script server side", "2.6.0", "scripting"),
+    "eval_ro": ("Execute a read-only Lua script server side", "7.0.0", "scripting"),
+    "evalsha_ro": ("Execute a read-only Lua script server side", "7.0.0", "scripting"),
+    "script": ("A container for Lua scripts management commands", "2.6.0", "scripting"),
     "unwatch": ("Forgets about watched keys of a transaction.", "2.2.0", "transactions"),
 }
 _GROUPS = {"strings": "string", "keys": "generic", "hashes": "hash", "lists": "list", "sets": "set",
-           "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server"}
+           "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server", "scripting": "scripting"}
 _TX = ("multi", "exec", "discard", "watch", "unwatch")
 
 

@@ -219,6 +219,9 @@ class Engine:
         self.scripts: Any = None  # scripting.Scripts: the Lua state, made by the first script
         self.script_time_limit_ms = 5000  # busy-reply-threshold (scripting.py)
         self.in_script = False  # a script runs: blocked clients wait for its end
+        # MONITOR of the commands a script runs (the Redis bridge's monitors)
+        self.script_monitor: Callable[[int, list[bytes]], None] | None = None
+        self.script_monitor_hosts: list[Any] = []
         self.save_failed = False  # the last SAVE / BGSAVE failed
         store.on_expired = self._expired
 

@@ -289,9 +289,13 @@ class Scripts:
         if name in NOSCRIPT_ARITY:
             return Err(NOT_ALLOWED)
         if cmd is None:
+            if self.engine.script_monitor is not None:
+                self.engine.script_monitor(self.client.db, argv)
             return self._session(name, argv)
         if cmd.write and self.read_only:
             return Err(RO_WRITE)
+        if self.engine.script_monitor is not None:
+            self.engine.script_monitor(self.client.db, argv)
         self.client.resp = self.resp
         return self.engine.execute(self.client, argv, cmd)
 

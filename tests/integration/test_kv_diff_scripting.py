@@ -490,3 +490,22 @@ def test_publish_from_a_script(servers: tuple[int, int]) -> None:
         finally:
             sub.close()
             pub.close()
+
+
+def test_monitor_shows_a_scripts_commands(servers: tuple[int, int]) -> None:
+    """MONITOR shows the EVAL, then each command the script ran as `[db lua]`."""
+    seen = []
+    for port in servers:
+        mon = RawClient(port)
+        cli = RawClient(port)
+        try:
+            assert mon.call(c("MONITOR")) == b"+OK\r\n"
+            cli.call(c("SELECT", "1"))
+            assert cli.call(ev("redis.call('set', 'mk', 'a b') return redis.call('get', 'mk')")) == b"$3\r\na b\r\n"
+            lines = [mon.read() for _ in range(4)]
+            seen.append([line.split(b" ", 1)[1] for line in lines[1:]])  # without the timestamp
+            assert lines[1].split(b"] ", 1)[1].startswith(b'"EVAL"')
+        finally:
+            mon.close()
+            cli.close()
+    assert seen[0][1:] == seen[1][1:] == [b'[1 lua] "set" "mk" "a b"\r\n', b'[1 lua] "get" "mk"\r\n']
