@@ -11,8 +11,9 @@ globals and library fields (`string.x = 1`); here such writes take effect for th
 of the script and are undone when it ends (RESTORE), so no script changes another's
 environment. `cjson.encode` is Lua (its object key order is Lua's `next`, as
 redis-server's), `cjson.decode` is Python's json (error texts "Expected value but found
-invalid token at character N" for any malformed input). struct and cmsgpack are not
-provided (a script naming them gets the nonexistent-global error).
+token at character N" as lua-cmsgpack's for the common malformed inputs). cmsgpack is
+lua_msgpack.py's; struct is not provided (a script naming it gets the nonexistent-global
+error).
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ for _, name in ipairs({'tobit', 'bnot', 'bswap', 'band', 'bor', 'bxor', 'lshift'
   bit[name] = py['bit_' .. name]
 end
 G.bit = bit
+G.cmsgpack = {pack = py.cmsgpack_pack, unpack = py.cmsgpack_unpack}
 
 -- errors: redis-server's {err=, source=, line=} with the user's position
 local function handler(err)
@@ -194,7 +196,7 @@ local function hook()
 end
 
 -- the environment every script starts from
-local libs = {'string', 'math', 'table', 'coroutine', 'redis', 'cjson', 'bit'}
+local libs = {'string', 'math', 'table', 'coroutine', 'redis', 'cjson', 'bit', 'cmsgpack'}
 local saved, saved_libs = {}, {}
 for k, v in next, G do saved[k] = v end
 for _, name in ipairs(libs) do

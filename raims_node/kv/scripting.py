@@ -2,7 +2,8 @@
 | EXISTS | FLUSH | KILL | HELP, as redis-server 7.0.15 (issue 27).
 
 Scripts run in one Lua 5.1 state per engine (lupa's bundled Lua 5.1, Redis's version;
-sandbox and libraries in lua_libs.py, conversions in lua_convert.py), cached by the SHA1
+sandbox and the redis, cjson and bit libraries in lua_libs.py, cmsgpack in
+lua_msgpack.py, conversions in lua_convert.py; struct is left out), cached by the SHA1
 of their body (EVAL caches too; SCRIPT FLUSH drops the cache and the state). redis.call
 and redis.pcall run commands through the engine (Engine.execute) as a client of the
 caller's database; SELECT in a script changes the script's database only. Commands a
@@ -26,6 +27,14 @@ Decisions:
   without a Redis transport it is refused with a clear error. PING, ECHO, TIME and
   SELECT run as well; other connection commands (CLIENT, INFO's session sections, ...)
   answer "Unknown Redis command called from script".
+- Errors: redis-server 7.0's forms ("ERR user_script:1: ... script: <sha>, on
+  @user_script:1.", a redis.call error's own text with the script's position). A script
+  that raises a table without an err string (redis-server 7.0.15 crashes on error({}))
+  gets "ERR script error without a message". A redis.call error caught by pcall in the
+  script is its err string, as redis-server's pcall gives; a luaL_error-style message
+  (cjson, bit, cmsgpack) caught by pcall lacks the "user_script:N:" position.
+- MONITOR shows the commands a script runs as `[db lua]` (the `script_monitor` hook).
+- SCRIPT DEBUG (the Lua debugger) is refused with an error.
 - Without the lupa package the scripting commands answer LUA_MISSING, and nothing else
   changes.
 """
@@ -42,6 +51,7 @@ from raims_node.kv.commands import COMMANDS, Engine, KVClient, command, parse_in
 from raims_node.kv.errors import CommandError
 from raims_node.kv.lua_convert import LuaConverter, finish
 from raims_node.kv.lua_libs import BIT_NAMES, SETUP, ScriptRaise, make_bit, make_decode
+from raims_node.kv.lua_msgpack import MsgpackError, make_pack, make_unpack
 from raims_node.kv.reply import OK, Err, Simple
 from raims_node.kv.server import REDIS_VERSION
 
@@ -149,12 +159,15 @@ class Scripts:
         py: dict[bytes, Callable[..., Any]] = {b"call": self._call, b"pcall": self._pcall, b"setresp": self._setresp, b"sha1hex": self._sha1,
               b"log": self._log, b"set_repl": self._set_repl, b"acl_check_cmd": self._acl_check,
               b"unwrap": self._unwrap, b"cjson_encode": self._cjson_encode, b"cjson_decode": self._cjson_decode,
-              b"expired": self._expired}
+              b"expired": self._expired, b"cmsgpack_pack": self._msgpack_pack,
+              b"cmsgpack_unpack": self._msgpack_unpack}
         for name in BIT_NAMES:
             py[b"bit_" + name.encode()] = make_bit(name, lua51.lua_type)
         run, compile_, null, encode = rt.execute(SETUP, rt.table_from(py), REDIS_VERSION, _VERSION_NUM,
                                                  name=b"=raims")
         self._decode = make_decode(rt.table, null)
+        self._pack = make_pack(lua51.lua_type)
+        self._unpack = make_unpack(rt.table)
         self._encode = encode
         self._run, self._compile = run, compile_
 
@@ -260,6 +273,23 @@ class Scripts:
         if not ok:
             raise ScriptRaise(value, True)
         return value
+
+    def _msgpack_pack(self, *args: Any) -> bytes:
+        if not args:
+            raise ScriptRaise(b"bad argument #0 to 'pack' (MessagePack pack needs input.)", True)
+        return b"".join(self._pack(a) for a in args)
+
+    def _msgpack_unpack(self, *args: Any) -> tuple[Any, ...]:
+        data = args[0] if args else None
+        if type(data) in (int, float):
+            data = _tostring(data)
+        if type(data) is not bytes:
+            got = b"no value" if not args else _lua_type_name(data)
+            raise ScriptRaise(b"bad argument #1 to 'unpack' (string expected, got %s)" % got, True)
+        try:
+            return tuple(self._unpack(data))
+        except MsgpackError as exc:
+            raise ScriptRaise(exc.text, True) from None
 
     def _expired(self) -> bool:
         if time.monotonic() > self.deadline:

@@ -421,6 +421,34 @@ def test_cjson_and_bit(pair: Pair) -> None:
     pair.check(CJSON_BIT)
 
 
+CMSGPACK = [
+    ev("return cmsgpack.pack({1, 2, 3}, 'abc', 1.5, -1, 300, -200, 70000, 2^40, -2^40, true, false, nil, {a = 1})"),
+    ev("return cmsgpack.pack(0.1, 1e300, -0.25, string.rep('x', 40), string.rep('y', 300), {})"),
+    ev("return cmsgpack.pack({x = {y = {1, 2}}, [5] = 'five'})"),
+    ev("local t = {} for i = 1, 20 do t = {t} end return cmsgpack.pack(t)"),
+    ev("local t = {} for i = 1, 20 do t[i] = i end return cmsgpack.pack(t)"),
+    ev("return cmsgpack.pack(print)"),
+    ev("return {cmsgpack.unpack(cmsgpack.pack({1, {x = 'y'}, 's'}, 5, -3, 2.5, true))}"),
+    ev("return cmsgpack.unpack(cmsgpack.pack({name = 'Joe'})).name"),
+    [b"EVAL", b"return cmsgpack.unpack(ARGV[1]).name", b"0", b"\x81\xa4name\xa3Joe"],
+    ev("return {cmsgpack.unpack(string.char(0xcf, 0, 0, 0, 0, 0, 0, 0, 5, 0xd3, 255, 255, 255, 255, 255, 255, "
+       "255, 251, 0xca, 63, 192, 0, 0, 0xdc, 0, 2, 1, 2))}"),
+    ev("return {cmsgpack.unpack(string.char(0x92, 0xc0, 1))}"),
+    ev("return cmsgpack.pack()"),
+    ev("return cmsgpack.unpack()"),
+    ev("return cmsgpack.unpack({})"),
+    ev("return cmsgpack.unpack(string.char(0x81))"),
+    ev("return cmsgpack.unpack(string.char(0xc1))"),
+    ev("return cmsgpack.unpack(string.char(0xc4, 1, 65))"),
+    ev("return cmsgpack.unpack(string.char(0xcd, 1))"),
+    ev("return {cmsgpack.unpack('')}"),
+]
+
+
+def test_cmsgpack(pair: Pair) -> None:
+    pair.check(CMSGPACK)
+
+
 def test_writes_notify_and_wake(pair: Pair) -> None:
     """A script's writes reach WATCH, and a client blocked on a list is served after the
     script (which pushed and popped atomically)."""

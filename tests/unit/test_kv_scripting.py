@@ -17,6 +17,7 @@ from raims_node.kv.commands import BLOCKED, Engine, KVClient
 from raims_node.kv.errors import CommandError
 from raims_node.kv.lua_convert import INT64_MIN, LuaConverter, finish, lua_number_to_int
 from raims_node.kv.lua_libs import _json_error, bit_op
+from raims_node.kv.lua_msgpack import MsgpackError, make_pack, make_unpack
 from raims_node.kv.reply import NULL_ARRAY, Err, Map, Raw, SetReply, Simple, Verbatim, encode
 from raims_node.kv.store import KVStore
 
@@ -182,3 +183,19 @@ def test_without_lupa_scripts_answer_a_clear_error(monkeypatch: pytest.MonkeyPat
                 [b"SCRIPT", b"EXISTS", b"a"]):
         assert e.execute(c, cmd) == Err(scripting.LUA_MISSING)
     assert e.execute(c, [b"SET", b"k", b"v"]) == Simple(b"OK") and e.execute(c, [b"GET", b"k"]) == b"v"
+
+
+def test_msgpack_integer_forms_and_round_trip() -> None:
+    rt = lua51.LuaRuntime(encoding=None)
+    pack, unpack = make_pack(lua51.lua_type), make_unpack(rt.table)
+    forms = {0: b"\x00", 127: b"\x7f", 128: b"\xcc\x80", 256: b"\xcd\x01\x00", 65536: b"\xce\x00\x01\x00\x00",
+             2**32: b"\xcf\x00\x00\x00\x01\x00\x00\x00\x00", -1: b"\xff", -32: b"\xe0", -33: b"\xd0\xdf",
+             -129: b"\xd1\xff\x7f", -32769: b"\xd2\xff\xff\x7f\xff", 1.5: b"\xca\x3f\xc0\x00\x00"}
+    for n, want in forms.items():
+        assert pack(n) == want and unpack(want) == [n]
+    assert pack(0.1)[:1] == b"\xcb" and unpack(pack(0.1)) == [0.1]
+    assert pack(rt.eval(b"{}")) == b"\x90" and pack(rt.eval(b"function() end")) == b"\xc0"
+    for bad, text in ((b"\x81", b"Missing bytes in input."), (b"\xc1", b"Bad data format in input.")):
+        with pytest.raises(MsgpackError) as info:
+            unpack(bad)
+        assert info.value.text == text
