@@ -48,6 +48,8 @@ class LuaConverter:
         self.table = table
         self.rawget = rawget
         self.lua_type = lua_type
+        # lupa hands an integral Lua number over as an int: -0.0 needs Lua's word
+        self.negative_zero: Callable[[Any], bool] = lambda t: False
 
     # ------------------------------------------------------------ reply -> Lua
 
@@ -125,6 +127,8 @@ class LuaConverter:
             return Simple(ok.replace(b"\r", b" ").replace(b"\n", b" "))
         double = get(v, b"double")
         if type(double) in (int, float):
+            if double == 0 and self.negative_zero(v):
+                return -0.0
             return float(double)
         big = get(v, b"big_number")
         if type(big) is bytes:

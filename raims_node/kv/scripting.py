@@ -21,7 +21,9 @@ Decisions:
   "ERR Script killed by the node's time limit of N ms (busy-reply-threshold) ..."; its
   writes so far stay (redis-server does not undo them either). SCRIPT KILL therefore
   never finds a script running: NOTBUSY, as redis-server when idle. The Lua state may
-  use LUA_MEMORY bytes; a script over it gets "not enough memory".
+  use LUA_MEMORY bytes; a script over it gets "not enough memory (...)", and when a
+  full collection cannot bring the state under three quarters of it, the state is
+  replaced (the cached scripts are compiled again when next run).
 - PUBLISH from a script goes through the engine's publish hook (the one keyspace
   notifications take to the node's Redis buses) and answers the receivers it reached;
   without a Redis transport it is refused with a clear error. PING, ECHO, TIME and
@@ -41,6 +43,7 @@ Decisions:
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import time
@@ -140,7 +143,8 @@ class Scripts:
     def __init__(self, engine: Engine) -> None:
         assert lua51 is not None
         self.engine = engine
-        self.cache: dict[bytes, Script] = {}
+        self.cache: dict[bytes, Script] = {}  # compiled in the current Lua state
+        self.bodies: dict[bytes, bytes] = {}  # every script loaded, by sha
         self.client = KVClient()
         self.read_only = False
         self.deadline = 0.0
@@ -166,14 +170,41 @@ class Scripts:
         run, compile_, null, encode = rt.execute(SETUP, rt.table_from(py), REDIS_VERSION, _VERSION_NUM,
                                                  name=b"=raims")
         self._decode = make_decode(rt.table, null)
+        self.conv.negative_zero = rt.eval(b"function(t) local d = rawget(t, 'double') return d == 0 and 1 / d < 0 end")
         self._pack = make_pack(lua51.lua_type)
         self._unpack = make_unpack(rt.table)
         self._encode = encode
         self._run, self._compile = run, compile_
 
     def flush(self) -> None:
+        self.bodies.clear()
         self.cache.clear()
         self._new_state()
+
+    def _headroom(self) -> None:
+        """Keep a quarter of LUA_MEMORY free between scripts (lupa's own calls into the
+        state are unprotected: one failing for memory would abort the process): a full
+        collection, or a new state (the scripts are compiled again when next run)."""
+        rt = self.rt
+        if rt.get_memory_used() <= LUA_MEMORY * 3 // 4:
+            return
+        try:
+            rt.eval(b"collectgarbage")(b"collect")
+        except Exception:  # noqa: BLE001 - the state is then replaced whatever went wrong
+            pass
+        if rt.get_memory_used() > LUA_MEMORY * 3 // 4:
+            log.warning("the Lua state holds %d bytes after a full collection: a new state", rt.get_memory_used())
+            self.cache.clear()
+            self._new_state()
+            del rt
+            gc.collect()  # the old state and the bound methods it holds form a cycle
+
+    def get(self, sha: bytes) -> Script | None:
+        """The compiled script of `sha`, None when no script has it."""
+        script = self.cache.get(sha)
+        if script is None and sha in self.bodies:
+            script = self.load(self.bodies[sha])[1]
+        return script
 
     # ------------------------------------------------------------ the sandbox's Python functions
 
@@ -360,16 +391,21 @@ class Scripts:
         script = self.cache.get(sha)
         if script is not None:
             return sha, script
+        self._headroom()
         skip, no_writes = shebang(body)
         ok, fn = self._compile(body[skip:])
         if not ok:
             raise CommandError(b"ERR Error compiling script (new function): " + fn)
         script = self.cache[sha] = Script(fn, skip > 0, no_writes)
+        self.bodies[sha] = body
         return sha, script
 
-    def run(self, sha: bytes, script: Script, caller: KVClient, keys: list[bytes], argv: list[bytes],
-            ro: bool) -> Any:
+    def run(self, sha: bytes, caller: KVClient, keys: list[bytes], argv: list[bytes], ro: bool) -> Any:
+        """Run the loaded script `sha` for `caller` (the caller made sure it exists)."""
         e = self.engine
+        self._headroom()
+        script = self.get(sha)
+        assert script is not None
         if ro and script.shebang and not script.no_writes:
             return Err(b"ERR Can not execute a script with write flag using *_ro command.")
         client = self.client = KVClient()
@@ -384,15 +420,24 @@ class Scripts:
         try:
             ok, res = self._run(script.fn, rt.table_from(keys), rt.table_from(argv))
         except lua51.LuaError as exc:
+            if isinstance(exc, lua51.LuaMemoryError) or not str(exc):
+                return self._out_of_memory(sha)
             return Err(b"ERR Error running script %s, %s" % (sha, str(exc).encode()[:100]))
         finally:
             e.in_script = False
+            self._headroom()
+        if res == b"not enough memory":
+            return self._out_of_memory(sha)
         if self.killed:
             return Err(b"ERR Script killed by the node's time limit of %d ms (busy-reply-threshold) "
                        b"script: %s, on @user_script:%d." % (e.script_time_limit_ms, sha, self._line(res)))
         if ok:
             return finish(self.conv.from_lua(res, self.resp), caller.resp)
         return self._error(sha, res)
+
+    def _out_of_memory(self, sha: bytes) -> Err:
+        return Err(b"ERR Error running script %s, not enough memory (a script's Lua state may use %d MiB)"
+                   % (sha, LUA_MEMORY >> 20))
 
     def _line(self, res: Any) -> int:
         if lua51 is not None and lua51.lua_type(res) == "table":
@@ -457,12 +502,11 @@ def _eval(e: Engine, c: KVClient, a: list[bytes], by_sha: bool, ro: bool) -> Any
     scripts = scripts_of(e)
     if by_sha:
         sha = a[1].lower()
-        script = scripts.cache.get(sha)
-        if script is None:
+        if sha not in scripts.bodies:
             raise CommandError(NOSCRIPT)
     else:
-        sha, script = scripts.load(a[1])
-    return scripts.run(sha, script, c, a[3:3 + numkeys], a[3 + numkeys:], ro)
+        sha = scripts.load(a[1])[0]
+    return scripts.run(sha, c, a[3:3 + numkeys], a[3 + numkeys:], ro)
 
 
 @command("eval", -3)
@@ -510,6 +554,6 @@ def script_(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         raise CommandError(b"ERR SCRIPT DEBUG (the Lua debugger) is not provided by this node")
     scripts = scripts_of(e)
     if sub == b"exists":
-        return [int(sha.lower() in scripts.cache) for sha in a[2:]]
+        return [int(sha.lower() in scripts.bodies) for sha in a[2:]]
     sha, _script = scripts.load(a[2])
     return sha

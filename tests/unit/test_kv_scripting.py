@@ -9,7 +9,6 @@ import math
 import time
 from typing import Any
 
-import lupa.lua51 as lua51
 import pytest
 
 from raims_node.kv import scripting
@@ -20,6 +19,8 @@ from raims_node.kv.lua_libs import _json_error, bit_op
 from raims_node.kv.lua_msgpack import MsgpackError, make_pack, make_unpack
 from raims_node.kv.reply import NULL_ARRAY, Err, Map, Raw, SetReply, Simple, Verbatim, encode
 from raims_node.kv.store import KVStore
+
+lua51 = pytest.importorskip("lupa.lua51")
 
 
 @pytest.fixture
@@ -199,3 +200,17 @@ def test_msgpack_integer_forms_and_round_trip() -> None:
         with pytest.raises(MsgpackError) as info:
             unpack(bad)
         assert info.value.text == text
+
+
+def test_a_script_out_of_memory_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the Lua state's limit a script gets an error; the state is collected or
+    replaced, and cached scripts still run."""
+    monkeypatch.setattr(scripting, "LUA_MEMORY", 16 * 1024 * 1024)
+    e, c, _ = _engine()
+    sha = e.execute(c, [b"SCRIPT", b"LOAD", b"return #KEYS + 1"])
+    bomb = [b"EVAL", b"local t = {} for i = 1, 1e7 do t[i] = {i, i + 1} end return #t", b"0"]
+    for _ in range(3):
+        reply = e.execute(c, bomb)
+        assert isinstance(reply, Err) and b"not enough memory (a script's Lua state may use 16 MiB)" in reply.text
+        assert e.execute(c, [b"EVALSHA", sha, b"1", b"k"]) == 2
+        assert e.scripts.rt.get_memory_used() < 12 * 1024 * 1024
