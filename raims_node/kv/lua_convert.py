@@ -31,6 +31,21 @@ MAX_DEPTH = 200  # nesting of a script's result (Python's own recursion stays fa
 RawGet = Callable[[Any, Any], Any]
 
 
+def lua_size(v: Any) -> int:
+    """About the bytes a reply takes as Lua values (a table of 40 bytes plus 40 a slot,
+    a string of 24 bytes plus its length)."""
+    t = type(v)
+    if t is bytes:
+        return 24 + len(v)
+    if t is list:
+        return 40 + sum(40 + lua_size(x) for x in v)
+    if t is Map:
+        return 80 + sum(80 + lua_size(k) + lua_size(x) for k, x in v.pairs)
+    if t is SetReply:
+        return 80 + sum(80 + lua_size(x) for x in v.items)
+    return 40
+
+
 def lua_number_to_int(x: float | int) -> int:
     """(long long)x as redis-server's C code casts a Lua number on x86-64."""
     if isinstance(x, int):

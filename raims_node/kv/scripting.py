@@ -52,10 +52,10 @@ from typing import Any
 
 from raims_node.kv.commands import COMMANDS, Engine, KVClient, command, parse_int
 from raims_node.kv.errors import CommandError
-from raims_node.kv.lua_convert import LuaConverter, finish
+from raims_node.kv.lua_convert import LuaConverter, finish, lua_size
 from raims_node.kv.lua_libs import BIT_NAMES, SETUP, ScriptRaise, make_bit, make_decode
 from raims_node.kv.lua_msgpack import MsgpackError, make_pack, make_unpack
-from raims_node.kv.reply import OK, Err, Simple
+from raims_node.kv.reply import OK, Err, Map, SetReply, Simple
 from raims_node.kv.server import REDIS_VERSION
 
 try:
@@ -224,16 +224,25 @@ class Scripts:
         return err
 
     def _call(self, *args: Any) -> Any:
-        reply = self._invoke(args)
+        reply = self._fitting(self._invoke(args))
         if type(reply) is Err:
             raise ScriptRaise(reply.text.strip(b"\r\n"))
         return self.conv.to_lua(reply, self.resp)
 
     def _pcall(self, *args: Any) -> Any:
-        reply = self._invoke(args)
+        reply = self._fitting(self._invoke(args))
         if type(reply) is Err:
             return self.conv.to_lua(Err(reply.text.strip(b"\r\n")), 2)
         return self.conv.to_lua(reply, self.resp)
+
+    def _fitting(self, reply: Any) -> Any:
+        """`reply`, or an error when its Lua form would not fit the state's memory (the
+        tables are made by Python, outside the script's protected call)."""
+        if type(reply) in (list, Map, SetReply) and \
+                self.rt.get_memory_used() + lua_size(reply) > LUA_MEMORY * 7 // 8:
+            return Err(b"ERR not enough memory for the command's reply in the script (the Lua state "
+                       b"may use %d MiB)" % (LUA_MEMORY >> 20))
+        return reply
 
     def _invoke(self, args: tuple[Any, ...]) -> Any:
         try:
@@ -300,6 +309,7 @@ class Scripts:
             got = _lua_type_name(text)
             raise ScriptRaise(b"bad argument #1 to 'decode' (string expected, got %s)" % got, True)
         assert self._decode is not None
+        self._room_for(8 * len(text))
         ok, value = self._decode(text)
         if not ok:
             raise ScriptRaise(value, True)
@@ -317,10 +327,16 @@ class Scripts:
         if type(data) is not bytes:
             got = b"no value" if not args else _lua_type_name(data)
             raise ScriptRaise(b"bad argument #1 to 'unpack' (string expected, got %s)" % got, True)
+        self._room_for(8 * len(data))
         try:
             return tuple(self._unpack(data))
         except MsgpackError as exc:
             raise ScriptRaise(exc.text, True) from None
+
+    def _room_for(self, size: int) -> None:
+        """Refuse to make `size` bytes of Lua values from Python past 7/8 of the limit."""
+        if self.rt.get_memory_used() + size > LUA_MEMORY * 7 // 8:
+            raise ScriptRaise(b"not enough memory", True)
 
     def _expired(self) -> bool:
         if time.monotonic() > self.deadline:
@@ -416,6 +432,8 @@ class Scripts:
         self.resp = 2
         self.deadline = time.monotonic() + e.script_time_limit_ms / 1000
         rt = self.rt
+        if rt.get_memory_used() + lua_size(keys) + lua_size(argv) > LUA_MEMORY * 7 // 8:
+            return self._out_of_memory(sha)
         e.in_script = True
         try:
             ok, res = self._run(script.fn, rt.table_from(keys), rt.table_from(argv))

@@ -214,3 +214,18 @@ def test_a_script_out_of_memory_fails_alone(monkeypatch: pytest.MonkeyPatch) -> 
         assert isinstance(reply, Err) and b"not enough memory (a script's Lua state may use 16 MiB)" in reply.text
         assert e.execute(c, [b"EVALSHA", sha, b"1", b"k"]) == 2
         assert e.scripts.rt.get_memory_used() < 12 * 1024 * 1024
+
+
+def test_a_reply_too_large_for_the_state_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lua tables made by Python (a redis.call reply, cjson.decode) are refused past the
+    limit instead of filling the state from outside the script's protected call."""
+    monkeypatch.setattr(scripting, "LUA_MEMORY", 16 * 1024 * 1024)
+    e, c, _ = _engine()
+    e.execute(c, [b"RPUSH", b"big", *[b"x%d" % i for i in range(20000)]])
+    script = (b"local t = {} for i = 1, 1e7 do t[i] = {i} if i % 5000 == 0 then "
+              b"local ok, err = pcall(redis.call, 'lrange', 'big', 0, -1) if not ok then return err end end end")
+    started = time.monotonic()
+    assert e.execute(c, [b"EVAL", script, b"0"]) == (
+        b"ERR not enough memory for the command's reply in the script (the Lua state may use 16 MiB)")
+    assert time.monotonic() - started < 5.0
+    assert e.execute(c, [b"EVAL", b"return #redis.call('lrange', 'big', 0, -1)", b"0"]) == 20000
