@@ -19,7 +19,9 @@ Decisions:
   a script runs. A script running longer than busy-reply-threshold (alias
   lua-time-limit, 5000 ms, CONFIG SET changes it) is stopped by a count hook with
   "ERR Script killed by the node's time limit of N ms (busy-reply-threshold) ..."; its
-  writes so far stay (redis-server does not undo them either). SCRIPT KILL therefore
+  writes so far stay (redis-server does not undo them either). The clock is read every
+  100,000 Lua instructions, so one slow instruction (a long string operation) or a slow
+  command can overrun the limit by its own length. SCRIPT KILL therefore
   never finds a script running: NOTBUSY, as redis-server when idle. The Lua state may
   use LUA_MEMORY bytes; a script over it gets "not enough memory (...)", and when a
   full collection cannot bring the state under three quarters of it, the state is
