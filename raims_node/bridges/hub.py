@@ -83,9 +83,9 @@ class BridgeHub:
         self._kv_buses[bus.service] = bus
         self.kv.publish = self._kv_publish
 
-    def _kv_publish(self, channel: str, payload: bytes) -> None:
-        for bus in self._kv_buses.values():
-            bus.publish(None, channel, None, None, payload)
+    def _kv_publish(self, channel: str, payload: bytes) -> int:
+        """The receivers reached (a script's PUBLISH answers it)."""
+        return sum(bus.publish(None, channel, None, None, payload) for bus in self._kv_buses.values())
 
     @property
     def max_payload(self) -> int:

@@ -81,6 +81,7 @@ def _tables() -> tuple[dict[bytes, Entry], dict[bytes, Entry]]:
 
 
 _DATA, _PUBLISH_ONLY = _tables()
+_SCRIPTING = "raims_node.kv.scripting"
 
 
 MESSAGE = {2: b"*3\r\n$7\r\nmessage\r\n", 3: b">3\r\n$7\r\nmessage\r\n"}
@@ -199,6 +200,8 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
             i = j
             continue
         assert isinstance(cmd, Cmd)
+        if cmd.handler.__module__ == _SCRIPTING and s.host.monitors:
+            break  # MONITOR shows a script before the commands it runs: the general dispatch
         reply = engine.execute(client, args, cmd)
         i += 1
         if reply is BLOCKED:

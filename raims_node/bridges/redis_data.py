@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from raims_node.bridges.redis_monitor import Client, feed
+from raims_node.bridges.redis_monitor import Client, feed, feed_script
 from raims_node.bridges.resp import OK
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, Err, encode
@@ -48,6 +48,7 @@ class SessionView(Client, Protocol):
 
     def _command(self, args: list[bytes]) -> None: ...
 
+_SCRIPTS = (b"eval", b"evalsha", b"eval_ro", b"evalsha_ro")
 _TX = (b"multi", b"exec", b"discard", b"watch", b"unwatch")
 _NOT_QUEUED = (b"exec", b"discard", b"multi", b"watch", b"quit", b"reset")
 _ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"unwatch": 1}
@@ -59,6 +60,10 @@ class DataSide:
         self.engine = engine
         self.client = KVClient(self._wake)
         self.client.db = engine.store.default_db
+        hosts = engine.script_monitor_hosts  # a script's commands reach this transport's monitors
+        if not any(h is session.host for h in hosts):
+            hosts.append(session.host)
+            engine.script_monitor = lambda db, args: feed_script(hosts, db, args)
         self.multi: list[list[bytes]] | None = None
         self.multi_error = False
         self.held: list[list[bytes]] = []
@@ -107,10 +112,13 @@ class DataSide:
         client = self.client
         client.db = s.db
         client.resp = s.resp
+        first = bool(s.host.monitors) and args[0].lower() in _SCRIPTS  # shown before what it runs
+        if first:
+            feed(s, (args,))
         reply = self.engine.execute(client, args, cmd)
         if reply is not BLOCKED:
             s._write(encode(reply, s.resp))
-        if s.host.monitors:
+        if s.host.monitors and not first:
             feed(s, (args,))
 
     def reset(self) -> None:

@@ -56,6 +56,11 @@ SINCE_GROUP: dict[str, tuple[str, str, str]] = {
     "watch": ("Monitors changes to keys to determine the execution of a transaction.", "2.2.0",
               "transactions"),
     "unwatch": ("Forgets about watched keys of a transaction.", "2.2.0", "transactions"),
+    "eval": ("Execute a Lua script server side", "2.6.0", "scripting"),
+    "evalsha": ("Execute a Lua script server side", "2.6.0", "scripting"),
+    "eval_ro": ("Execute a read-only Lua script server side", "7.0.0", "scripting"),
+    "evalsha_ro": ("Execute a read-only Lua script server side", "7.0.0", "scripting"),
+    "script": ("A container for Lua scripts management commands", "2.6.0", "scripting"),
     # the map's bitmap commands and LCS, as redis-server 7.0.15 documents them
     "setbit": ("Sets or clears the bit at offset in the string value stored at key", "2.2.0", "bitmap"),
     "getbit": ("Returns the bit value at offset in the string value stored at key", "2.2.0", "bitmap"),
@@ -80,7 +85,8 @@ GROUPS = {"strings": "string", "keys": "generic", "hashes": "hash", "lists": "li
            "zsets": "sorted-set", "zsets_algebra": "sorted-set", "server": "server",
            "bitmaps": "bitmap", "bitfield": "bitmap", "lcs": "string", "hll": "hyperloglog", "sort": "generic",
            "geo": "geo", "streams_cmds": "stream", "streams_groups": "stream", "streams_claim": "stream",
-           "streams_info": "stream", "dump": "generic"}
+           "streams_info": "stream", "dump": "generic",
+           "scripting": "scripting"}
 
 
 def command_doc(name: str) -> Map:

@@ -8,6 +8,8 @@ Decisions:
 - A command is shown when it runs: one queued by MULTI when EXEC runs it, one held
   behind a blocked pop when it is replayed, a pipeline's data commands and PUBLISHes
   (redis_batch.run_fast) after their run, with the database they ran in.
+- A command a script runs is shown as `[db lua]` after the EVAL / EVALSHA that runs it
+  (the engine's `script_monitor` hook; the EVAL is shown first, as redis-server does).
 - A monitor's own commands are not shown; RESET ends monitoring (as in redis-server),
   QUIT or a close too. AUTH's arguments, and HELLO's after AUTH, show as "(redacted)".
 - Lines are queued as pushes (sent whatever CLIENT REPLY says) under the pub/sub output
@@ -56,6 +58,18 @@ def start(s: Client, args: list[bytes]) -> None:
     """MONITOR: `s` is shown every command the transport's other clients run from now."""
     s.host.monitors.add(s)
     s._write(OK)
+
+
+def feed_script(hosts: list[Monitors], db: int, args: list[bytes]) -> None:
+    """A command a Lua script runs, shown as redis-server shows it: `[db lua]`."""
+    for host in hosts:
+        if host.monitors:
+            line = _line(b"+%.6f [%d lua] " % (time.time(), db), args)
+            for m in list(host.monitors):
+                if m.closing:
+                    host.monitors.discard(m)
+                else:
+                    m._push(line)
 
 
 def quote(arg: bytes) -> bytes:

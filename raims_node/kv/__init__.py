@@ -1,7 +1,8 @@
 """The node's key-value map behind the Redis bridge's data commands (issue 27).
 
 store.py holds the typed values, commands.py executes commands (families in strings,
-keys, hashes, lists, sets, zsets, server, hll, sort...), reply.py encodes replies, persist.py keeps
+keys, hashes, lists, sets, zsets, server, hll, sort, geo, streams, dump..., scripting: Lua
+with lua_libs, lua_convert and lua_msgpack), reply.py encodes replies, persist.py keeps
 the map file, glob.py matches KEYS / SCAN patterns, cli.py is `ms_kv`.
 """
 

@@ -41,7 +41,7 @@ log = logging.getLogger("raims.kv")
 
 FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server", "randoms",
             "objects", "bitmaps", "bitfield", "lcs", "hll", "sort", "geo", "streams_cmds", "streams_groups",
-            "streams_claim", "streams_info", "dump")
+            "streams_claim", "streams_info", "dump", "scripting")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # notify-keyspace-events flags (Redis's server.h)
@@ -240,7 +240,9 @@ class Engine:
         load_families()
         self.store = store
         self.log = log
-        self.publish: Callable[[str, bytes], None] | None = None
+        # the node's Redis buses (hub.py): keyspace notifications, a script's PUBLISH (its
+        # receivers' count)
+        self.publish: Callable[[str, bytes], int | None] | None = None
         self.notify_flags = 0
         self.prop: list[list[bytes]] | None = None  # a command's effect, when not itself
         self.blocked_clients: set[KVClient] = set()
@@ -252,6 +254,12 @@ class Engine:
         self.log_encoded: Callable[[int, bytes], None] | None = None
         self.saver: Saver | None = None  # the map file, for SAVE / BGSAVE / LASTSAVE (persist.py)
         self.started = time.time()
+        self.scripts: Any = None  # scripting.Scripts: the Lua state, made by the first script
+        self.script_time_limit_ms = 5000  # busy-reply-threshold (scripting.py)
+        self.in_script = False  # a script runs: blocked clients wait for its end
+        # MONITOR of the commands a script runs (the Redis bridge's monitors)
+        self.script_monitor: Callable[[int, list[bytes]], None] | None = None
+        self.script_monitor_hosts: list[Any] = []
         self.save_failed = False  # the last SAVE / BGSAVE failed
         store.on_expired = self._expired
 
@@ -280,7 +288,7 @@ class Engine:
             reply = Err(b"ERR internal error in '%s', see the node's log" % cmd.name.encode())
         if store.dirty != before and cmd.write and self.log is not None and not self.loading:
             self.log(client.db, self.prop if self.prop is not None else [args])
-        if store.ready:
+        if store.ready and not self.in_script:
             self.serve_ready()
         return reply
 

@@ -6,7 +6,8 @@ Decisions: CONFIG GET knows the parameters that describe what the map does (its
 databases, notifications, OBJECT ENCODING's size limits, no eviction, the log as
 `appendonly` with `appendfsync everysec`, the map's `dir` / `dbfilename` /
 `appendfilename`); CONFIG SET only changes notify-keyspace-events (node-wide, as in
-redis-server); the other known parameters are read-only and an unknown one gets
+redis-server) and busy-reply-threshold / lua-time-limit (a script's time limit,
+scripting.py); the other known parameters are read-only and an unknown one gets
 redis-server's error. INFO answers a RESP3 client with a verbatim string. SAVE and
 BGSAVE write the map's snapshot (persist.py's compaction: the snapshot, then an empty
 log) in the node's loop, so BGSAVE has finished when it answers redis-server's "Background
@@ -26,6 +27,7 @@ from raims_node.kv.commands import (
     check_writable,
     command,
     notify_flags_text,
+    parse_int,
     parse_notify_flags,
     syntax_error,
 )
@@ -56,7 +58,8 @@ def _params(e: Engine) -> dict[bytes, bytes]:
     saver = e.saver
     params = {b"notify-keyspace-events": notify_flags_text(e.notify_flags).encode(),
               b"databases": b"%d" % len(e.store.dbs), b"appendonly": b"yes" if saver is not None else b"no",
-              **_FIXED}
+              b"busy-reply-threshold": b"%d" % e.script_time_limit_ms,
+              b"lua-time-limit": b"%d" % e.script_time_limit_ms, **_FIXED}
     if saver is not None:
         params.update({b"dir": str(saver.path.parent).encode(), b"dbfilename": saver.path.name.encode(),
                        b"appendfilename": saver.log_path.name.encode()})
@@ -83,6 +86,14 @@ def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         changes: dict[bytes, int] = {}
         for i in range(2, len(a), 2):
             name = a[i].lower()
+            if name in (b"busy-reply-threshold", b"lua-time-limit"):
+                limit = parse_int(a[i + 1], b"ERR CONFIG SET failed (possibly related to argument '%s') - "
+                                  b"argument couldn't be parsed into an integer" % a[i])
+                if limit < 0:
+                    raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
+                                       b"argument must be between 0 and 9223372036854775807 inclusive" % a[i])
+                changes[b"busy-reply-threshold"] = limit
+                continue
             if name != b"notify-keyspace-events":
                 if name in _params(e):
                     raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
@@ -94,8 +105,11 @@ def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
                                    b"'notify-keyspace-events') - Invalid event class character. "
                                    b"Use 'Ag$lshzxeKEtmdn'.")
             changes[name] = flags
-        for flags in changes.values():
-            e.notify_flags = flags
+        for name, value in changes.items():
+            if name == b"busy-reply-threshold":
+                e.script_time_limit_ms = value
+            else:
+                e.notify_flags = value
         return OK
     if sub == b"resetstat":
         return OK
