@@ -78,7 +78,7 @@ NOSCRIPT_ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"watch": -2, b"unwatc
                   b"sunsubscribe": -1, b"hello": -1, b"reset": 1, b"quit": -1, b"monitor": 1, b"auth": -2,
                   b"role": 1, b"save": 1, b"bgsave": -1, b"blpop": -3, b"brpop": -3, b"brpoplpush": 4,
                   b"blmove": 6, b"bzpopmin": -3, b"bzpopmax": -3, b"eval": -3, b"evalsha": -3,
-                  b"eval_ro": -3, b"evalsha_ro": -3, b"script": -2}
+                  b"eval_ro": -3, b"evalsha_ro": -3, b"script": -2, b"module": -2, b"client": -2}
 _LOG_LEVELS = (logging.DEBUG, logging.INFO, logging.INFO, logging.WARNING)
 _SHEBANG_FLAGS = (b"no-writes", b"allow-oom", b"allow-stale", b"no-cluster", b"allow-cross-slot-keys")
 _VERSION_NUM = sum(int(p) << s for p, s in zip(REDIS_VERSION.split(b"."), (16, 8, 0), strict=True))

@@ -331,7 +331,9 @@ def parse_block_ms(raw: bytes) -> int:
     return v
 
 
-def parse_read(a: list[bytes], group: bool) -> ReadArgs:
+def parse_read(a: list[bytes], group: bool, scripted: bool = False) -> ReadArgs:
+    """XREAD's / XREADGROUP's arguments; BLOCK refused from a script (`scripted`), as
+    redis-server does."""
     r = ReadArgs()
     i = 1
     n = len(a)
@@ -339,6 +341,8 @@ def parse_read(a: list[bytes], group: bool) -> ReadArgs:
         more = n - i - 1
         o = a[i].lower()
         if o == b"block" and more:
+            if scripted:
+                raise CommandError(b"ERR %s command is not allowed with BLOCK option from scripts" % a[0])
             r.block = parse_block_ms(a[i + 1])
             i += 2
         elif o == b"count" and more:
@@ -396,7 +400,7 @@ def read_reply(c: KVClient, items: list[tuple[bytes, list[Any]]]) -> Any:
 
 @command("xread", -4)
 def xread(e: Engine, c: KVClient, a: list[bytes]) -> Any:
-    r = parse_read(a, False)
+    r = parse_read(a, False, e.in_script)
     ids = _xread_ids(e, c, r)
     out = []
     for key, after in zip(r.keys, ids, strict=True):

@@ -279,7 +279,7 @@ def _history(e: Engine, s: Stream, cons: Consumer, after: StreamID, count: int, 
 
 @command("xreadgroup", -7, write=True)
 def xreadgroup(e: Engine, c: KVClient, a: list[bytes]) -> Any:
-    r = parse_read(a, True)
+    r = parse_read(a, True, e.in_script)
     assert r.group is not None
     resolved: list[tuple[bytes, Stream, Group, StreamID | None]] = []
     for key, raw in zip(r.keys, r.ids, strict=True):

@@ -264,7 +264,10 @@ NOT_IN_SCRIPTS = [
         "'psubscribe', 'p*'", "'hello'", "'reset'", "'quit'", "'monitor'", "'eval', 'return 1', 0",
         "'evalsha', 'x', 0", "'eval_ro', 'return 1', 0", "'script', 'flush'", "'blpop', 'l', 0",
         "'brpop', 'l', 1", "'blmove', 'a', 'b', 'left', 'left', 0", "'brpoplpush', 'a', 'b', 0",
-        "'bzpopmin', 'z', 0", "'bzpopmax', 'z', 0", "'save'", "'bgsave'", "'watch'", "'blpop'")
+        "'bzpopmin', 'z', 0", "'bzpopmax', 'z', 0", "'save'", "'bgsave'", "'watch'", "'blpop'",
+        "'module', 'list'", "'client', 'id'", "'xread', 'BLOCK', 0, 'STREAMS', 's', '$'",
+        "'XREADGROUP', 'GROUP', 'g', 'c', 'block', 0, 'STREAMS', 's', '>'",
+        "'xread', 'COUNT', 1, 'STREAMS', 's', '0'", "'bzmpop', 0, 1, 'z', 'MIN'", "'zmpop', 1, 'z', 'MAX'")
 ]
 
 
