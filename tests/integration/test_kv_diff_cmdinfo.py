@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from raims_node.bridges.redis_admin import data_tree
 from raims_node.bridges.redis_session import session_command_tree
@@ -301,3 +303,15 @@ def test_command_docs_several_and_unknown(pair: Pair) -> None:
     COMMAND DOCS client|list
     COMMAND DOCS get get
     """))
+
+
+TOKENS = [b"k", b"d", b"0", b"1", b"2", b"3", b"-1", b"2x", b"STORE", b"STOREDIST", b"STREAMS", b"GET", b"BY",
+          b"LIMIT", b"GROUP", b"COUNT", b"SET", b"u8", b"km", b"WEIGHTS", b"stream", b"encoding"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(sorted(n for n in TREE if n not in NEWER)),
+       rest=st.lists(st.sampled_from(TOKENS), max_size=8), flags=st.booleans())
+def test_getkeys_hypothesis(pair: Pair, name: str, rest: list[bytes], flags: bool) -> None:
+    """Any command raims answers with arguments drawn from keywords, numbers and keys."""
+    pair.check([[b"COMMAND", b"GETKEYSANDFLAGS" if flags else b"GETKEYS", name.encode(), *rest]])
