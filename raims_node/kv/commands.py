@@ -41,7 +41,7 @@ log = logging.getLogger("raims.kv")
 
 FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebra", "server", "randoms",
             "objects", "bitmaps", "bitfield", "lcs", "hll", "sort", "geo", "streams_cmds", "streams_groups",
-            "streams_claim", "streams_info")
+            "streams_claim", "streams_info", "dump")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # notify-keyspace-events flags (Redis's server.h)
@@ -481,6 +481,19 @@ def parse_count(raw: bytes) -> int:
     if count < 0:
         raise CommandError(err)
     return count
+
+
+def parse_card_limit(rest: list[bytes]) -> int:
+    """SINTERCARD's and ZINTERCARD's options after the keys: [LIMIT limit] (repeatable,
+    the last wins); 0 is no limit."""
+    limit = 0
+    for i in range(0, len(rest), 2):
+        if rest[i].lower() != b"limit" or i + 1 >= len(rest):
+            raise syntax_error()
+        limit = parse_int(rest[i + 1], b"ERR LIMIT can't be negative")
+        if limit < 0:
+            raise CommandError(b"ERR LIMIT can't be negative")
+    return limit
 
 
 def check_writable(engine: Engine) -> None:

@@ -13,6 +13,7 @@ from raims_node.kv.commands import (
     Engine,
     KVClient,
     command,
+    parse_card_limit,
     parse_count,
     parse_int,
 )
@@ -225,17 +226,7 @@ def sintercard(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         raise CommandError(b"ERR numkeys should be greater than 0")
     if n > len(a) - 2:
         raise CommandError(b"ERR Number of keys can't be greater than number of args")
-    limit = 0
-    rest = a[2 + n:]
-    i = 0
-    while i < len(rest):
-        if rest[i].lower() == b"limit" and i + 1 < len(rest):
-            limit = parse_int(rest[i + 1], b"ERR LIMIT can't be negative")
-            if limit < 0:
-                raise CommandError(b"ERR LIMIT can't be negative")
-            i += 2
-        else:
-            raise CommandError(b"ERR syntax error")
+    limit = parse_card_limit(a[2 + n:])
     size = len(_combine("inter", _operands(e, c, a[2:2 + n])))
     return min(size, limit) if limit else size
 

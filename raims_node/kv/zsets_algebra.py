@@ -14,6 +14,7 @@ from raims_node.kv.commands import (
     Engine,
     KVClient,
     command,
+    parse_card_limit,
     parse_double,
     parse_int,
 )
@@ -157,17 +158,7 @@ def zintercard(e: Engine, c: KVClient, a: list[bytes]) -> Any:
             sources.append(v)
         else:
             raise CommandError(WRONGTYPE)
-    limit = 0
-    rest = a[2 + n:]
-    i = 0
-    while i < len(rest):
-        if rest[i].lower() == b"limit" and i + 1 < len(rest):
-            limit = parse_int(rest[i + 1], b"ERR LIMIT can't be negative")
-            if limit < 0:
-                raise CommandError(b"ERR LIMIT can't be negative")
-            i += 2
-        else:
-            raise CommandError(_SYNTAX)
+    limit = parse_card_limit(a[2 + n:])
     smallest = min(sources, key=len)
     count = 0
     for m in smallest:
