@@ -25,10 +25,9 @@ session through `ClientView`, so this module imports no session code.
   CLIENT GETREDIR (-1) and TRACKINGINFO (off) as redis-server without tracking (client
   tracking is not provided); CLIENT NO-EVICT ON|OFF answers +OK (the map never evicts).
 - COMMAND COUNT counts the top-level commands this connection can run (the data
-  commands with a key-value map); COMMAND DOCS [name...] answers summary, since, group
-  (and subcommands for containers). Decision: data commands' summaries are generic
-  ("<NAME>, a <group> command of the node's key-value map"); no argument specs; the
-  table is redis_docs.py.
+  commands with a key-value map); COMMAND DOCS [name...] answers redis-server 7.0.15's
+  entries (redis_docs.py), with the subcommands raims answers; COMMAND, COMMAND INFO |
+  LIST | GETKEYS | GETKEYSANDFLAGS are redis_command_info.py.
 - AUTH (as HELLO AUTH: the `default` user with any password), TIME and ROLE (a master
   without replicas), MONITOR (redis_monitor.py).
 - INFO [section...]: server, clients, memory (the resident set only), stats,
@@ -356,14 +355,20 @@ def client_trackinginfo(s: ClientView, args: list[bytes]) -> None:
 _TX = ("multi", "exec", "discard", "watch", "unwatch")
 
 
+def data_tree() -> dict[str, list[str]]:
+    """The map's commands (and MULTI...UNWATCH) -> their subcommands' full names."""
+    tree = {cmd.name: [f"{cmd.name}|{sub}" for sub in cmd.subcommands] for cmd in COMMANDS.values()}
+    for name in _TX:
+        tree.setdefault(name, [])
+    return tree
+
+
 def full_tree(s: ClientView) -> dict[str, list[str]]:
     """Every top-level command this connection runs -> its subcommands' full names."""
     tree = s.command_tree()
     if s.engine() is not None:
-        for raw in COMMANDS:
-            tree.setdefault(raw.decode(), [])
-        for name in _TX:
-            tree.setdefault(name, [])
+        for name, subs in data_tree().items():
+            tree.setdefault(name, subs)
     return tree
 
 
@@ -374,14 +379,8 @@ def command_count(s: ClientView, args: list[bytes]) -> None:
 def command_docs(s: ClientView, args: list[bytes]) -> None:
     tree = full_tree(s)
     names = [a.decode("utf-8", "replace").lower() for a in args[2:]] or sorted(tree)
-    pairs = []
-    for name in names:
-        if name not in tree:
-            continue
-        doc = command_doc(name)
-        if tree[name]:
-            doc.pairs.append((b"subcommands", Map([(sub.encode(), command_doc(sub)) for sub in tree[name]])))
-        pairs.append((name.encode(), doc))
+    pairs = [(name.encode(), command_doc(name, tree.get(name, []))) for name in names
+             if name in tree or name in tree.get(name.partition("|")[0], ())]
     s._write(encode(Map(pairs), s.resp))
 
 

@@ -7,7 +7,8 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
   SSUBSCRIBE, SUNSUBSCRIBE, PUBLISH, SPUBLISH, PUBSUB CHANNELS | NUMSUB | NUMPAT |
   SHARDCHANNELS | SHARDNUMSUB, PING, ECHO, SELECT, HELLO, CLIENT ID | SETNAME | GETNAME
   | SETINFO (redis-py sends SETINFO on connect) | LIST | INFO | KILL | REPLY, COMMAND
-  COUNT | DOCS, INFO (the introspection ones in redis_admin.py), QUIT, RESET. Names are
+  [COUNT | DOCS | INFO | LIST | GETKEYS | GETKEYSANDFLAGS], INFO (the introspection
+  ones in redis_admin.py and redis_command_info.py), QUIT, RESET. Names are
   case-insensitive; arity is checked as redis-server does (`wrong number of arguments
   for 'client|setname' command`).
 - With the node's key-value engine (`kv`), the data commands, MULTI / EXEC / DISCARD /
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from raims_node.bridges import redis_admin as admin
+from raims_node.bridges import redis_command_info as cmdinfo
 from raims_node.bridges import redis_monitor as monitor
 from raims_node.bridges.bus import Bus, shard_subject
 from raims_node.bridges.flow import FlowLimits, SessionOutput
@@ -292,8 +294,7 @@ class RedisSession(SessionOutput):
         return None if self._data is None else self._data.engine
 
     def command_tree(self) -> dict[str, list[str]]:
-        return {c.fullname: [] if c.subcommands is None else [s.fullname for s in c.subcommands.values()]
-                for c in _COMMANDS.values()}
+        return session_command_tree()
 
     def kill(self) -> None:
         """CLIENT KILL: close after what is queued (after this reply, when killing oneself)."""
@@ -517,6 +518,12 @@ def _table(*commands: _Command) -> Mapping[bytes, _Command]:
 _S = RedisSession
 
 
+def session_command_tree() -> dict[str, list[str]]:
+    """The commands a session answers itself -> their subcommands' full names."""
+    return {c.fullname: [] if c.subcommands is None else [s.fullname for s in c.subcommands.values()]
+            for c in _COMMANDS.values()}
+
+
 def _publish_with_reply(session: RedisSession, args: list[bytes]) -> None:
     """PUBLISH channel message [reply]: raims' optional third argument is the message's
     reply subject (`_ACK.<inbox>` / `_TRACE.<inbox>` ask for acks or a trace, acks.py)."""
@@ -558,9 +565,13 @@ _COMMANDS = _table(
         _Command("client|getredir", 2, admin.client_getredir),
         _Command("client|trackinginfo", 2, admin.client_trackinginfo),
     )),
-    _Command("command", -2, None, subcommands=_table(
+    _Command("command", -1, cmdinfo.command_all, subcommands=_table(
         _Command("command|count", 2, admin.command_count),
         _Command("command|docs", -2, admin.command_docs),
+        _Command("command|info", -2, cmdinfo.command_info),
+        _Command("command|list", -2, cmdinfo.command_list),
+        _Command("command|getkeys", -4, cmdinfo.command_getkeys),
+        _Command("command|getkeysandflags", -4, cmdinfo.command_getkeysandflags),
     )),
     _Command("info", -1, admin.info),
     _Command("auth", -2, admin.auth),

@@ -120,6 +120,7 @@ class Cmd:
     arity: int
     handler: Handler
     write: bool
+    subcommands: tuple[str, ...] = ()  # a container's subcommands this map answers (COMMAND INFO)
 
 
 COMMANDS: dict[bytes, Cmd] = {}
@@ -132,9 +133,10 @@ BLOCK_READY: dict[bytes, Callable[[Engine, KVClient, list[bytes], bytes], list[b
 REPLAY_ONLY: dict[bytes, Handler] = {}
 
 
-def command(name: str, arity: int, write: bool = False) -> Callable[[Handler], Handler]:
+def command(name: str, arity: int, write: bool = False,
+            subcommands: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
-        COMMANDS[name.encode()] = Cmd(name, arity, fn, write)
+        COMMANDS[name.encode()] = Cmd(name, arity, fn, write, subcommands)
         return fn
     return register
 

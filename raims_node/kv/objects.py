@@ -158,7 +158,7 @@ def encoding(value: Any) -> bytes:
 _SUBCOMMANDS = (b"encoding", b"refcount", b"idletime", b"freq")
 
 
-@command("object", -2)
+@command("object", -2, subcommands=("encoding", "refcount", "idletime", "freq"))
 def object_(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     sub = a[1].lower()
     if sub not in _SUBCOMMANDS:

@@ -552,7 +552,7 @@ def evalsha_ro(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 _SCRIPT_ARITY = {b"exists": -3, b"load": 3, b"flush": -2, b"kill": 2, b"help": 2, b"debug": 3}
 
 
-@command("script", -2)
+@command("script", -2, subcommands=("exists", "flush", "help", "kill", "load"))
 def script_(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     sub = a[1].lower()
     arity = _SCRIPT_ARITY.get(sub)

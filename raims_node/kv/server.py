@@ -66,7 +66,7 @@ def _params(e: Engine) -> dict[bytes, bytes]:
     return params
 
 
-@command("config", -2)
+@command("config", -2, subcommands=("get", "set", "resetstat"))
 def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     sub = a[1].lower()
     if sub == b"get":
@@ -116,7 +116,7 @@ def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     raise CommandError(b"ERR unknown subcommand '%s'. Try CONFIG HELP." % a[1][:128])
 
 
-@command("module", -2)
+@command("module", -2, subcommands=("list",))
 def module(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     """MODULE LIST: a node loads no Redis modules; LOAD and the others are unknown here."""
     if a[1].lower() == b"list":

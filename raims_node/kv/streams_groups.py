@@ -91,7 +91,8 @@ def _entries_read(raw: bytes) -> int:
     return v
 
 
-@command("xgroup", -2, write=True)
+@command("xgroup", -2, write=True,
+         subcommands=("create", "setid", "destroy", "createconsumer", "delconsumer"))
 def xgroup(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     sub = sub_arity(a, "XGROUP", {b"create": -5, b"setid": -5, b"destroy": 4, b"createconsumer": 5,
                                   b"delconsumer": 5, b"help": 2})

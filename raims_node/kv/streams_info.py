@@ -62,7 +62,7 @@ def _stream_info(s: Stream, a: list[bytes]) -> Any:
     return Map([*_head(s), (b"entries", s.range(ZERO_ID, MAX_ID, count)), (b"groups", groups)])
 
 
-@command("xinfo", -2)
+@command("xinfo", -2, subcommands=("stream", "groups", "consumers"))
 def xinfo(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     sub = sub_arity(a, "XINFO", {b"stream": -3, b"groups": 3, b"consumers": 4, b"help": 2})
     if sub == b"help":
