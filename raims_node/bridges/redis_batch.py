@@ -18,6 +18,7 @@ consumer cut mid-run, where redis-server's later replies would count one fewer).
 from __future__ import annotations
 
 from operator import itemgetter
+from time import perf_counter_ns
 from typing import Protocol
 
 from raims_node.bridges.bus import Bus, ClientHandle
@@ -29,7 +30,7 @@ from raims_node.kv.fast import FAST, FastHandler
 from raims_node.kv.reply import encode
 
 PUBLISH = object()  # the table's mark for PUBLISH
-SESSION_OWN = (b"info", b"multi", b"exec", b"discard", b"watch", b"unwatch")  # never batched here
+SESSION_OWN = (b"info", b"config", b"multi", b"exec", b"discard", b"watch", b"unwatch")  # never batched here
 
 Entry = tuple[FastHandler | None, Cmd | object]
 
@@ -52,6 +53,7 @@ class RedisSession(ClientHandle, Client, Protocol):
     reply_skip_next: bool
     _reply_skip: bool
     _capture: list[bytes] | None
+    _pause_held: list[list[bytes]]
     _data: DataSide | None
     msgs_in: int
     msgs_out: int
@@ -144,7 +146,9 @@ def _fitting(commands: list[list[bytes]], i: int, j: int, max_payload: int) -> i
 
 
 def fast_ok(s: RedisSession) -> bool:
-    if s._capture is not None or s.reply_off or s.reply_skip_next or s.subscribed:
+    ops = s.host.ops
+    if s._capture is not None or s.reply_off or s.reply_skip_next or s.subscribed or ops.every \
+            or ops.pause_end or s._pause_held:
         return False
     data = s._data
     return data is None or (data.client.blocked is None and not data.held and data.multi is None)
@@ -199,7 +203,10 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
             i = j
             continue
         assert isinstance(cmd, Cmd)
+        t0 = perf_counter_ns()
         reply = engine.execute(client, args, cmd)
+        if reply is not BLOCKED:
+            s.host.ops.record(s, args, perf_counter_ns() - t0)
         i += 1
         if reply is BLOCKED:
             break  # the pop answers later; what follows is held (redis_data.DataSide)

@@ -45,10 +45,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from time import perf_counter_ns
 from types import MappingProxyType
 
 from raims_node.bridges import redis_admin as admin
 from raims_node.bridges import redis_monitor as monitor
+from raims_node.bridges import redis_ops as ops
+from raims_node.bridges import redis_ops_mem as ops_mem
 from raims_node.bridges.bus import Bus, shard_subject
 from raims_node.bridges.flow import FlowLimits, SessionOutput
 from raims_node.bridges.redis_batch import deliver_channel_run, run_batch
@@ -158,6 +161,8 @@ class RedisSession(SessionOutput):
         self._shards: dict[str, bytes] = {}
         self._in_bus = True
         self._capture: list[bytes] | None = None
+        self._pause_held: list[list[bytes]] = []  # commands held by CLIENT PAUSE (redis_ops.py)
+        self._pause_bytes = 0
         self._data = DataSide(self, kv) if kv is not None else None
         if self._data is not None:
             self.db = kv.store.default_db if kv is not None else 0
@@ -190,11 +195,22 @@ class RedisSession(SessionOutput):
             self._close(error.reply, error)
 
     def _command(self, args: list[bytes]) -> None:
-        """A command, or one held while blocked, replayed. CLIENT REPLY SKIP silences the
-        next one run and a blocked pop's reply too (as redis-server 7.0.15)."""
-        if self._data is None or not self._data.holding:
-            self._reply_skip, self.reply_skip_next = self.reply_skip_next, False
+        """A command, or one held while blocked or paused, replayed. CLIENT REPLY SKIP
+        silences the next one run and a blocked pop's reply too (as redis-server 7.0.15);
+        a command run is timed for SLOWLOG and LATENCY (redis_ops.py)."""
+        data, host_ops = self._data, self.host.ops
+        if self._pause_held or (host_ops.pause_end and host_ops.pauses(self, args)):
+            ops.hold(self, args)
+            return
+        if data is not None and data.holding:
+            self._execute(args)
+            return
+        self._reply_skip, self.reply_skip_next = self.reply_skip_next, False
+        queued = data is not None and data.multi is not None
+        t0 = perf_counter_ns()
         self._execute(args)
+        if not queued and (data is None or data.client.blocked is None):
+            host_ops.record(self, args, perf_counter_ns() - t0)
 
     def _execute(self, args: list[bytes]) -> None:
         self.last_cmd = args[0].lower().decode("utf-8", "replace")
@@ -248,10 +264,12 @@ class RedisSession(SessionOutput):
         """Run `args` and return its reply instead of sending it (EXEC)."""
         capture: list[bytes] = []
         self._capture = capture
+        t0 = perf_counter_ns()
         try:
             self._execute(args)
         finally:
             self._capture = None
+        self.host.ops.record(self, args, perf_counter_ns() - t0)  # EXEC's commands one by one
         return b"".join(capture)
 
     def pending_output(self, max_bytes: int | None = None) -> bytes:
@@ -493,6 +511,8 @@ class RedisSession(SessionOutput):
         self._channels.clear()
         self._patterns.clear()
         self._shards.clear()
+        self._pause_held.clear()
+        self.host.ops.waiting.discard(self)
         if self._in_bus:
             self._in_bus = False
             self.bus.drop_client(self)
@@ -557,6 +577,7 @@ _COMMANDS = _table(
         _Command("client|no-evict", 3, admin.client_no_evict),
         _Command("client|getredir", 2, admin.client_getredir),
         _Command("client|trackinginfo", 2, admin.client_trackinginfo),
+        *ops.client_table(_Command),
     )),
     _Command("command", -2, None, subcommands=_table(
         _Command("command|count", 2, admin.command_count),
@@ -574,4 +595,6 @@ _COMMANDS = _table(
         _Command("pubsub|shardchannels", -2, _S._pubsub_shardchannels),
         _Command("pubsub|shardnumsub", -2, _S._pubsub_shardnumsub),
     )),
+    *ops.command_table(_Command, _table),
+    *ops_mem.command_table(_Command, _table),
 )

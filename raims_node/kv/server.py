@@ -18,6 +18,7 @@ save answers `ERR saving the map failed: <cause>` and INFO shows `rdb_last_bgsav
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from raims_node.kv.commands import (
@@ -52,7 +53,8 @@ _FIXED = {
 }
 
 
-def _params(e: Engine) -> dict[bytes, bytes]:
+def config_params(e: Engine) -> dict[bytes, bytes]:
+    """The map's parameters for CONFIG GET (the session's CONFIG adds the transport's)."""
     saver = e.saver
     params = {b"notify-keyspace-events": notify_flags_text(e.notify_flags).encode(),
               b"databases": b"%d" % len(e.store.dbs), b"appendonly": b"yes" if saver is not None else b"no",
@@ -63,13 +65,36 @@ def _params(e: Engine) -> dict[bytes, bytes]:
     return params
 
 
+def config_setter(e: Engine, name: bytes, value: bytes) -> Callable[[], None]:
+    """CONFIG SET of one of the map's parameters: the change to apply once every value of
+    the command is known good; CommandError for an immutable or unknown one, a bad value."""
+    if name.lower() != b"notify-keyspace-events":
+        if name.lower() in config_params(e):
+            raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
+                               b"can't set immutable config" % name)
+        raise CommandError(b"ERR Unknown option or number of arguments for CONFIG SET - '%s'" % name)
+    flags = parse_notify_flags(value.decode("latin-1"))
+    if flags is None:
+        raise CommandError(b"ERR CONFIG SET failed (possibly related to argument "
+                           b"'notify-keyspace-events') - Invalid event class character. "
+                           b"Use 'Ag$lshzxeKEtmdn'.")
+    return lambda: setattr(e, "notify_flags", flags)
+
+
+def reset_stats(e: Engine) -> None:
+    """CONFIG RESETSTAT's part in the map: its command and expiry counters."""
+    e.commands_processed = 0
+    e.store.expired_keys = 0
+
+
 @command("config", -2)
 def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    """CONFIG of a map without a Redis transport (the transport's session answers its own)."""
     sub = a[1].lower()
     if sub == b"get":
         if len(a) < 3:
             raise CommandError(b"ERR wrong number of arguments for 'config|get' command")
-        params = _params(e)
+        params = config_params(e)
         out: dict[bytes, bytes] = {}
         for pattern in a[2:]:
             if any(ch in pattern for ch in b"*?["):
@@ -80,24 +105,14 @@ def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     if sub == b"set":
         if len(a) < 4 or len(a) % 2:
             raise CommandError(b"ERR wrong number of arguments for 'config|set' command")
-        changes: dict[bytes, int] = {}
-        for i in range(2, len(a), 2):
-            name = a[i].lower()
-            if name != b"notify-keyspace-events":
-                if name in _params(e):
-                    raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
-                                       b"can't set immutable config" % a[i])
-                raise CommandError(b"ERR Unknown option or number of arguments for CONFIG SET - '%s'" % a[i])
-            flags = parse_notify_flags(a[i + 1].decode("latin-1"))
-            if flags is None:
-                raise CommandError(b"ERR CONFIG SET failed (possibly related to argument "
-                                   b"'notify-keyspace-events') - Invalid event class character. "
-                                   b"Use 'Ag$lshzxeKEtmdn'.")
-            changes[name] = flags
-        for flags in changes.values():
-            e.notify_flags = flags
+        changes = [config_setter(e, a[i], a[i + 1]) for i in range(2, len(a), 2)]
+        for change in changes:
+            change()
         return OK
     if sub == b"resetstat":
+        if len(a) != 2:
+            raise CommandError(b"ERR wrong number of arguments for 'config|resetstat' command")
+        reset_stats(e)
         return OK
     raise CommandError(b"ERR unknown subcommand '%s'. Try CONFIG HELP." % a[1][:128])
 
