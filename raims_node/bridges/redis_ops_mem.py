@@ -14,7 +14,8 @@
   allocator" (as a redis-server built with libc malloc); DOCTOR redis-server's texts
   (the "empty" one under 5 MB of data); PURGE +OK.
 - LOLWUT VERSION 5 [columns [squares-per-row [squares-per-column]]] draws Georg Nees'
-  Schotter in braille (raims' own drawing, clamped as redis-server clamps); any other
+  Schotter in braille (raims' own drawing, clamped as redis-server clamps, and the
+  squares per column cut so the canvas stays under 4M dots); any other
   version, as redis-server 7.0.15 answers it, only "Redis ver. 7.0.15".
 """
 
@@ -31,6 +32,8 @@ from raims_node.kv.commands import Engine
 from raims_node.kv.reply import Map, Verbatim, encode
 from raims_node.kv.server import REDIS_VERSION
 from raims_node.kv.store import ZSet
+
+MAX_DOTS = 4_000_000  # LOLWUT's canvas, at most (redis-server's can reach 800M dots: 1000 1 200)
 
 # ------------------------------------------------------------ MEMORY
 
@@ -85,7 +88,7 @@ def memory_usage(s: OpsClient, args: list[bytes]) -> None:
             s._error("syntax error")
             return
     engine = s.engine()
-    db = getattr(s, "db", 0)
+    db = s.db
     value = engine.store.lookup(db, args[2]) if engine is not None and db < len(engine.store.dbs) else None
     s._write(encode(None if value is None else key_bytes(args[2], value, samples), s.resp))
 
@@ -170,6 +173,7 @@ def schotter(cols: int, squares_row: int, squares_col: int, seed: int) -> bytes:
     """Georg Nees' "Schotter" in braille dots: rows of squares, more disordered down the
     page (raims' own rendering: 2x4 dots per character; a deterministic generator)."""
     side = max(1, (cols * 2) // squares_row)
+    squares_col = max(1, min(squares_col, MAX_DOTS // (side * side * squares_row)))
     width, height = side * squares_row, side * squares_col
     dots = [[False] * width for _ in range(height)]
     state = seed or 1

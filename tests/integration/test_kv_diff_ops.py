@@ -56,7 +56,6 @@ CONFIG SET slowlog-log-slower-than -2
 CONFIG SET slowlog-log-slower-than 99999999999999999999
 CONFIG SET slowlog-max-len -1
 CONFIG SET slowlog-max-len 1.5
-CONFIG GET slowlog*
 CONFIG SET slowlog-max-len 5 slowlog-log-slower-than 100
 CONFIG GET slowlog-max-len
 CONFIG GET slowlog-log-slower-than
@@ -181,6 +180,18 @@ LOLWUT VERSION 5 1 x
                          ids=["slowlog", "latency", "memory", "config", "pause", "lolwut"])
 def test_replies(pair: Pair, block: str) -> None:
     pair.check(cmds(block))
+
+
+@pytest.mark.parametrize("pattern", [b"slowlog*", b"latency-monitor*", b"slowlog-max-le?", b"timeou[st]",
+                                     b"*max-*-entries*"])
+def test_config_get_glob(pair: Pair, pattern: bytes) -> None:
+    """A pattern's parameters and values as redis-server's (whose order is its dict's)."""
+    def pairs(frame: bytes) -> list[tuple[object, object]]:
+        kind, items = parse(frame)
+        return sorted(zip(items[0::2], items[1::2], strict=True), key=repr)
+
+    ref, us = (c.call([b"CONFIG", b"GET", pattern]) for c in (pair.ref, pair.us))
+    assert ref[:1] == us[:1] and pairs(us) == pairs(ref)
 
 
 def _entries(frame: bytes) -> list[list[object]]:

@@ -208,3 +208,21 @@ def test_session_without_a_map_has_config() -> None:
     assert ask(a, b"CONFIG GET timeout\r\n") == b"*2\r\n$7\r\ntimeout\r\n$1\r\n0\r\n"
     assert ask(a, b"CONFIG SET databases 2\r\n") == \
         b"-ERR Unknown option or number of arguments for CONFIG SET - 'databases'\r\n"
+
+
+def test_a_pipelined_run_is_timed_once_and_attributed() -> None:
+    """Threshold 1 us: the run of SET (a fast form) and HSET is one entry, HSET's."""
+    host, (a, b) = pair(_kv())
+    ask(a, b"CONFIG SET slowlog-log-slower-than 1\r\nSLOWLOG RESET\r\n")
+    host.ops.slowlog.clear()
+    ask(b, b"SET k v\r\nHSET h f v\r\nSET k2 v\r\n")
+    assert [e.args for e in host.ops.slowlog] == [[b"HSET", b"h", b"f", b"v"]]
+    host.ops.slowlog.clear()
+    ask(b, b"SET k v\r\nGET k\r\n")
+    assert [e.args for e in host.ops.slowlog] == [[b"SET", b"k", b"v"]]
+
+
+def test_lolwut_canvas_is_bounded() -> None:
+    """1000 columns, 1 square per row, 200 per column: redis-server's 800M dots, cut."""
+    art = schotter(1000, 1, 200, 3)
+    assert len(art) < 4_000_000
