@@ -7,7 +7,8 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
   SSUBSCRIBE, SUNSUBSCRIBE, PUBLISH, SPUBLISH, PUBSUB CHANNELS | NUMSUB | NUMPAT |
   SHARDCHANNELS | SHARDNUMSUB, PING, ECHO, SELECT, HELLO, CLIENT ID | SETNAME | GETNAME
   | SETINFO (redis-py sends SETINFO on connect) | LIST | INFO | KILL | REPLY, COMMAND
-  COUNT | DOCS, INFO (the introspection ones in redis_admin.py), QUIT, RESET. Names are
+  COUNT | DOCS, INFO (the introspection ones in redis_admin.py), QUIT, RESET; SLOWLOG,
+  LATENCY, CONFIG, CLIENT PAUSE | UNPAUSE (redis_ops.py), MEMORY, LOLWUT (redis_ops_mem.py). Names are
   case-insensitive; arity is checked as redis-server does (`wrong number of arguments
   for 'client|setname' command`).
 - With the node's key-value engine (`kv`), the data commands, MULTI / EXEC / DISCARD /
@@ -162,7 +163,7 @@ class RedisSession(SessionOutput):
         self._in_bus = True
         self._capture: list[bytes] | None = None
         self._pause_held: list[list[bytes]] = []  # commands held by CLIENT PAUSE (redis_ops.py)
-        self._pause_bytes = 0
+        self._pause_bytes = 0  # and their size
         self._data = DataSide(self, kv) if kv is not None else None
         if self._data is not None:
             self.db = kv.store.default_db if kv is not None else 0
@@ -195,11 +196,10 @@ class RedisSession(SessionOutput):
             self._close(error.reply, error)
 
     def _command(self, args: list[bytes]) -> None:
-        """A command, or one held while blocked or paused, replayed. CLIENT REPLY SKIP
-        silences the next one run and a blocked pop's reply too (as redis-server 7.0.15);
-        a command run is timed for SLOWLOG and LATENCY (redis_ops.py)."""
+        """A command, or one held while blocked or paused, replayed; timed for SLOWLOG (redis_ops.py).
+        CLIENT REPLY SKIP silences the next one run and a blocked pop's reply too (as redis-server 7.0.15)."""
         data, host_ops = self._data, self.host.ops
-        if self._pause_held or (host_ops.pause_end and host_ops.pauses(self, args)):
+        if (host_ops.pause_end and host_ops.pauses(self, args)) or self._pause_held:
             ops.hold(self, args)
             return
         if data is not None and data.holding:

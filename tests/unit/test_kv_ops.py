@@ -226,3 +226,14 @@ def test_lolwut_canvas_is_bounded() -> None:
     """1000 columns, 1 square per row, 200 per column: redis-server's 800M dots, cut."""
     art = schotter(1000, 1, 200, 3)
     assert len(art) < 4_000_000
+
+
+def test_a_pause_past_its_end_releases_before_the_next_command() -> None:
+    """No timer (sans-IO): the next command sees the end and runs after what was held."""
+    host, (a, b) = pair(_kv())
+    assert isinstance(host.clock, Clock)
+    ask(a, b"CLIENT PAUSE 100 WRITE\r\n")
+    assert ask(b, b"SET k 1\r\n") == b""
+    assert ask(b, b"GET k\r\n") == b""  # behind the held SET
+    host.clock.t += 0.1
+    assert ask(b, b"GET k\r\n") == b"+OK\r\n$1\r\n1\r\n$1\r\n1\r\n"
