@@ -23,7 +23,8 @@ from raims_node.bridges.errors import (
 from raims_node.bridges.flow import FlowLimits, SessionOutput
 from raims_node.bridges.nats_proto import NatsParser, NatsProtocolError
 from raims_node.bridges.nats_session import NatsConfig, NatsSession
-from raims_node.bridges.redis_session import RedisConfig, RedisSession
+from raims_node.bridges.redis_config import RedisConfig
+from raims_node.bridges.redis_session import RedisSession
 from raims_node.bridges.resp import RespParser, RespProtocolError
 
 __all__ = [

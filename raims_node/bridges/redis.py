@@ -8,6 +8,7 @@ notifications are published into this transport's service.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol, cast
 
 from raims_node.bridges.glue import (
@@ -18,9 +19,12 @@ from raims_node.bridges.glue import (
     SessionProtocol,
 )
 from raims_node.bridges.redis_admin import RedisHost
-from raims_node.bridges.redis_session import RedisConfig, RedisSession, redis_limits
+from raims_node.bridges.redis_config import RedisConfig, redis_limits
+from raims_node.bridges.redis_session import RedisSession
 from raims_node.bridges.router_bus import RouterBus
 from raims_node.kv.commands import Engine
+
+TICK_S = 1.0  # redis-server checks idle clients about once a second too
 
 
 class KVHub(HubView, Protocol):
@@ -62,6 +66,7 @@ class RedisServer(BridgeServer):
     def __init__(self, hub: HubView, name: str, settings: BridgeSettings) -> None:
         super().__init__(hub, name, settings)
         self.host = RedisHost(sessions=self._sessions)
+        self._tick: asyncio.TimerHandle | None = None
 
     def _sessions(self) -> list[RedisSession]:
         """The live sessions, for CLIENT LIST / KILL and INFO."""
@@ -74,4 +79,19 @@ class RedisServer(BridgeServer):
             self.host.port = self.servers[0].sockets[0].getsockname()[1]
         kv = cast(KVHub, self.hub).kv
         self.config = redis_limits(self.hub.max_payload, data=kv is not None and kv.store.writable)
+        loop = asyncio.get_running_loop()
+        self.host.ops.schedule = loop.call_later
+        self._tick = loop.call_later(TICK_S, self._on_tick)
         return bound
+
+    def _on_tick(self) -> None:
+        """Once a second: idle clients past `timeout`, the end of a CLIENT PAUSE (redis_ops.py)."""
+        self._tick = asyncio.get_running_loop().call_later(TICK_S, self._on_tick)
+        self.host.ops.tick(self._sessions(), self.host.monitors)
+
+    def close(self) -> None:
+        if self._tick is not None:
+            self._tick.cancel()
+            self._tick = None
+        self.host.ops.schedule = None
+        super().close()

@@ -46,6 +46,7 @@ from typing import Protocol
 
 from raims_node.bridges.redis_docs import command_doc
 from raims_node.bridges.redis_monitor import Client
+from raims_node.bridges.redis_ops import OpsState
 from raims_node.bridges.resp import (
     OK,
     encode_array_header,
@@ -129,6 +130,10 @@ class RedisHost:
     connections: int = 0
     commands: int = 0
     monitors: set[Client] = field(default_factory=set)  # MONITOR's clients (redis_monitor.py)
+    ops: OpsState = field(default_factory=OpsState)  # SLOWLOG, CLIENT PAUSE, timeout... (redis_ops.py)
+
+    def __post_init__(self) -> None:
+        self.ops.clock = self.clock
 
 
 def sub_counts(c: ClientView) -> tuple[int, int, int]:
@@ -495,8 +500,8 @@ def info(s: ClientView, args: list[bytes]) -> None:
                         b"pubsub_clients:%d\r\nwatching_clients:%d\r\n" % (
                             len(clients), blocked, pubsub, watching))
     if every or b"memory" in wanted:
-        sections.append(b"# Memory\r\nused_memory_rss:%d\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n"
-                        % _rss_bytes())
+        sections.append(b"# Memory\r\nused_memory_rss:%d\r\nmaxmemory:%d\r\nmaxmemory_policy:noeviction\r\n"
+                        % (_rss_bytes(), host.ops.maxmemory))
     if engine is not None and (every or b"persistence" in wanted):
         sections.append(persistence_section(engine))
     if every or b"stats" in wanted:

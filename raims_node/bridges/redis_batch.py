@@ -9,6 +9,10 @@ them); `run_fast` runs commands until one needs the session's general dispatch
 Data commands try their fast form first (kv/fast.py) and fall back to
 `Engine.execute`; replies are encoded as redis_data.DataSide encodes them.
 
+A run is timed once for SLOWLOG and LATENCY (redis_ops.py: a run over the threshold is
+one entry, attributed to its first command that went through `Engine.execute`); with
+`slowlog-log-slower-than` 0, or a CLIENT PAUSE in force, there are no runs.
+
 A run of PUBLISHes to one channel is routed once (`Bus.publish_run`, one delivery of
 the whole run to a local subscriber); each is answered with the run's receivers divided
 by its length (decision: exact unless a delivery of the run drops a subscriber, a slow
@@ -18,6 +22,7 @@ consumer cut mid-run, where redis-server's later replies would count one fewer).
 from __future__ import annotations
 
 from operator import itemgetter
+from time import perf_counter_ns
 from typing import Protocol
 
 from raims_node.bridges.bus import Bus, ClientHandle
@@ -29,13 +34,13 @@ from raims_node.kv.fast import FAST, FastHandler
 from raims_node.kv.reply import encode
 
 PUBLISH = object()  # the table's mark for PUBLISH
-SESSION_OWN = (b"info", b"multi", b"exec", b"discard", b"watch", b"unwatch")  # never batched here
+SESSION_OWN = (b"info", b"config", b"multi", b"exec", b"discard", b"watch", b"unwatch")  # never batched here
 
 Entry = tuple[FastHandler | None, Cmd | object]
 
 
 class Limits(Protocol):
-    """What the batch path uses of redis_session.RedisConfig."""
+    """What the batch path uses of redis_config.RedisConfig."""
 
     @property
     def max_bulk(self) -> int: ...
@@ -52,6 +57,7 @@ class RedisSession(ClientHandle, Client, Protocol):
     reply_skip_next: bool
     _reply_skip: bool
     _capture: list[bytes] | None
+    _pause_held: list[list[bytes]]
     _data: DataSide | None
     msgs_in: int
     msgs_out: int
@@ -145,7 +151,9 @@ def _fitting(commands: list[list[bytes]], i: int, j: int, max_payload: int) -> i
 
 
 def fast_ok(s: RedisSession) -> bool:
-    if s._capture is not None or s.reply_off or s.reply_skip_next or s.subscribed:
+    ops = s.host.ops
+    if s._capture is not None or s.reply_off or s.reply_skip_next or s.subscribed or ops.every \
+            or ops.pause_end or s._pause_held:
         return False
     data = s._data
     return data is None or (data.client.blocked is None and not data.held and data.multi is None)
@@ -164,6 +172,8 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
     else:
         table = _PUBLISH_ONLY
     s._reply_skip = False
+    slow: list[bytes] | None = None  # the run's first command run by Engine.execute
+    t0 = perf_counter_ns()
     parts: list[bytes] = []
     start, n = i, len(commands)
     while i < n:
@@ -203,11 +213,16 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
         if cmd.handler.__module__ == _SCRIPTING and s.host.monitors:
             break  # MONITOR shows a script before the commands it runs: the general dispatch
         reply = engine.execute(client, args, cmd)
+        if slow is None and reply is not BLOCKED:
+            slow = args
         i += 1
         if reply is BLOCKED:
             break  # the pop answers later; what follows is held (redis_data.DataSide)
         parts.append(encode(reply, resp))
     if i > start:
+        elapsed = perf_counter_ns() - t0
+        if elapsed >= s.host.ops.record_ns:  # the run is timed once (redis_ops.py)
+            s.host.ops.record(s, slow if slow is not None else commands[start], elapsed)
         if s.host.monitors:
             feed(s, commands[start:i])
         s.host.commands += i - start

@@ -80,8 +80,8 @@ class DataSide:
             return True
         name = args[0].lower()
         cmd = COMMANDS.get(name)
-        if name == b"info":
-            cmd = None  # the session's INFO (redis_admin.py) has the map's sections and its own
+        if name == b"info" or name == b"config":
+            cmd = None  # the session's INFO (redis_admin.py) and CONFIG (redis_ops.py) add their own
         if cmd is not None and self.multi is None and not (self.session.resp == 2 and self.session.subscribed):
             self.run(args, cmd)  # the fast path: a data command outside a transaction
             return True

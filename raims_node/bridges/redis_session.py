@@ -8,7 +8,8 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
   SHARDCHANNELS | SHARDNUMSUB, PING, ECHO, SELECT, HELLO, CLIENT ID | SETNAME | GETNAME
   | SETINFO (redis-py sends SETINFO on connect) | LIST | INFO | KILL | REPLY, COMMAND
   [COUNT | DOCS | INFO | LIST | GETKEYS | GETKEYSANDFLAGS], INFO (the introspection
-  ones in redis_admin.py and redis_command_info.py), QUIT, RESET. Names are
+  ones in redis_admin.py and redis_command_info.py), QUIT, RESET; SLOWLOG, LATENCY,
+  CONFIG, CLIENT PAUSE | UNPAUSE (redis_ops.py), MEMORY, LOLWUT (redis_ops_mem.py). Names are
   case-insensitive; arity is checked as redis-server does (`wrong number of arguments
   for 'client|setname' command`).
 - With the node's key-value engine (`kv`), the data commands, MULTI / EXEC / DISCARD /
@@ -45,20 +46,21 @@ are not provided. A slow consumer is closed without an error reply, as redis-ser
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from time import perf_counter_ns
 from types import MappingProxyType
 
 from raims_node.bridges import redis_admin as admin
 from raims_node.bridges import redis_command_info as cmdinfo
 from raims_node.bridges import redis_monitor as monitor
+from raims_node.bridges import redis_ops as ops
+from raims_node.bridges import redis_ops_mem as ops_mem
 from raims_node.bridges.bus import Bus, shard_subject
-from raims_node.bridges.flow import FlowLimits, SessionOutput
+from raims_node.bridges.flow import SessionOutput
 from raims_node.bridges.redis_batch import deliver_channel_run, run_batch
+from raims_node.bridges.redis_config import RedisConfig
 from raims_node.bridges.redis_data import DataSide
 from raims_node.bridges.resp import (
-    MAX_ARGS,
-    MAX_BULK,
-    MAX_QUERY,
     OK,
     RespParser,
     RespProtocolError,
@@ -73,10 +75,7 @@ from raims_node.bridges.resp import (
     parse_ll,
 )
 from raims_node.kv.commands import Engine, arity_error, is_data_command
-from raims_node.kv.server import REDIS_VERSION as _VERSION
 
-REDIS_VERSION = _VERSION.decode()
-DATABASES = 16
 _INT32 = 1 << 31
 
 PONG = b"+PONG\r\n"
@@ -86,34 +85,7 @@ _MESSAGE = {2: b"*3\r\n$7\r\nmessage\r\n", 3: b">3\r\n$7\r\nmessage\r\n"}
 _PMESSAGE = {2: b"*4\r\n$8\r\npmessage\r\n", 3: b">4\r\n$8\r\npmessage\r\n"}
 _SMESSAGE = {2: b"*3\r\n$8\r\nsmessage\r\n", 3: b">3\r\n$8\r\nsmessage\r\n"}
 
-REDIS_LIMITS = FlowLimits(hard_limit=32 * 1024 * 1024, soft_limit=8 * 1024 * 1024, soft_seconds=60.0)
 ERR_NOT_INTEGER = "value is not an integer or out of range"
-
-
-@dataclass(frozen=True, slots=True)
-class RedisConfig:
-    """One `type: redis` transport, shared by its connections."""
-
-    version: str = REDIS_VERSION
-    databases: int = DATABASES
-    max_bulk: int = MAX_BULK
-    max_args: int = MAX_ARGS
-    max_query: int = MAX_QUERY
-    limits: FlowLimits = field(default_factory=FlowLimits)
-    max_payload: int = MAX_BULK  # the largest PUBLISH message
-
-
-def redis_limits(max_payload: int, data: bool = False) -> RedisConfig:
-    """A transport's config for the node's `max_payload` (decisions): a PUBLISH message
-    is at most one payload; a bulk may hold one payload (redis-server's
-    proto-max-bulk-len) or, with a key-value map (`data`), a value as large as the map
-    takes (MAX_BULK, 64 MiB: a 5 MB SET is ordinary for a Redis client); a request four
-    bulks (a PUBLISH is one payload and its channel; SUBSCRIBE with many channels stays
-    well within); output limits as redis-server's `client-output-buffer-limit pubsub
-    32mb 8mb 60`. A PUBLISH over max_payload that a map's larger bulk let through gets
-    `-ERR message of N bytes exceeds max_payload M` and the connection stays usable."""
-    bulk = max(max_payload, MAX_BULK) if data else max_payload
-    return RedisConfig(max_bulk=bulk, max_query=4 * bulk, limits=REDIS_LIMITS, max_payload=max_payload)
 
 
 def _text(b: bytes) -> str:
@@ -160,6 +132,8 @@ class RedisSession(SessionOutput):
         self._shards: dict[str, bytes] = {}
         self._in_bus = True
         self._capture: list[bytes] | None = None
+        self._pause_held: list[list[bytes]] = []  # commands held by CLIENT PAUSE (redis_ops.py)
+        self._pause_bytes = 0  # and their size
         self._data = DataSide(self, kv) if kv is not None else None
         if self._data is not None:
             self.db = kv.store.default_db if kv is not None else 0
@@ -192,11 +166,21 @@ class RedisSession(SessionOutput):
             self._close(error.reply, error)
 
     def _command(self, args: list[bytes]) -> None:
-        """A command, or one held while blocked, replayed. CLIENT REPLY SKIP silences the
-        next one run and a blocked pop's reply too (as redis-server 7.0.15)."""
-        if self._data is None or not self._data.holding:
-            self._reply_skip, self.reply_skip_next = self.reply_skip_next, False
+        """A command, or one held while blocked or paused, replayed; timed for SLOWLOG (redis_ops.py).
+        CLIENT REPLY SKIP silences the next one run and a blocked pop's reply too (as redis-server 7.0.15)."""
+        data, host_ops = self._data, self.host.ops
+        if (host_ops.pause_end and host_ops.pauses(self, args)) or self._pause_held:
+            ops.hold(self, args)
+            return
+        if data is not None and data.holding:
+            self._execute(args)
+            return
+        self._reply_skip, self.reply_skip_next = self.reply_skip_next, False
+        queued = data is not None and data.multi is not None
+        t0 = perf_counter_ns()
         self._execute(args)
+        if not queued and (data is None or data.client.blocked is None):
+            host_ops.record(self, args, perf_counter_ns() - t0)
 
     def _execute(self, args: list[bytes]) -> None:
         self.last_cmd = args[0].lower().decode("utf-8", "replace")
@@ -250,10 +234,12 @@ class RedisSession(SessionOutput):
         """Run `args` and return its reply instead of sending it (EXEC)."""
         capture: list[bytes] = []
         self._capture = capture
+        t0 = perf_counter_ns()
         try:
             self._execute(args)
         finally:
             self._capture = None
+        self.host.ops.record(self, args, perf_counter_ns() - t0)  # EXEC's commands one by one
         return b"".join(capture)
 
     def pending_output(self, max_bytes: int | None = None) -> bytes:
@@ -494,6 +480,8 @@ class RedisSession(SessionOutput):
         self._channels.clear()
         self._patterns.clear()
         self._shards.clear()
+        self._pause_held.clear()
+        self.host.ops.waiting.discard(self)
         if self._in_bus:
             self._in_bus = False
             self.bus.drop_client(self)
@@ -564,6 +552,7 @@ _COMMANDS = _table(
         _Command("client|no-evict", 3, admin.client_no_evict),
         _Command("client|getredir", 2, admin.client_getredir),
         _Command("client|trackinginfo", 2, admin.client_trackinginfo),
+        *ops.client_table(_Command),
     )),
     _Command("command", -1, cmdinfo.command_all, subcommands=_table(
         _Command("command|count", 2, admin.command_count),
@@ -585,4 +574,6 @@ _COMMANDS = _table(
         _Command("pubsub|shardchannels", -2, _S._pubsub_shardchannels),
         _Command("pubsub|shardnumsub", -2, _S._pubsub_shardnumsub),
     )),
+    *ops.command_table(_Command, _table),
+    *ops_mem.command_table(_Command, _table),
 )

@@ -18,7 +18,7 @@ Manual section "Redis"; protocol facts as redis-server 7 implements them:
 Decisions (limits, named below): `max_bulk` defaults to 64 MiB instead of Redis' 512 MiB
 because a message larger than the Rai MS wire frame limit (64 MiB) cannot be routed (the
 bridge passes the node's `max_payload`, 1 MiB by default, as redis-server's
-proto-max-bulk-len, or 64 MiB with a key-value map: redis_session.redis_limits); `max_args` defaults to 1,048,576 (Redis allows up to INT_MAX). Both
+proto-max-bulk-len, or 64 MiB with a key-value map: redis_config.redis_limits); `max_args` defaults to 1,048,576 (Redis allows up to INT_MAX). Both
 answer with the texts Redis uses for out-of-range lengths. `max_query` bounds the bytes
 of one request (redis-server's client-query-buffer-limit, 1 GB there): a multibulk whose
 arguments would pass it (a command that never completes, each argument within the

@@ -19,6 +19,7 @@ save answers `ERR saving the map failed: <cause>` and INFO shows `rdb_last_bgsav
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from raims_node.kv.commands import (
@@ -54,7 +55,11 @@ _FIXED = {
 }
 
 
-def _params(e: Engine) -> dict[bytes, bytes]:
+SETTABLE = (b"notify-keyspace-events", b"busy-reply-threshold", b"lua-time-limit")  # the map's, by CONFIG SET
+
+
+def config_params(e: Engine) -> dict[bytes, bytes]:
+    """The map's parameters for CONFIG GET (the session's CONFIG adds the transport's)."""
     saver = e.saver
     params = {b"notify-keyspace-events": notify_flags_text(e.notify_flags).encode(),
               b"databases": b"%d" % len(e.store.dbs), b"appendonly": b"yes" if saver is not None else b"no",
@@ -66,52 +71,66 @@ def _params(e: Engine) -> dict[bytes, bytes]:
     return params
 
 
+def config_matches(params: dict[bytes, bytes], patterns: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """CONFIG GET's answer: the parameters a glob pattern matches; a plain name answers as
+    it was asked, as redis-server 7.0."""
+    out: dict[bytes, bytes] = {}
+    for pattern in patterns:
+        if any(ch in pattern for ch in b"*?["):
+            out.update((k, v) for k, v in params.items() if glob_match(pattern.lower(), k))
+        elif pattern.lower() in params:
+            out[pattern] = params[pattern.lower()]
+    return list(out.items())
+
+
+def config_setter(e: Engine, name: bytes, value: bytes) -> Callable[[], None]:
+    """CONFIG SET of one of the map's parameters: the change to apply once every value of
+    the command is known good; CommandError for an immutable or unknown one, a bad value."""
+    if name.lower() in (b"busy-reply-threshold", b"lua-time-limit"):
+        limit = parse_int(value, b"ERR CONFIG SET failed (possibly related to argument '%s') - "
+                          b"argument couldn't be parsed into an integer" % name)
+        if limit < 0:
+            raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
+                               b"argument must be between 0 and 9223372036854775807 inclusive" % name)
+        return lambda: setattr(e, "script_time_limit_ms", limit)
+    if name.lower() not in SETTABLE:
+        if name.lower() in config_params(e):
+            raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
+                               b"can't set immutable config" % name)
+        raise CommandError(b"ERR Unknown option or number of arguments for CONFIG SET - '%s'" % name)
+    flags = parse_notify_flags(value.decode("latin-1"))
+    if flags is None:
+        raise CommandError(b"ERR CONFIG SET failed (possibly related to argument "
+                           b"'notify-keyspace-events') - Invalid event class character. "
+                           b"Use 'Ag$lshzxeKEtmdn'.")
+    return lambda: setattr(e, "notify_flags", flags)
+
+
+def reset_stats(e: Engine) -> None:
+    """CONFIG RESETSTAT's part in the map: its command and expiry counters."""
+    e.commands_processed = 0
+    e.store.expired_keys = 0
+
+
 @command("config", -2, subcommands=("get", "set", "resetstat"))
 def config(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    """CONFIG of a map without a Redis transport (the transport's session answers its own)."""
     sub = a[1].lower()
     if sub == b"get":
         if len(a) < 3:
             raise CommandError(b"ERR wrong number of arguments for 'config|get' command")
-        params = _params(e)
-        out: dict[bytes, bytes] = {}
-        for pattern in a[2:]:
-            if any(ch in pattern for ch in b"*?["):
-                out.update((k, v) for k, v in params.items() if glob_match(pattern.lower(), k))
-            elif pattern.lower() in params:  # a name answers as it was asked, as redis-server 7.0
-                out[pattern] = params[pattern.lower()]
-        return Map(list(out.items()))
+        return Map(config_matches(config_params(e), a[2:]))
     if sub == b"set":
         if len(a) < 4 or len(a) % 2:
             raise CommandError(b"ERR wrong number of arguments for 'config|set' command")
-        changes: dict[bytes, int] = {}
-        for i in range(2, len(a), 2):
-            name = a[i].lower()
-            if name in (b"busy-reply-threshold", b"lua-time-limit"):
-                limit = parse_int(a[i + 1], b"ERR CONFIG SET failed (possibly related to argument '%s') - "
-                                  b"argument couldn't be parsed into an integer" % a[i])
-                if limit < 0:
-                    raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
-                                       b"argument must be between 0 and 9223372036854775807 inclusive" % a[i])
-                changes[b"busy-reply-threshold"] = limit
-                continue
-            if name != b"notify-keyspace-events":
-                if name in _params(e):
-                    raise CommandError(b"ERR CONFIG SET failed (possibly related to argument '%s') - "
-                                       b"can't set immutable config" % a[i])
-                raise CommandError(b"ERR Unknown option or number of arguments for CONFIG SET - '%s'" % a[i])
-            flags = parse_notify_flags(a[i + 1].decode("latin-1"))
-            if flags is None:
-                raise CommandError(b"ERR CONFIG SET failed (possibly related to argument "
-                                   b"'notify-keyspace-events') - Invalid event class character. "
-                                   b"Use 'Ag$lshzxeKEtmdn'.")
-            changes[name] = flags
-        for name, value in changes.items():
-            if name == b"busy-reply-threshold":
-                e.script_time_limit_ms = value
-            else:
-                e.notify_flags = value
+        changes = [config_setter(e, a[i], a[i + 1]) for i in range(2, len(a), 2)]
+        for change in changes:
+            change()
         return OK
     if sub == b"resetstat":
+        if len(a) != 2:
+            raise CommandError(b"ERR wrong number of arguments for 'config|resetstat' command")
+        reset_stats(e)
         return OK
     raise CommandError(b"ERR unknown subcommand '%s'. Try CONFIG HELP." % a[1][:128])
 

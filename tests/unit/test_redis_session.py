@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raims_node.bridges import FlowLimits, RedisConfig, RedisSession, SlowConsumer
-from raims_node.bridges.redis_session import redis_limits
+from raims_node.bridges.redis_config import redis_limits
 from raims_node.bridges.resp import MalformedRequest, encode_command
 from tests.unit.test_nats_redis_bus import MemoryBus, nats, redis
 
