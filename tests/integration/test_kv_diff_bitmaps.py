@@ -5,29 +5,12 @@ notifications compared too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.kv_diff import Pair, RawClient, cmds, kv_servers, parse
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    with kv_servers(tmp_path_factory.mktemp("bitmaps")) as ports:
-        yield ports
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def pair(request: pytest.FixtureRequest, servers: tuple[int, int]) -> Iterator[Pair]:
-    p = Pair(servers[0], servers[1], request.param)
-    p.reset()
-    yield p
-    p.close()
-
+from tests.integration.kv_diff import Pair, RawClient, cmds, parse
 
 SETBIT_GETBIT = """
 SETBIT b 7 1

@@ -8,7 +8,6 @@ sorted values."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,20 +17,7 @@ from hypothesis import strategies as st
 from raims_node.bridges.redis_admin import data_tree
 from raims_node.bridges.redis_session import session_command_tree
 from raims_node.kv.commands import load_families
-from tests.integration.kv_diff import Pair, cmds, kv_servers, parse
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    with kv_servers(tmp_path_factory.mktemp("cmdinfo")) as ports:
-        yield ports
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def pair(request: pytest.FixtureRequest, servers: tuple[int, int]) -> Iterator[Pair]:
-    p = Pair(servers[0], servers[1], request.param)
-    yield p
-    p.close()
+from tests.integration.kv_diff import Pair, cmds, parse
 
 
 def _tree() -> dict[str, list[str]]:

@@ -8,29 +8,14 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raims_node.kv.rdb import crc64, enc_len, frame
-from tests.integration.kv_diff import Pair, RawClient, cmds, kv_servers, parse
+from tests.integration.kv_diff import Pair, RawClient, cmds, parse
 from tests.unit.test_kv_dump import STREAM as STREAM_PAYLOAD
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    with kv_servers(tmp_path_factory.mktemp("dump")) as ports:
-        yield ports
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def pair(request: pytest.FixtureRequest, servers: tuple[int, int]) -> Iterator[Pair]:
-    p = Pair(servers[0], servers[1], request.param)
-    p.reset()
-    yield p
-    p.close()
 
 
 def _bulk(frame_: bytes) -> bytes:

@@ -8,28 +8,12 @@ hypothesis-generated sequences of these commands with ZADD and SADD."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.kv_diff import Pair, RawClient, cmds, kv_servers
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    with kv_servers(tmp_path_factory.mktemp("geo")) as ports:
-        yield ports
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def pair(request: pytest.FixtureRequest, servers: tuple[int, int]) -> Iterator[Pair]:
-    p = Pair(servers[0], servers[1], request.param)
-    p.reset()
-    yield p
-    p.close()
-
+from tests.integration.kv_diff import Pair, RawClient, cmds
 
 SICILY = "GEOADD Sicily 13.361389 38.115556 Palermo 15.087269 37.502669 Catania\n"
 

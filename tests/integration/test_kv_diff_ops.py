@@ -13,25 +13,17 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.integration.kv_diff import WAIT_S, Pair, RawClient, cmds, kv_servers, parse
+from tests.integration.kv_diff import WAIT_S, Pair, RawClient, cmds, parse
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    with kv_servers(tmp_path_factory.mktemp("ops")) as ports:
-        yield ports
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def pair(request: pytest.FixtureRequest, servers: tuple[int, int]) -> Iterator[Pair]:
-    p = Pair(servers[0], servers[1], request.param)
-    p.reset()
-    yield p
-    p.check(cmds("""
+@pytest.fixture
+def pair(pair: Pair) -> Iterator[Pair]:
+    """conftest's pair; the parameters a test changed are set back on both afterwards."""
+    yield pair
+    pair.check(cmds("""
     CONFIG SET slowlog-log-slower-than 10000 slowlog-max-len 128 latency-monitor-threshold 0 timeout 0
     CLIENT UNPAUSE
     """))
-    p.close()
 
 
 SLOWLOG = """

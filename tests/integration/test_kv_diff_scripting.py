@@ -6,29 +6,20 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.kv_diff import Pair, RawClient, kv_servers
+from tests.integration.kv_diff import Pair, RawClient
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    with kv_servers(tmp_path_factory.mktemp("scripting")) as ports:
-        yield ports
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def pair(request: pytest.FixtureRequest, servers: tuple[int, int]) -> Iterator[Pair]:
-    p = Pair(servers[0], servers[1], request.param)
-    p.reset()
-    for c in (p.ref, p.us):
+@pytest.fixture
+def pair(pair: Pair) -> Pair:
+    """conftest's pair, with both script caches emptied."""
+    for c in (pair.ref, pair.us):
         assert c.call([b"SCRIPT", b"FLUSH"]) == b"+OK\r\n"
-    yield p
-    p.close()
+    return pair
 
 
 def ev(script: str, *args: str | int) -> list[bytes]:

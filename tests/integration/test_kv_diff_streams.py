@@ -7,7 +7,6 @@ out of the compared tables."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,23 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raims_node.kv.cli import main as ms_kv
-from tests.integration.kv_diff import Pair, RawClient, cmds, kv_servers, parse
+from tests.integration.kv_diff import Pair, RawClient, cmds, parse
 from tests.integration.test_bridges_net import start_network
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    with kv_servers(tmp_path_factory.mktemp("streams")) as ports:
-        yield ports
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def pair(request: pytest.FixtureRequest, servers: tuple[int, int]) -> Iterator[Pair]:
-    p = Pair(servers[0], servers[1], request.param)
-    p.reset()
-    yield p
-    p.close()
-
 
 _CLOCKED = (b"xpending", b"xinfo")
 

@@ -23,14 +23,6 @@ def servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         yield ports
 
 
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def pair(request: pytest.FixtureRequest, servers: tuple[int, int]) -> Iterator[Pair]:
-    p = Pair(servers[0], servers[1], request.param)
-    p.reset()
-    yield p
-    p.close()
-
-
 STRINGS = """
 GET s
 SET s hello

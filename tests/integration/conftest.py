@@ -1,0 +1,26 @@
+"""Fixtures of the key-value differential tests (kv_diff.py): `servers`, a redis-server
+and a node with a map for the module, and `pair`, a client on each in RESP2 and in
+RESP3, the data of both reset. A module may override either: test_kv_differential runs
+its servers on both RESP scans; a module's own `pair` may take this one and add to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.kv_diff import Pair, kv_servers
+
+
+@pytest.fixture(scope="module")
+def servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    with kv_servers(tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2])) as ports:
+        yield ports
+
+
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def pair(request: pytest.FixtureRequest, servers: tuple[int, int]) -> Iterator[Pair]:
+    p = Pair(servers[0], servers[1], request.param)
+    p.reset()
+    yield p
+    p.close()
