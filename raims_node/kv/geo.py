@@ -25,8 +25,6 @@ from collections.abc import Callable
 from typing import Any
 
 from raims_node.kv.commands import (
-    N_GENERIC,
-    N_ZSET,
     Engine,
     KVClient,
     command,
@@ -54,6 +52,7 @@ from raims_node.kv.geohash import (
 from raims_node.kv.reply import NULL_ARRAY, Raw
 from raims_node.kv.store import ZSet
 from raims_node.kv.zsets import zadd
+from raims_node.kv.zsets_algebra import store_zset
 
 _NO_MEMBER = b"ERR could not decode requested zset member"
 
@@ -343,19 +342,13 @@ def _georadius(e: Engine, c: KVClient, a: list[bytes], src_at: int, flags: int) 
 def _store(e: Engine, c: KVClient, dst: bytes, items: list[tuple[float, bytes]], event: str) -> None:
     """Replace `dst` by a sorted set of `items` (deleted when there are none); logged as
     its effect."""
-    existed = e.store.delete(c.db, dst)
+    existed = store_zset(e, c, dst, items, event)
     if items:
-        z = ZSet()
-        for s, m in items:
-            z.add(m, s)
-        e.store.put(c.db, dst, z)
-        e.notify(N_ZSET, event, c.db, dst)
         zargs = [b"ZADD", dst]
         for s, m in items:
             zargs += (b"%.17g" % s, m)
         e.prop = [[b"DEL", dst], zargs]
     elif existed:
-        e.notify(N_GENERIC, "del", c.db, dst)
         e.prop = [[b"DEL", dst]]
 
 

@@ -91,17 +91,23 @@ def _combine(e: Engine, c: KVClient, a: list[bytes], op: str, first: int, store:
     items = sorted((s, m) for m, s in result.items())
     if not store:
         return _with_scores(c, items, scores)
-    dst = a[1]
+    store_zset(e, c, a[1], items, f"z{op}store")
+    return len(items)
+
+
+def store_zset(e: Engine, c: KVClient, dst: bytes, items: list[tuple[float, bytes]], event: str) -> bool:
+    """Replace `dst` by a sorted set of `items` (score, member), deleted when there are
+    none, with the keyspace event; whether `dst` existed before."""
     existed = e.store.delete(c.db, dst)
     if items:
         z = ZSet()
         for s, m in items:
             z.add(m, s)
         e.store.put(c.db, dst, z)
-        e.notify(N_ZSET, f"z{op}store", c.db, dst)
+        e.notify(N_ZSET, event, c.db, dst)
     elif existed:
         e.notify(N_GENERIC, "del", c.db, dst)
-    return len(items)
+    return existed
 
 
 def _nan0(v: float) -> float:

@@ -14,21 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from raims_node.bridges.redis_admin import data_tree
-from raims_node.bridges.redis_session import session_command_tree
-from raims_node.kv.commands import load_families
 from tests.integration.kv_diff import Pair, cmds, parse
+from tests.unit.test_kv_cmdinfo import command_tree
 
-
-def _tree() -> dict[str, list[str]]:
-    load_families()
-    tree = session_command_tree()
-    for name, subs in data_tree().items():
-        tree.setdefault(name, subs)
-    return tree
-
-
-TREE = _tree()
+TREE = command_tree()
 ALL = sorted(n for name, subs in TREE.items() for n in (name, *subs))
 NEWER = {"client|setinfo"}  # redis 7.2's: not in redis-server 7.0.15
 OLDER = [n for n in ALL if n not in NEWER]

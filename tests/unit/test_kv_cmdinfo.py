@@ -13,7 +13,8 @@ from raims_node.kv.commands import COMMANDS, load_families
 from raims_node.kv.reply import Map, SetReply, Simple, encode
 
 
-def _tree() -> dict[str, list[str]]:
+def command_tree() -> dict[str, list[str]]:
+    """Every top-level command a connection with a map runs -> its subcommands."""
     load_families()
     tree = session_command_tree()
     for name, subs in data_tree().items():
@@ -24,7 +25,7 @@ def _tree() -> dict[str, list[str]]:
 def test_table_covers_exactly_the_commands_raims_answers() -> None:
     """A command added to the session table or the map's COMMANDS (or a container's
     subcommands) without its entry fails here: rerun scripts/gen_redis_commands.py."""
-    tree = _tree()
+    tree = command_tree()
     answered = set(tree) | {sub for subs in tree.values() for sub in subs}
     assert redis_docs.names() == answered
     assert set(redis_docs._raw()["docs"]) == answered
@@ -63,7 +64,7 @@ def test_entries_carry_the_subcommands_asked_for() -> None:
 
 def _keys(line: str) -> list[tuple[bytes, tuple[str, ...]]] | str:
     argv = line.encode().split()
-    keys = get_keys(_tree(), argv)
+    keys = get_keys(command_tree(), argv)
     return keys if isinstance(keys, str) else [(argv[i], flags) for i, flags in keys]
 
 
