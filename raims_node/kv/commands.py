@@ -491,6 +491,29 @@ def parse_count(raw: bytes) -> int:
     return count
 
 
+def parse_mpop(a: list[bytes], first: int, sides: tuple[bytes, bytes]) -> tuple[list[bytes], bool, int]:
+    """LMPOP's / ZMPOP's arguments from `first` (numkeys): the keys, whether the side is
+    sides[0] (LEFT for lists, MAX for sorted sets), the count (1 without COUNT); redis-server's order of checks:
+    numkeys, the side, COUNT."""
+    numkeys = parse_int(a[first], b"ERR numkeys should be greater than 0")
+    if numkeys <= 0:
+        raise CommandError(b"ERR numkeys should be greater than 0")
+    where_at = first + 1 + numkeys
+    if where_at >= len(a) or a[where_at].lower() not in sides:
+        raise syntax_error()
+    count = -1
+    j = where_at + 1
+    while j < len(a):
+        if count == -1 and a[j].lower() == b"count" and j + 1 < len(a):
+            count = parse_int(a[j + 1], b"ERR count should be greater than 0")
+            if count <= 0:
+                raise CommandError(b"ERR count should be greater than 0")
+            j += 2
+        else:
+            raise syntax_error()
+    return a[first + 1:where_at], a[where_at].lower() == sides[0], max(count, 1)
+
+
 def parse_card_limit(rest: list[bytes]) -> int:
     """SINTERCARD's and ZINTERCARD's options after the keys: [LIMIT limit] (repeatable,
     the last wins); 0 is no limit."""

@@ -20,6 +20,7 @@ from raims_node.kv.commands import (
     command,
     parse_count,
     parse_int,
+    parse_mpop,
     syntax_error,
 )
 from raims_node.kv.errors import CommandError
@@ -367,26 +368,8 @@ def _mpop(e: Engine, c: KVClient, a: list[bytes], first: int, block: bool) -> An
     non-empty list, else a null array (LMPOP) or the client blocks; logged as LPOP /
     RPOP with the count. redis-server's order of checks: numkeys, the side, COUNT, then
     the timeout."""
-    numkeys = parse_int(a[first], b"ERR numkeys should be greater than 0")
-    if numkeys <= 0:
-        raise CommandError(b"ERR numkeys should be greater than 0")
-    where_at = first + 1 + numkeys
-    if where_at >= len(a):
-        raise syntax_error()
-    left = _where(a[where_at])
-    count = -1
-    j = where_at + 1
-    while j < len(a):
-        if count == -1 and a[j].lower() == b"count" and j + 1 < len(a):
-            count = parse_int(a[j + 1], b"ERR count should be greater than 0")
-            if count <= 0:
-                raise CommandError(b"ERR count should be greater than 0")
-            j += 2
-        else:
-            raise syntax_error()
-    count = max(count, 1)
+    keys, left, count = parse_mpop(a, first, (b"left", b"right"))
     timeout = parse_timeout(a[1]) if block else 0
-    keys = a[first + 1:where_at]
     for key in keys:
         lst = _list(e, c, key)
         if lst:

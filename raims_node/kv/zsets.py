@@ -20,6 +20,7 @@ from raims_node.kv.commands import (
     parse_double,
     parse_float,
     parse_int,
+    parse_mpop,
 )
 from raims_node.kv.errors import CommandError
 from raims_node.kv.glob import glob_match
@@ -476,29 +477,8 @@ def _zmpop(e: Engine, c: KVClient, a: list[bytes], first: int, block: bool) -> A
     from the first sorted set among the keys (another type there: WRONGTYPE), else a
     null array (ZMPOP) or the client blocks; logged as ZPOPMIN / ZPOPMAX with the count
     popped. redis-server's order of checks: numkeys, MIN|MAX, COUNT, then the timeout."""
-    numkeys = parse_int(a[first], b"ERR numkeys should be greater than 0")
-    if numkeys <= 0:
-        raise CommandError(b"ERR numkeys should be greater than 0")
-    where_at = first + 1 + numkeys
-    if where_at >= len(a):
-        raise CommandError(_SYNTAX)
-    where = a[where_at].lower()
-    if where not in (b"min", b"max"):
-        raise CommandError(_SYNTAX)
-    maximum = where == b"max"
-    count = -1
-    j = where_at + 1
-    while j < len(a):
-        if count == -1 and a[j].lower() == b"count" and j + 1 < len(a):
-            count = parse_int(a[j + 1], b"ERR count should be greater than 0")
-            if count <= 0:
-                raise CommandError(b"ERR count should be greater than 0")
-            j += 2
-        else:
-            raise CommandError(_SYNTAX)
-    count = max(count, 1)
+    keys, maximum, count = parse_mpop(a, first, (b"max", b"min"))
     timeout = parse_timeout(a[1]) if block else 0
-    keys = a[first + 1:where_at]
     for key in keys:
         z = _z(e, c, key)
         if z:
