@@ -210,7 +210,7 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
             i = j
             continue
         assert isinstance(cmd, Cmd)
-        if cmd.handler.__module__ == _SCRIPTING and s.host.monitors:
+        if s.host.monitors and cmd.handler.__module__ == _SCRIPTING:
             break  # MONITOR shows a script before the commands it runs: the general dispatch
         reply = engine.execute(client, args, cmd)
         if slow is None and reply is not BLOCKED:
