@@ -22,7 +22,7 @@ Flow control (decisions; flow.py describes the session's side):
   process 8 MB from one client.)
 - A connection whose session is `paused` (its output above the high-water mark) stops
   being read.
-- A congested consumer also closes the hub's `FlowGate`: every bridge connection stops
+- A congested consumer also closes the hub's `FlowGate` (gate.py): every bridge connection stops
   being read, so that local publishers wait instead of burying the consumer (nats-server
   would cut it at once). The gate holds for at most CONGESTION_DEADLINE_S per consumer
   (0.1 s: enough to smooth a burst, short enough that consumers that never read do not
@@ -62,12 +62,12 @@ import asyncio
 import ipaddress
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from raims_node.bridges.errors import BridgeError, SlowConsumer
 from raims_node.bridges.flow import OutputLedger, SessionOutput
+from raims_node.bridges.gate import BridgeSession, FlowGate
 
 if TYPE_CHECKING:
     from raims_node.bridges.host import NodeHost
@@ -81,7 +81,6 @@ SLICE_BYTES = 1024  # input is fed to the session in slices of this size at firs
 MIN_SLICE_BYTES = 256
 MAX_SLICE_BYTES = 256 * 1024
 SLICE_S = 0.02  # ... and the loop is given back after this much work
-CONGESTION_DEADLINE_S = 0.1
 CLOSE_GRACE_S = 5.0
 SLOW_GRACE_S = 1.0  # a slow consumer's last bytes: it reads nothing, its memory is wanted back
 
@@ -150,36 +149,6 @@ def _multicast(text: str) -> bool:
         return False
 
 
-class BridgeSession(Protocol):
-    """What the glue uses of NatsSession and RedisSession."""
-
-    client_id: int
-    msgs_in: int
-    msgs_out: int
-    bytes_out: int
-
-    @property
-    def buffered(self) -> int: ...
-
-    @property
-    def input_buffered(self) -> int: ...
-
-    @property
-    def paused(self) -> bool: ...
-
-    @property
-    def closing(self) -> bool: ...
-
-    @property
-    def close_error(self) -> BridgeError | None: ...
-
-    def data_received(self, data: bytes) -> None: ...
-
-    def pending_output(self, max_bytes: int | None = None) -> bytes: ...
-
-    def connection_lost(self) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class BridgeSettings:
     """The fields of one `type: nats | redis` transport record."""
@@ -205,88 +174,6 @@ class BridgeSettings:
                    text("service") or default_service, parse_network(text("network")),
                    text("user"), text("password"), text("token"),
                    int(str(route["http_port"])) if route.get("http_port") is not None else None)
-
-
-class FlowGate:
-    """The flow state shared by a daemon's bridge connections: the connections with
-    output to write, and the gate that holds every connection's reading while a consumer
-    is congested."""
-
-    def __init__(self, deadline_s: float = CONGESTION_DEADLINE_S) -> None:
-        self.deadline_s = deadline_s
-        self.conns: set[SessionProtocol] = set()
-        self._holders: dict[SessionProtocol, asyncio.TimerHandle] = {}
-        self._expired: set[SessionProtocol] = set()
-        self._dirty: list[SessionProtocol] = []
-        self._flush_scheduled = False
-        self._links_held = False  # a link to another node is above its write high-water mark
-        # told when consumers start / stop holding the gate (the daemon then holds its
-        # links' reading too, for as long: transports/backpressure.py)
-        self.on_consumers: Callable[[bool], None] | None = None
-
-    def wake(self, proto: SessionProtocol) -> None:
-        """`proto` has output: flush it at the end of the current input, or soon."""
-        self._dirty.append(proto)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
-
-    def defer(self) -> None:
-        """The caller flushes (`flush`) in this pass what the next deliveries wake: no
-        turn of the loop is scheduled for them (the lone-frame path, transports/lone.py)."""
-        self._flush_scheduled = True
-
-    def flush(self) -> None:
-        self._flush_scheduled = False
-        while self._dirty:
-            dirty, self._dirty = self._dirty, []
-            for proto in dirty:
-                proto.flush()
-
-    @property
-    def closed(self) -> bool:
-        return bool(self._holders) or self._links_held
-
-    def hold_for_links(self, on: bool) -> None:
-        """Hold every connection's reading while links to other nodes are congested (the
-        daemon's backpressure; such a link is dropped after tcp_write_timeout)."""
-        if on != self._links_held:
-            self._links_held = on
-            self._apply()
-
-    def congested(self, proto: SessionProtocol, on: bool) -> None:
-        if on:
-            if proto in self._holders or proto in self._expired:
-                return
-            loop = asyncio.get_running_loop()
-            self._holders[proto] = loop.call_later(self.deadline_s, self._release, proto, True)
-            if len(self._holders) == 1:
-                self._apply()
-                if self.on_consumers is not None:
-                    self.on_consumers(True)
-        else:
-            self._release(proto, False)
-
-    def remove(self, proto: SessionProtocol) -> None:
-        self.conns.discard(proto)
-        self._release(proto, False)
-
-    def _release(self, proto: SessionProtocol, expired: bool) -> None:
-        if expired:
-            self._expired.add(proto)
-        else:
-            self._expired.discard(proto)
-        handle = self._holders.pop(proto, None)
-        if handle is not None:
-            handle.cancel()
-            if not self._holders:
-                self._apply()
-                if self.on_consumers is not None:
-                    self.on_consumers(False)
-
-    def _apply(self) -> None:
-        for proto in list(self.conns):
-            proto.update_reading()
 
 
 class SessionProtocol(asyncio.Protocol):

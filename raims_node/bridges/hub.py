@@ -34,13 +34,8 @@ import socket
 import time
 
 from raims_node.bridges.flow import OutputLedger, SessionOutput
-from raims_node.bridges.glue import (
-    BadNetwork,
-    BridgeServer,
-    BridgeStartError,
-    ClientNetwork,
-    FlowGate,
-)
+from raims_node.bridges.gate import FlowGate
+from raims_node.bridges.glue import BadNetwork, BridgeServer, BridgeStartError, ClientNetwork
 from raims_node.bridges.host import NodeHost
 from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.bridges.router_bus import InvalidService, RouterBus

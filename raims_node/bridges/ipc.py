@@ -84,7 +84,7 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from raims_node.bloom import InvalidShard, Shard, subject_hash
 from raims_node.bridges import mmsg
@@ -97,7 +97,7 @@ from raims_node.config.params import parse_bytes, parse_count
 from raims_node.subject import Pattern, SubjectError, compile_pattern, subject_bytes, subject_text
 
 if TYPE_CHECKING:
-    from raims_node.bridges.glue import HubView, SessionProtocol
+    from raims_node.bridges.glue import HubView
     from raims_node.bridges.router_bus import RouterBus
     from raims_node.config.tree import TransportConfig
 
@@ -225,7 +225,7 @@ class IpcServer(BridgeServer):
                 sock.close()
                 continue
             self.clients[client.fd] = client
-            self.hub.gate.conns.add(cast("SessionProtocol", client))
+            self.hub.gate.conns.add(client)
             client.update_reading()
 
     def close(self) -> None:
@@ -240,7 +240,7 @@ class IpcServer(BridgeServer):
 
     def dropped(self, client: IpcClient) -> None:
         self.clients.pop(client.fd, None)
-        self.hub.gate.remove(cast("SessionProtocol", client))
+        self.hub.gate.remove(client)
         for text, _ in client.patterns:
             self._net_release(text)
         client.patterns.clear()

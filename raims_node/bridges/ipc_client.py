@@ -9,7 +9,7 @@ import errno
 import logging
 import socket
 import struct
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from raims_node.bridges import mmsg
 from raims_node.bridges import sbus_proto as sp
@@ -17,7 +17,8 @@ from raims_node.bridges import sbus_proto as sp
 if TYPE_CHECKING:
     import asyncio
 
-    from raims_node.bridges.glue import HubView, SessionProtocol
+    from raims_node.bridges.gate import BridgeSession
+    from raims_node.bridges.glue import HubView
 
 log = logging.getLogger("raims.bridge.ipc")
 
@@ -70,7 +71,10 @@ class ClientServer(Protocol):
 
 
 class IpcClient:
-    """One connected sbus client: its socket, credentials, patterns and outbox."""
+    """One connected sbus client: its socket, credentials, patterns and outbox (a
+    glue.GateConn of the hub's FlowGate)."""
+
+    session: BridgeSession | None = None  # no bridge session: the outbox has its own limits
 
     def __init__(self, server: ClientServer, sock: socket.socket, client_id: int) -> None:
         self.server = server
@@ -158,6 +162,11 @@ class IpcClient:
             self.bytes_in += n
             packets.append(bytes(view[:n]) if n <= limit else None)
         return packets
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for this client: deliveries pending and queued in the outbox."""
+        return self.outbox.bytes + sum(map(len, self.pending))
 
     # ------------------------------------------------------------ writing
 
@@ -300,7 +309,7 @@ class IpcClient:
         holding = self.outbox.holding
         if holding != self._holding:
             self._holding = holding
-            self.server.hub.gate.congested(cast("SessionProtocol", self), holding)
+            self.server.hub.gate.congested(self, holding)
 
     def control(self, key: bytes) -> bool:
         changed = self.outbox.control(key)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from raims_node.bridges.glue import BridgeServer, BridgeSession, BridgeStartError, SessionProtocol
+from raims_node.bridges.gate import BridgeSession
+from raims_node.bridges.glue import BridgeServer, BridgeStartError, SessionProtocol
 
 if TYPE_CHECKING:
     from raims_node.bridges.nats_monitor import NatsMonitor

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from raims_node.bridges.glue import FlowGate
+from raims_node.bridges.gate import FlowGate
 from raims_node.router.node import Node
 
 

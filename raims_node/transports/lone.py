@@ -25,7 +25,7 @@ from raims_node.router.node import Node
 from raims_node.transports.idle_busy import IdleBusy
 
 if TYPE_CHECKING:
-    from raims_node.bridges.glue import FlowGate
+    from raims_node.bridges.gate import FlowGate
     from raims_node.transports.tcp import LinkProtocol
 
 

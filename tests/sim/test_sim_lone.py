@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from raims_node.bridges.glue import FlowGate
+from raims_node.bridges.gate import FlowGate
 from raims_node.crypto.credentials import Credentials
 from raims_node.linkstate.routes import path_for_hash
 from raims_node.router.actions import Send

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from raims_node.bridges.glue import FlowGate
+from raims_node.bridges.gate import FlowGate
 from raims_node.transports.backpressure import Backpressure
 
 
