@@ -7,6 +7,7 @@ stopped by their own pid, SIGTERM first, then SIGKILL.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,10 +15,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import yaml
+
+from raims_node.linkstate import parse_graph
 
 PYTHON = sys.executable
 
@@ -121,3 +126,47 @@ def poll(check: Callable[[], bool], timeout: float = 10.0, interval: float = 0.1
         if time.monotonic() >= deadline:
             return False
         threading.Event().wait(interval)
+
+
+def get_json(addr: str, query: str) -> tuple[int, object]:
+    """A web transport's answer to `?<query>` (a console command), or to /healthz for ""."""
+    url = f"http://{addr}/?{query.replace(' ', '%20')}" if query else f"http://{addr}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def web_addr(node: NodeProc) -> str:
+    return node.wait_for(r"web listening on (\S+)", 10).group(1)
+
+
+CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
+
+
+def graph_adjacencies(graph: str) -> int:
+    """The rows of `show adjacency` once every link of `graph` (ms_test_adj's text) is up:
+    each link as seen from each of its ends."""
+    return sum(len(link.nodes) * (len(link.nodes) - 1) for link in parse_graph(graph).links)
+
+
+def wait_whole_graph(addrs: Iterable[str], graph: str, timeout: float = 30.0) -> None:
+    """Until every node (its web transport at one of `addrs`) is converged with every link
+    of `graph` in its link-state database.
+
+    A node logs CONVERGED for all the other nodes as soon as it knows them, which a graph
+    with redundant links (MANUAL_GRAPH) reaches before its last link is up; that link then
+    moves routes (A->D from A-C-D to A-B-D), and the manual says routing is not stable
+    until every peer has adjusted: a stream published meanwhile loses the messages in
+    flight on the old path, which arrive behind newer ones and are discarded as old."""
+    addrs, want = list(addrs), graph_adjacencies(graph)
+
+    def whole() -> bool:
+        for addr in addrs:
+            status, rows = get_json(addr, "show adjacency")
+            if status != 200 or not isinstance(rows, list) or len(rows) != want or get_json(addr, "")[0] != 200:
+                return False
+        return True
+
+    assert poll(whole, timeout), f"the network never had all {want} adjacencies converged"

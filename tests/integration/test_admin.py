@@ -4,9 +4,6 @@ the A-D network, and a 5-node mesh discovered from one connect address each (iss
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,23 +11,19 @@ import aiohttp
 import pytest
 import yaml
 
-from tests.integration.harness import MANUAL_GRAPH, NodeProc, graph_config, poll
+from tests.integration.harness import (
+    CONVERGED,
+    MANUAL_GRAPH,
+    NodeProc,
+    get_json,
+    graph_config,
+    poll,
+    wait_whole_graph,
+    web_addr,
+)
 
 SHOWS = ["show peers", "show adjacency", "show routes", "show subs", "show ports", "show tree",
          "show graph", "show events", "show loss", "show counters", "show sync", "show blooms"]
-
-
-def get_json(addr: str, query: str) -> tuple[int, object]:
-    url = f"http://{addr}/?{query.replace(' ', '%20')}" if query else f"http://{addr}/healthz"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
-def web_addr(node: NodeProc) -> str:
-    return node.wait_for(r"web listening on (\S+)", 10).group(1)
 
 
 @pytest.fixture
@@ -45,7 +38,8 @@ def abcd_web(tmp_path: Path) -> Iterator[dict[str, NodeProc]]:
             nodes[node.name] = node
             web_addr(node)
         for node in nodes.values():
-            node.wait_for(r"network converges .* 3 uids authenticated", 30)
+            node.wait_for(CONVERGED.format(n=3), 30)
+        wait_whole_graph([web_addr(n) for n in nodes.values()], MANUAL_GRAPH)
         yield nodes
     finally:
         for node in nodes.values():
@@ -54,10 +48,6 @@ def abcd_web(tmp_path: Path) -> Iterator[dict[str, NodeProc]]:
 
 def test_show_commands_as_json_and_health(abcd_web: dict[str, NodeProc]) -> None:
     addrs = {name: web_addr(n) for name, n in abcd_web.items()}
-    # each node logged its convergence; a link that came up after it (the graph has
-    # redundant links) makes a node unconverged again until it has synced: /healthz
-    # says 503 meanwhile (seen on a cold CI machine), so wait for every node's 200
-    assert poll(lambda: all(get_json(a, "")[0] == 200 for a in addrs.values()), 30), "a node never healthy"
     status, body = get_json(addrs["A"], "")
     assert status == 200 and body["converged"] is True and body["peers"] == 3  # type: ignore[index]
     for query in SHOWS:

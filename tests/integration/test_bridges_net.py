@@ -4,8 +4,10 @@
 `redis` transport (port 0) plus any extra bridge transports, starts one ms_server per
 node with `-t <links> nats.listen redis.listen ...`, reads each bridge's real port from
 its "listening on" line (bridges are listed after the node's links, in order) and waits
-for the network to converge. `restart` brings a node back on the same bridge ports, as a
-client reconnecting to its server expects.
+for the network to converge: every node's CONVERGED line, then, on a network of more than
+one node (which gets a `web` transport for it), every link of the graph up and every node
+converged (harness.wait_whole_graph). `restart` brings a node back on the same bridge
+ports, as a client reconnecting to its server expects.
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.harness import PYTHON, NodeProc, graph_config
+from tests.integration.harness import CONVERGED, PYTHON, NodeProc, graph_config, wait_whole_graph
 
-CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
 Transport = dict[str, Any]
 BRIDGES: tuple[Transport, ...] = ({"tport": "nats", "type": "nats", "route": {"port": 0}},
                                   {"tport": "redis", "type": "redis", "route": {"port": 0}})
+WEB: Transport = {"tport": "web", "type": "web", "route": {"listen": "127.0.0.1", "port": 0}}
 
 
 @contextlib.contextmanager
@@ -49,8 +51,9 @@ def hot_paths(kind: str) -> Iterator[None]:
 class BridgeNet:
     tmp: Path
     cfg: Path
+    graph: str  # ms_test_adj's text
     args: dict[str, list[str]]  # ms_server arguments per node
-    bridges: list[str]  # bridge transports started on every node, in order
+    bridges: list[str]  # bridge transports started on every node, in order (a web one last)
     nodes: dict[str, NodeProc] = field(default_factory=dict)
     ports: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> tport -> port
 
@@ -72,6 +75,9 @@ class BridgeNet:
     def converge(self, names: list[str] | None = None, timeout: float = 30.0) -> None:
         for name in names or list(self.nodes):
             self.nodes[name].wait_for(CONVERGED.format(n=len(self.args) - 1), timeout)
+        web = self.bridges[-1]
+        if len(self.args) > 1 and web == WEB["tport"]:
+            wait_whole_graph([f"127.0.0.1:{ports[web]}" for ports in self.ports.values()], self.graph, timeout)
 
     def restart(self, name: str, sig: int = signal.SIGTERM) -> NodeProc:
         """Stop `name` and start it again with its bridges on the same ports."""
@@ -114,9 +120,11 @@ def start_network(tmp: Path, graph: str, extra: list[Transport] | None = None,
     data = yaml.safe_load(cfg.read_text())
     data.setdefault("parameters", {}).update(params or {})
     bridges = [*BRIDGES, *(extra or [])]
+    if len(commands) > 1 and WEB not in bridges:
+        bridges.append(WEB)
     data.setdefault("transports", []).extend(bridges)
     cfg.write_text(yaml.safe_dump(data, sort_keys=False))
-    net = BridgeNet(tmp, cfg, {}, [str(b["tport"]) for b in bridges])
+    net = BridgeNet(tmp, cfg, graph, {}, [str(b["tport"]) for b in bridges])
     for command in commands:
         args = command.split()[1:]
         if "-t" not in args:

@@ -19,8 +19,16 @@ import pytest
 import yaml
 
 from tests.integration.faultproxy import FaultProxy
-from tests.integration.harness import MANUAL_GRAPH, NodeProc, graph_config
-from tests.integration.test_admin import _own_links, get_json, web_addr
+from tests.integration.harness import (
+    CONVERGED,
+    MANUAL_GRAPH,
+    NodeProc,
+    get_json,
+    graph_config,
+    wait_whole_graph,
+    web_addr,
+)
+from tests.integration.test_admin import _own_links
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +60,8 @@ def chaos_net(tmp_path: Path) -> Iterator[tuple[dict[str, NodeProc], list[FaultP
             nodes[node.name] = node
             web_addr(node)
         for node in nodes.values():
-            node.wait_for(r"network converges .* 3 uids authenticated", 30)
+            node.wait_for(CONVERGED.format(n=3), 30)
+        wait_whole_graph([web_addr(n) for n in nodes.values()], MANUAL_GRAPH)
         yield nodes, proxies
     finally:
         for node in nodes.values():

@@ -14,9 +14,8 @@ import pytest
 import yaml
 
 from raims_node.console.telnet import DO, ECHO, IAC, SGA, TTYPE, WILL, WONT
-from tests.integration.harness import MANUAL_GRAPH, NodeProc, graph_config
+from tests.integration.harness import CONVERGED, MANUAL_GRAPH, NodeProc, graph_config
 
-CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
 PROMPT = re.compile(rb"\S+\.\S+\[\S+\]@\S+\[(\d+)\]> ")
 
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.harness import NodeProc, graph_config
+from tests.integration.harness import CONVERGED, NodeProc, graph_config
 
-CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
 TMUX = shutil.which("tmux")
 TELNET = shutil.which("telnet")
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed (make debs installs it)")

@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.harness import MANUAL_GRAPH, NodeProc, graph_config
-
-CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
+from tests.integration.harness import CONVERGED, MANUAL_GRAPH, NodeProc, graph_config
 
 
 def _start(tmp: Path, cfg: Path, command: str, extra: list[str] | None = None) -> NodeProc:

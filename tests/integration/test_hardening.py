@@ -21,12 +21,18 @@ import yaml
 from raims_node.crypto.handshake import Handshake
 from raims_node.wire import FrameReader, MsgType, decode_frame
 from tests.integration.faultproxy import FaultProxy
-from tests.integration.harness import PYTHON, NodeProc, graph_config, poll
-from tests.integration.test_admin import get_json, web_addr
+from tests.integration.harness import (
+    CONVERGED,
+    PYTHON,
+    NodeProc,
+    get_json,
+    graph_config,
+    poll,
+    web_addr,
+)
 from tests.sim.conftest import creds_factory
 
 AB = "node A B\ntcp_link_ab A B : 100\n"
-CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
 
 
 def _configs(tmp: Path, params: dict[str, Any]) -> tuple[Path, Path, int]:

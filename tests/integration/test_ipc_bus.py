@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,16 @@ import pytest
 import yaml
 
 from raims_node.config.test_adj import free_port
-from tests.integration.harness import MANUAL_GRAPH, PYTHON, NodeProc, graph_config
+from tests.integration.harness import (
+    CONVERGED,
+    MANUAL_GRAPH,
+    PYTHON,
+    NodeProc,
+    get_json,
+    graph_config,
+    wait_whole_graph,
+    web_addr,
+)
 
 SERVICE = "svc"
 QUEUE_PACKETS = 200
@@ -86,6 +96,7 @@ def msgs(packets: list[bytes]) -> list[tuple[bytes, bytes]]:
 class OneNode:
     def __init__(self, tmp: Path, node: NodeProc, path: str, nats: int, redis: int) -> None:
         self.tmp, self.node, self.path, self.nats, self.redis = tmp, node, path, nats, redis
+        self.web = web_addr(node)
 
     def client(self) -> Raw:
         return Raw(self.path)
@@ -96,7 +107,7 @@ def bus() -> Iterator[OneNode]:
     tmp = Path(tempfile.mkdtemp(prefix="raims-ipc-test-"))
     tmp.chmod(0o755)  # the `nobody` child reaches the socket through it
     try:
-        cfg, _ = graph_config(tmp, "node A\n", web=False)
+        cfg, _ = graph_config(tmp, "node A\n")
         data = yaml.safe_load(cfg.read_text())
         nats, redis = free_port(), free_port()
         path = str(tmp / "bus.sock")
@@ -108,7 +119,8 @@ def bus() -> Iterator[OneNode]:
             {"tport": "redis", "type": "redis", "route": {"port": redis, "service": SERVICE}},
         ]
         cfg.write_text(yaml.safe_dump(data, sort_keys=False))
-        node = NodeProc("A", ["-d", str(cfg), "-u", "A", "-t", "bus.listen", "nats.listen", "redis.listen"], tmp)
+        node = NodeProc("A", ["-d", str(cfg), "-u", "A", "-t", "bus.listen", "nats.listen", "redis.listen",
+                              "web.listen"], tmp)
         try:
             node.wait_for(re.escape(f"listening on {path}"))
             node.wait_for(rf"listening on 127.0.0.1:{redis}")
@@ -409,6 +421,32 @@ def test_flood_block_holds_the_publisher(bus: OneNode, modes: list[bytes]) -> No
     assert got == list(range(n))  # nothing lost, in order
 
 
+def _client_buffered(bus: OneNode) -> int:
+    status, rows = get_json(bus.web, "show counters")
+    assert status == 200 and isinstance(rows, list)
+    return int(rows[0]["client_buffered"])  # the node's own row
+
+
+def test_counters_count_what_sbus_clients_hold(bus: OneNode) -> None:
+    """`show counters` (and /metrics) with sbus clients connected: the bytes queued for a
+    reader that does not read are counted among the clients' (and the hub's once-a-second
+    soft-limit check, which reads every client, keeps running: no traceback)."""
+    r, p = bus.client(), bus.client()
+    r.sub(b"fl/c")
+    r.sync()  # then stops reading
+    n = QUEUE_PACKETS + 100  # over what the socket takes, under the queue limit
+    _publish_all(p, b"fl/c", n)
+    p.sync()
+    assert _client_buffered(bus) > 0  # the packets the socket did not take
+    with urllib.request.urlopen(f"http://{bus.web}/metrics", timeout=5) as m:
+        assert m.status == 200 and b"client_buffered" in m.read()
+    assert sorted(_numbers(r.drain())) == list(range(n))
+    assert _client_buffered(bus) == 0
+    r.close()
+    p.close()
+    assert not any("Traceback" in line for line in bus.node.lines)
+
+
 def test_flood_order_stack_and_random(bus: OneNode) -> None:
     r, p = bus.client(), bus.client()
     r.send(b"CMSG order/stack")
@@ -469,7 +507,7 @@ def test_sbus_to_nats_and_redis_to_sbus(bus: OneNode) -> None:
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, object]]]:
     tmp = tmp_path_factory.mktemp("ipcgraph")
-    cfg, commands = graph_config(tmp, MANUAL_GRAPH, web=False)
+    cfg, commands = graph_config(tmp, MANUAL_GRAPH)
     data = yaml.safe_load(cfg.read_text())
     data["transports"] += [
         {"tport": "bus", "type": "ipc", "route": {"service": SERVICE}},
@@ -489,14 +527,16 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[s
             if "-t" not in args:
                 args.append("-t")
             name = args[args.index("-u") + 1]
-            nodes[name] = NodeProc(name, args + ["bus.listen", "nats.listen", "redis.listen"], tmp)
+            nodes[name] = NodeProc(name, args + ["bus.listen", "nats.listen", "redis.listen", "web.listen"], tmp)
         out: dict[str, dict[str, object]] = {}
         for name, node in nodes.items():
-            node.wait_for(r"network converges [\d.]+ secs, 3 uids", 30)
+            node.wait_for(CONVERGED.format(n=3), 30)
+            web = web_addr(node)
             lines = [m.group(1) for line in node.lines if (m := re.search(r"listening on (\S+)", line))]
-            ports = [int(x.rpartition(":")[2]) for x in lines if ":" in x]
+            ports = [int(x.rpartition(":")[2]) for x in lines if ":" in x and x != web]
             path = next(x for x in lines if x.endswith(".sock"))
-            out[name] = {"path": path, "nats": ports[-2], "redis": ports[-1]}
+            out[name] = {"path": path, "nats": ports[-2], "redis": ports[-1], "web": web}
+        wait_whole_graph([str(o["web"]) for o in out.values()], MANUAL_GRAPH)
         yield out
     finally:
         for node in nodes.values():

@@ -25,10 +25,16 @@ import redis.asyncio as aioredis
 import yaml
 
 from raims_node.config.test_adj import free_port
-from tests.integration.harness import PYTHON, NodeProc, graph_config, poll
-from tests.integration.test_admin import get_json, web_addr
+from tests.integration.harness import (
+    CONVERGED,
+    PYTHON,
+    NodeProc,
+    get_json,
+    graph_config,
+    poll,
+    web_addr,
+)
 
-CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
 DEVICE = "127.0.0.1"
 WAIT_S = 15.0
 

@@ -20,12 +20,10 @@ import redis
 from nats.aio.client import Client
 
 from raims_node.names.client import NamesClient, NamesRequestError, TopologySubscription
-from tests.integration.harness import MANUAL_GRAPH
-from tests.integration.test_admin import get_json
-from tests.integration.test_bridges_net import BridgeNet, Transport, start_network
+from tests.integration.harness import MANUAL_GRAPH, get_json
+from tests.integration.test_bridges_net import WEB, BridgeNet, start_network
 
 WAIT_S = 10.0
-WEB: Transport = {"tport": "web", "type": "web", "route": {"listen": "127.0.0.1", "port": 0}}
 HEARTBEAT_S = 1.0
 
 

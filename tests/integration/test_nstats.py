@@ -14,11 +14,8 @@ import nats
 import pytest
 import redis
 
-from tests.integration.harness import MANUAL_GRAPH
-from tests.integration.test_admin import get_json
-from tests.integration.test_bridges_net import BridgeNet, start_network
-
-WEB = {"tport": "web", "type": "web", "route": {"listen": "127.0.0.1", "port": 0}}
+from tests.integration.harness import MANUAL_GRAPH, get_json
+from tests.integration.test_bridges_net import WEB, BridgeNet, start_network
 
 
 @pytest.fixture

@@ -20,11 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.harness import NodeProc, graph_config
+from tests.integration.harness import CONVERGED, NodeProc, graph_config
 from tests.integration.netns import Lan, skip_reason
 from tests.integration.test_ipc_bus import Raw, msgs
 
-CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
 MESSAGES = 1000
 LOSS_RULES = """table inet raims_loss {
   chain in { type filter hook input priority 0; policy accept; iifname "eth0" numgen random mod 100 < 5 counter drop; }

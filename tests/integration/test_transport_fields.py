@@ -15,10 +15,7 @@ import pytest
 import yaml
 
 from raims_node.config.test_adj import free_port
-from tests.integration.harness import NodeProc, graph_config
-from tests.integration.test_admin import get_json, web_addr
-
-CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
+from tests.integration.harness import CONVERGED, NodeProc, get_json, graph_config, web_addr
 
 
 @pytest.fixture

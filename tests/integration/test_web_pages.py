@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.harness import NodeProc, graph_config
+from tests.integration.harness import CONVERGED, NodeProc, graph_config
 
-CONVERGED = r"network converges [\d.]+ secs, {n} uids authenticated"
 USER, PASSWORD, REALM = "myuser", "mypassword", "realm@raims"
 
 
