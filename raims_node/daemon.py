@@ -66,6 +66,7 @@ from raims_node.transports.backpressure import Backpressure
 from raims_node.transports.dialer import DaemonError, Dial, Dialer, Running, reachable
 from raims_node.transports.guard import LinkGuard
 from raims_node.transports.idle_busy import IdleBusy
+from raims_node.transports.link import RouterLink
 from raims_node.transports.lone import LoneFrames
 from raims_node.transports.name import (
     Advert,
@@ -117,7 +118,7 @@ class Daemon:
         self.ack_waits = AckWaits()
         self.node.rem_handler = self.run_command
         self.naming = NamesGlue(self.node, self.publish, self._apply)  # service names, `_NAMES.*`
-        self.links: dict[int, LinkProtocol] = {}
+        self.links: dict[int, RouterLink] = {}
         self.running: dict[str, Running] = {}
         self._next_conn = 1
         self._ticker: asyncio.Task[None] | None = None
@@ -353,7 +354,7 @@ class Daemon:
 
     # ------------------------------------------------------------------ LinkOwner
 
-    def link_made(self, link: LinkProtocol) -> int:
+    def link_made(self, link: RouterLink) -> int:
         conn_id = self._next_conn
         self._next_conn += 1
         if self.guard.admit(conn_id, link):  # (one over a pending cap is closed, never shown to the node)

@@ -26,14 +26,14 @@ from raims_node.transports.idle_busy import IdleBusy
 
 if TYPE_CHECKING:
     from raims_node.bridges.gate import FlowGate
-    from raims_node.transports.tcp import LinkProtocol
+    from raims_node.transports.link import RouterLink
 
 
 log = logging.getLogger("raims.router")
 
 
 class LoneFrames:
-    def __init__(self, node: Node, links: dict[int, LinkProtocol], apply: Callable[[list[Action]], None],
+    def __init__(self, node: Node, links: dict[int, RouterLink], apply: Callable[[list[Action]], None],
                  gate: FlowGate, idle: IdleBusy | None = None) -> None:
         self.node = node
         self.links = links  # the daemon's, by conn id

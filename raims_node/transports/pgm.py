@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from raims_node.config.params import parse_count, parse_time
 from raims_node.config.records import TransportConfig
+from raims_node.transports.link import RouterLink
 from raims_node.transports.name import DeviceNotFound, resolve_device
 from raims_node.transports.pgm_core import Frames, Loss, PeerDown, PeerUp, PgmCore, PgmParams
 
@@ -87,7 +88,7 @@ def parse_address(text: str) -> PgmAddress:
 
 
 class PgmOwner(Protocol):
-    def link_made(self, link: Any) -> int: ...  # a PgmPeerLink, duck-typed as the daemon's LinkProtocol
+    def link_made(self, link: RouterLink) -> int: ...
     def link_frames(self, conn_id: int, frames: list[bytes]) -> None: ...
     def link_lost(self, conn_id: int, reason: str) -> None: ...
     def say(self, text: str, level: int = logging.INFO) -> None: ...
@@ -105,8 +106,7 @@ class _Socket(asyncio.DatagramProtocol):
 
 
 class PgmPeerLink:
-    """One peer on the group, as a router link (the LinkProtocol interface the daemon
-    uses: send, flush, close, counters)."""
+    """One peer on the group, as a router link (link.RouterLink)."""
 
     outbound = False
     transport = None  # no stream transport: the PGM transport owns the sockets
@@ -134,6 +134,11 @@ class PgmPeerLink:
         self.frames_out += 1
         self.bytes_out += len(data)
         self.pgm.send(self.tsi, data)
+
+    def send_now(self, data: bytes) -> None:
+        """As `send`: the frame waits for the pass's flush, so that one group datagram
+        carries it for every peer it goes to (the lone-frame path, transports/lone.py)."""
+        self.send(data)
 
     def flush(self) -> None:
         self.pgm.flush()

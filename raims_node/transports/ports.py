@@ -5,10 +5,10 @@ M multicast, N not encrypted) and its addresses."""
 from __future__ import annotations
 
 from raims_node.transports.dialer import Running
-from raims_node.transports.tcp import LinkProtocol
+from raims_node.transports.link import RouterLink
 
 
-def link_port_row(name: str, run: Running, links: list[LinkProtocol], encrypted: bool) -> dict[str, object]:
+def link_port_row(name: str, run: Running, links: list[RouterLink], encrypted: bool) -> dict[str, object]:
     row: dict[str, object] = {
         "tport": f"{name}.{run.tport_id}", "type": run.cfg.type, "cost": run.cfg.cost[0],
         "fd": len(links),

@@ -2,7 +2,9 @@
 
 Each process's log (stderr) is read by a thread into a list; tests wait for a line
 matching a pattern (with a deadline), never sleep for a fixed time. Processes are
-stopped by their own pid, SIGTERM first, then SIGKILL.
+stopped by their own pid, SIGTERM first, then SIGKILL; a process whose log holds a
+traceback fails the test that stops it (an exception a node survived, caught by asyncio
+or uvloop, is still a bug: its client or timer was lost).
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ class NodeProc:
                 self.proc.kill()
                 self.proc.wait(timeout)
         self._thread.join(2)
+        first = next((i for i, line in enumerate(self.lines) if line.startswith("Traceback")), None)
+        assert first is None, f"node {self.name} logged an exception:\n" + "\n".join(self.lines[first - 2:first + 24])
         return self.proc.returncode
 
 

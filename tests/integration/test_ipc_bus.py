@@ -429,8 +429,8 @@ def _client_buffered(bus: OneNode) -> int:
 
 def test_counters_count_what_sbus_clients_hold(bus: OneNode) -> None:
     """`show counters` (and /metrics) with sbus clients connected: the bytes queued for a
-    reader that does not read are counted among the clients' (and the hub's once-a-second
-    soft-limit check, which reads every client, keeps running: no traceback)."""
+    reader that does not read are counted among the clients' (the hub's once-a-second
+    soft-limit check reads every client too: NodeProc.stop fails on its traceback)."""
     r, p = bus.client(), bus.client()
     r.sub(b"fl/c")
     r.sync()  # then stops reading
@@ -444,7 +444,6 @@ def test_counters_count_what_sbus_clients_hold(bus: OneNode) -> None:
     assert _client_buffered(bus) == 0
     r.close()
     p.close()
-    assert not any("Traceback" in line for line in bus.node.lines)
 
 
 def test_flood_order_stack_and_random(bus: OneNode) -> None:
