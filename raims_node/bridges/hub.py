@@ -125,6 +125,7 @@ class BridgeHub:
 
     def check_soft_limits(self) -> None:
         """Once a second: consumers above their soft limit for too long are cut."""
+        self._soft_timer = asyncio.get_running_loop().call_later(SOFT_CHECK_S, self.check_soft_limits)  # first
         now = time.monotonic()
         for proto in list(self.gate.conns):
             session = proto.session
@@ -132,7 +133,6 @@ class BridgeHub:
                 session.check_soft_limit(now)
                 if session.closing:
                     proto.flush()
-        self._soft_timer = asyncio.get_running_loop().call_later(SOFT_CHECK_S, self.check_soft_limits)
 
     def close(self) -> None:
         if self._soft_timer is not None:

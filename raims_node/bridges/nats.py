@@ -84,10 +84,10 @@ class NatsServer(BridgeServer):
             await asyncio.sleep(step)
 
     def _ping(self) -> None:
+        self._pinger = asyncio.get_running_loop().call_later(PING_INTERVAL_S, self._ping)  # first
         for proto in list(self.conns):
             if isinstance(proto.session, NatsSession):
                 proto.session.ping()
-        self._pinger = asyncio.get_running_loop().call_later(PING_INTERVAL_S, self._ping)
 
     def close(self) -> None:
         if self._pinger is not None:
