@@ -1,7 +1,12 @@
-"""Fixtures of the key-value differential tests (kv_diff.py): `servers`, a redis-server
-and a node with a map for the module, and `pair`, a client on each in RESP2 and in
-RESP3, the data of both reset. A module may override either: test_kv_differential runs
-its servers on both RESP scans; a module's own `pair` may take this one and add to it."""
+"""Fixtures of the integration tests.
+
+`no_node_tracebacks` (every test): after the test and its fixtures' teardown, no node
+process (harness.NodeProc) logged a traceback meanwhile.
+
+The key-value differential tests (kv_diff.py): `servers`, a redis-server and a node with
+a map for the module, and `pair`, a client on each in RESP2 and in RESP3, the data of
+both reset. A module may override either: test_kv_differential runs its servers on both
+RESP scans; a module's own `pair` may take this one and add to it."""
 
 from __future__ import annotations
 
@@ -9,7 +14,16 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.integration.harness import STARTED
 from tests.integration.kv_diff import Pair, kv_servers
+
+
+@pytest.fixture(autouse=True)
+def no_node_tracebacks() -> Iterator[None]:
+    yield
+    found = [tb for node in STARTED if (tb := node.new_traceback()) is not None]
+    STARTED[:] = [node for node in STARTED if node.proc.poll() is None]
+    assert not found, "a node logged an exception:\n" + "\n\n".join(found)
 
 
 @pytest.fixture(scope="module")
