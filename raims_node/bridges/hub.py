@@ -124,8 +124,9 @@ class BridgeHub:
                 proto.flush()
 
     def check_soft_limits(self) -> None:
-        """Once a second: consumers above their soft limit for too long are cut."""
-        self._soft_timer = asyncio.get_running_loop().call_later(SOFT_CHECK_S, self.check_soft_limits)  # first
+        """Once a second: consumers above their soft limit for too long are cut (the next
+        check is scheduled first, so that a failure in this one cannot end them)."""
+        self._soft_timer = asyncio.get_running_loop().call_later(SOFT_CHECK_S, self.check_soft_limits)
         now = time.monotonic()
         for proto in list(self.gate.conns):
             session = proto.session

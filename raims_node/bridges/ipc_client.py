@@ -72,7 +72,7 @@ class ClientServer(Protocol):
 
 class IpcClient:
     """One connected sbus client: its socket, credentials, patterns and outbox (a
-    glue.GateConn of the hub's FlowGate)."""
+    gate.GateConn of the hub's FlowGate)."""
 
     session: BridgeSession | None = None  # no bridge session: the outbox has its own limits
 
