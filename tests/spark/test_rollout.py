@@ -125,6 +125,14 @@ def test_teardown_leaves_no_raims_process(run: Run) -> None:
     assert not list(run.run_dir.glob("e2e/*/ms_server.pid"))
 
 
+def test_the_daemons_logged_no_exception(run: Run) -> None:
+    """An exception a daemon survived still cost it something (tests/integration's
+    no_node_tracebacks does the same for the integration tests' nodes)."""
+    logs = sorted(run.run_dir.glob("e2e/*/ms_server.log*"))
+    assert len(logs) >= 4
+    assert [str(log.relative_to(run.run_dir)) for log in logs if "Traceback" in log.read_text(errors="replace")] == []
+
+
 def test_each_observer_holds_every_nodes_type_0_name(lake: Lake, spark: SparkSession) -> None:
     """The `names` table (issue 21): each node's table holds the four nodes' own names."""
     rows = spark.sql("SELECT node, count(DISTINCT publisher) FROM names WHERE type = 0 GROUP BY node").collect()
