@@ -118,7 +118,7 @@ def test_five_node_mesh_from_one_connect_address_each(tmp_path: Path) -> None:
             nodes[name] = node
             prev = int(node.wait_for(r"listening on 127\.0\.0\.1:(\d+)", 10).group(1))
         for node in nodes.values():
-            node.wait_for(r"network converges .* 4 uids authenticated", 30)
+            node.wait_for(CONVERGED.format(n=4), 30)
         for name, node in nodes.items():
             addr = web_addr(node)
             assert poll(lambda addr=addr: _own_links(addr) == 4, 10), name
