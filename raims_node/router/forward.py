@@ -24,6 +24,7 @@ from raims_node.router.actions import Deliver, DeliverRun, Send
 from raims_node.router.localsubs import LocalSub
 from raims_node.router.messages import MalformedMessage, get_int
 from raims_node.router.peer import Peer
+from raims_node.router.route_grace import RouteGrace
 from raims_node.router.seqwin import Verdict
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, Conn, NodeState
 from raims_node.wire import (
@@ -59,6 +60,8 @@ class Forward:
         self.on_mping = on_mping
         self._fwd_cache: dict[tuple[bytes, int, bytes], tuple[int, ...]] = {}
         self._fwd_version: tuple[int, int, int] = (-1, -1, -1)
+        self._fwd_built: tuple[bool, int] = (False, 0)  # converged, and when, as the cache was emptied
+        self.grace = RouteGrace()  # make before break for relayed frames (router/route_grace.py)
         self._published: dict[str, tuple[bytes, SubjectHashes, int, int]] = {}
         self._queue_turn: dict[str, int] = {}
 
@@ -101,7 +104,7 @@ class Forward:
             st.counters.published += n
             if local:
                 self._deliver_run(st.bridge, subject, seqno, local, run, 0, no_echo)
-            self._forward_mcast(bytes(frame), st.bridge, hashes, path, None)
+            self._forward_mcast(bytes(frame), hashes, path)
 
     def publish(self, subject: str, payload: bytes, now_ns: int, reply: str | None, headers: bytes | None,
                 no_echo: object | None, opt: int) -> None:
@@ -120,7 +123,7 @@ class Forward:
             if not local:
                 self.anycast(bytes(frame), hashes, set(), now_ns, hops=0)
         else:
-            self._forward_mcast(bytes(frame), st.bridge, hashes, path, None)
+            self._forward_mcast(bytes(frame), hashes, path)
 
     def mping(self, path: int, token: int, now_ns: int) -> None:
         """`_M.ping` on `path` to every node (each answers with a pong, remote.py)."""
@@ -129,7 +132,7 @@ class Forward:
         frame = encode_frame(MsgType.MCAST, M_PING, st.bridge, [(Fid.STAMP, now_ns), (Fid.TOKEN, token)],
                              path_opt(path) | OPT_ACK)
         st.mac.sign(frame)
-        self._forward_mcast(bytes(frame), st.bridge, hashes, path, None)
+        self._forward_mcast(bytes(frame), hashes, path)
 
     def anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int) -> bool:
         """Send a frame point to point to one node whose filter matches its subject (the
@@ -185,12 +188,12 @@ class Forward:
         conn.last_recv_ns = now_ns  # any authenticated frame is a sign of life
         counters = st.counters
         counters.mcast_recv += 1
-        sent = 0
+        conns = self.relay_set(source, (head.opt >> 3) & 3, head.subject, head.subject_hash, conn.conn_id,
+                               data, now_ns)
+        sent = len(conns)
         out = st.out
-        for conn_id in self._forward_set(source, (head.opt >> 3) & 3, head.subject, head.subject_hash):
-            if conn_id != conn.conn_id:
-                sent += 1
-                out.append(Send(conn_id, data))
+        for conn_id in conns:
+            out.append(Send(conn_id, data))
         counters.frames_out += sent
         counters.forwarded += sent
         if st.subs:
@@ -209,7 +212,11 @@ class Forward:
         sub, source, opt = head.subject, head.bridge, head.opt
         subject = sub.decode("utf-8", "surrogateescape")
         path = (opt >> 3) & 3
-        forwarded = self._forward_mcast(data, source, SubjectHashes(sub, head.subject_hash), path, conn)
+        forwarded = 0
+        for conn_id in self.relay_set(source, path, sub, head.subject_hash, conn.conn_id, data, now_ns):
+            forwarded += 1
+            self.st.emit(conn_id, data)
+        self.st.counters.forwarded += forwarded
         if sub == M_PING and self.on_mping is not None:
             d = decode_frame(data).as_dict()
             self.on_mping(source, get_int(d, Fid.STAMP), get_int(d, Fid.TOKEN), conn.tport.name, now_ns)
@@ -229,15 +236,27 @@ class Forward:
         self.st.send_inbox(source, kind, [(Fid.REF_SEQNO, seqno if isinstance(seqno, int) else 0),
                                           (Fid.SUBJECT, subject), (Fid.TPORT, conn.tport.name)], now_ns)
 
-    def _forward_mcast(self, data: bytes, source: bytes, hashes: SubjectHashes, path: int, came: Conn | None) -> int:
+    def _forward_mcast(self, data: bytes, hashes: SubjectHashes, path: int) -> None:
+        """Our own frame out on our tree for `path`."""
         st = self.st
-        sent = 0
-        for conn_id in self._forward_set(source, path, hashes.subject, hashes.full):
-            if came is None or conn_id != came.conn_id:
-                sent += 1
-                st.emit(conn_id, data)
-        st.counters.forwarded += sent
-        return sent
+        conns = self._forward_set(st.bridge, path, hashes.subject, hashes.full)
+        for conn_id in conns:
+            st.emit(conn_id, data)
+        st.counters.forwarded += len(conns)
+
+    def relay_set(self, source: bytes, path: int, subject: bytes, h: int, came: int, data: bytes,
+                  now_ns: int) -> tuple[int, ...]:
+        """Connections a frame from `source` that arrived on `came` goes on to: the
+        source's tree; for a while after a route change, a frame only the old routes
+        explain takes those (router/route_grace.py)."""
+        conns = self._forward_set(source, path, subject, h)
+        if came in conns:
+            conns = tuple(c for c in conns if c != came)
+        st = self.st
+        if self.grace.old and source != st.bridge and not subject.startswith(M_PREFIX):  # not the pings' trees
+            unwanted = not conns and not (st.subs and st.subs.match(subject.decode("utf-8", "surrogateescape")))
+            return self.grace.extra((source, path, subject), unwanted, came, data, now_ns, st.conns) or conns
+        return conns
 
     def _forward_set(self, source: bytes, path: int, subject: bytes, h: int) -> tuple[int, ...]:
         """Connections a multicast from `source` on `path` goes out on, pruned by the
@@ -245,8 +264,13 @@ class Forward:
         st = self.st
         version = (st.db.version, st.filters_version, len(st.conns))
         if version != self._fwd_version:
-            self._fwd_cache.clear()
+            # the routes change: relays make before break, from routes the node had while
+            # converged (a joining node's first trees are partial: no reason to keep them)
+            if version[0] != self._fwd_version[0] and (self._fwd_built[0] or self._fwd_built[1] != st.converge_ns):
+                self.grace.keep(self._fwd_cache)
+            self._fwd_cache = {}
             self._fwd_version = version
+            self._fwd_built = (st.converged, st.converge_ns)
         key = (source, path, subject)
         conns = self._fwd_cache.get(key)
         if conns is None:
@@ -256,7 +280,9 @@ class Forward:
                 if subject.startswith(M_PREFIX):
                     return True
                 peer = st.peers.get(b)
-                return peer is not None and isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes)
+                if peer is None or peer.bloom is None:  # its filter is on its way (a joining
+                    return True  # node, a new link): send, the far side filters
+                return isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes)
 
             out = []
             for link in st.routes.forward_links(source, path, matches):

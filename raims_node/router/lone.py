@@ -169,10 +169,7 @@ class LonePath:
         counters.mcast_recv += 1
         subject = data[SUBJECT_OFFSET:SUBJECT_OFFSET + slen]
         forward = self.forward
-        conns = forward._forward_set(source, (word >> 27) & 3, subject, h)
-        came = conn.conn_id
-        if came in conns:
-            conns = tuple(c for c in conns if c != came)
+        conns = forward.relay_set(source, (word >> 27) & 3, subject, h, conn.conn_id, data, now_ns)
         sent = len(conns)
         counters.frames_out += sent
         counters.forwarded += sent

@@ -169,11 +169,9 @@ def wait_whole_graph(addrs: Iterable[str], graph: str, timeout: float = 30.0) ->
 
     A node logs CONVERGED for all the other nodes as soon as it knows them, which a graph
     with redundant links (MANUAL_GRAPH) reaches before its last link is up; that link then
-    moves routes (A->D from A-C-D to A-B-D), and the manual says routing is not stable
-    until every peer has adjusted: a stream published meanwhile loses the few messages in
-    flight on the old path (C no longer forwards A's frames to D once its tree for A has
-    changed); D counts them in `show loss` (measured: a node joining mid-stream, 1-5 of
-    3,000 lost, msg_loss equal to the gap, no repeats)."""
+    moves routes (A->D from A-C-D to A-B-D) while a test may be streaming. Relays keep
+    what is in flight on the old route (router/route_grace.py, test_route_change_net), but
+    a test that measures a path should measure the one it means."""
     addrs, want = list(addrs), graph_adjacencies(graph)
 
     def whole() -> bool:

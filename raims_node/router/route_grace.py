@@ -1,0 +1,74 @@
+"""Make before break: a relay keeps forwarding on the links its routes had before a change.
+
+When the link state changes, every node recomputes its trees on its own, and a relay
+may switch before the source does. Measured on the manual's A-D graph (the simulator,
+and the daemons on 127.0.0.1): A streams to D through C while B joins; C learns of B's
+links first, leaves A's tree for D and drops what A still sends it, until A learns of
+them too and sends through B (100 messages lost in the simulator's 4 ms between the two;
+docs/DESIGN-NOTES.md "Route changes under a stream"). The manual only says routing "is
+not stable until all peers have finished adjusting"; we decide that a relay must not drop what is already on its way:
+for `ROUTE_GRACE_NS` after a change (from the first frame relayed after it), a relayed
+frame that the new routes send nowhere and no local subscription wants, i.e. one that
+only an old route explains, goes out on the links of the last set that sent it
+somewhere (a link gone since is skipped). Every other frame keeps to the new routes:
+sending it on the old links too would give subscribers two copies (measured: 30-70
+repeats in D's `show loss` per switch when both were used).
+
+Only the routes of a converged node are kept: a joining node's first trees are partial.
+Two trees together can close a cycle, so a frame (by its MAC digest) takes the old links
+at most once per node. A source's own frames follow its current routes only: it switches
+once, with no frame in flight behind it.
+"""
+
+from __future__ import annotations
+
+from raims_node.router.state import Conn
+from raims_node.wire.frame import DIGEST_OFFSET
+
+ROUTE_GRACE_NS = 250_000_000  # a few link-state floods on a slow network; a LAN needs ms
+DIGEST_LEN = 16
+TAKEN_LIMIT = 65536  # digests remembered in one grace period (cleared past it)
+
+Key = tuple[bytes, int, bytes]  # (source, path, subject)
+
+
+class RouteGrace:
+    """The forwarding sets of the routes being replaced and until when they still count."""
+
+    def __init__(self) -> None:
+        self.old: dict[Key, tuple[int, ...]] = {}
+        self._until_ns = 0  # 0: starts with the next relayed frame (keep() has no clock)
+        self._taken: set[bytes] = set()  # digests of frames sent on old links
+
+    def keep(self, sets: dict[Key, tuple[int, ...]]) -> None:
+        """The routes change: each non-empty set of `sets` (the forwarding cache of the
+        routes before) becomes its key's old set, and the grace period starts again."""
+        old = self.old
+        for key, conns in sets.items():
+            if conns:
+                old[key] = conns
+        self._until_ns = 0
+
+    def extra(self, key: Key, unwanted: bool, came: int, data: bytes, now_ns: int,
+              live: dict[int, Conn]) -> tuple[int, ...]:
+        """The old links a relayed frame goes out on: none unless it is `unwanted` by the
+        new routes and here, none once the grace is over."""
+        if not self._until_ns:
+            self._until_ns = now_ns + ROUTE_GRACE_NS
+        elif now_ns > self._until_ns:
+            self.old = {}
+            self._taken.clear()
+            return ()
+        before = self.old.get(key) if unwanted else None
+        if not before:
+            return ()
+        extra = tuple(c for c in before if c != came and c in live and live[c].active)
+        if not extra:
+            return ()
+        digest = bytes(data[DIGEST_OFFSET:DIGEST_OFFSET + DIGEST_LEN])
+        if digest in self._taken:  # it came around through an old link once already
+            return ()
+        if len(self._taken) >= TAKEN_LIMIT:
+            self._taken.clear()
+        self._taken.add(digest)
+        return extra

@@ -1,0 +1,133 @@
+"""A stream across the network while its route changes (router/route_grace.py).
+
+The manual's A-D graph is built without B; D subscribes and A publishes one message
+every 50 us; B joins mid-stream, so A->D moves from A-C-D (cost 500) to A-B-D (400).
+C learns of B's links a few milliseconds before A does: without make before break C
+dropped what A still sent it in between (100 of 2,000 lost). Run on the general path
+and on the lone-frame path (tests/sim/test_sim_lone.LoneSim)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from raims_node.crypto.credentials import Credentials
+from raims_node.router.node import NS
+from raims_node.router.route_grace import ROUTE_GRACE_NS, RouteGrace
+from raims_node.router.sim import MS, SimNetwork
+from raims_node.router.state import Conn, Tport
+from raims_node.wire.frame import DIGEST_OFFSET
+from tests.sim.test_sim_lone import LoneSim
+
+US = MS // 1000
+COUNT = 2000
+GAP_NS = 50 * US
+
+
+def stream_while_b_joins(net: SimNetwork, join_after_ns: int) -> list[int]:
+    """What D received of A's COUNT messages, in delivery order."""
+    for name in "ACD":
+        net.add_node(name)
+    net.add_link("tcp_link_ac", "A", "C", (200,) * 4)
+    net.add_link("tcp_link_dc", "D", "C", (300,) * 4)
+    net.run_until(net.converged, timeout_ns=10 * NS)
+    net.subscribe("D", "data.x")
+    net.run_until(lambda: net.interest_known("D", "data.x"))
+    start = net.now
+    for i in range(COUNT):
+        net._schedule(start + i * GAP_NS, lambda i=i: net.publish("A", "data.x", b"%d" % i))
+
+    def join() -> None:
+        net.add_node("B")
+        net.add_link("tcp_link_ab", "A", "B", (200,) * 4)
+        net.add_link("tcp_link_bc", "B", "C", (100,) * 4)
+        net.add_link("tcp_link_bd", "B", "D", (200,) * 4)
+
+    net._schedule(start + join_after_ns, join)
+    net.run_for(COUNT * GAP_NS + 500 * MS)
+    return [int(d.payload) for d in net.nodes["D"].delivered if d.subject == "data.x"]
+
+
+@pytest.mark.parametrize("cls", [SimNetwork, LoneSim])
+@pytest.mark.parametrize("join_ms", [10, 35])
+def test_no_message_is_lost_when_a_shorter_route_appears(creds: Callable[[str], Credentials],
+                                                         cls: type[SimNetwork], join_ms: int) -> None:
+    net = cls(creds, seed=join_ms)
+    got = stream_while_b_joins(net, join_ms * MS)
+    assert got == list(range(COUNT))
+    a = net.nodes["A"].node.bridge
+    loss = net.nodes["D"].node.peers[a].loss
+    assert (loss.msg_loss, loss.repeat) == (0, 0)
+    # the route did move: C relayed the first part, B the rest
+    relayed = {name: net.nodes[name].node.counters.forwarded for name in "BC"}
+    assert relayed["B"] > COUNT // 2 and 0 < relayed["C"] < COUNT // 2
+
+
+def _live(*ids: int) -> dict[int, Conn]:
+    tport = Tport("t", 0, "tcp", (100,) * 4)
+    return {i: Conn(i, tport, 0, active=True) for i in ids}
+
+
+def _frame(digest: bytes) -> bytes:
+    return bytes(DIGEST_OFFSET) + digest + bytes(20)
+
+
+def test_the_old_links_count_for_the_grace_period_only() -> None:
+    grace, key, live = RouteGrace(), (b"A" * 16, 0, b"data.x"), _live(1, 2, 3)
+    grace.keep({key: (1, 2)})
+    assert grace.extra(key, True, 3, _frame(b"a" * 16), 1_000, live) == (1, 2)  # the grace starts here
+    assert grace.extra(key, False, 3, _frame(b"b" * 16), 2_000, live) == ()  # the new routes want it
+    assert grace.extra(key, True, 1, _frame(b"c" * 16), 3_000, live) == (2,)  # never back where it came from
+    assert grace.extra((b"B" * 16, 0, b"data.x"), True, 3, _frame(b"d" * 16), 4_000, live) == ()
+    assert grace.extra(key, True, 3, _frame(b"e" * 16), 1_000 + ROUTE_GRACE_NS + 1, live) == ()
+    assert not grace.old
+
+
+def test_a_frame_takes_the_old_links_once_and_only_live_ones() -> None:
+    grace, key, live = RouteGrace(), (b"A" * 16, 0, b"data.x"), _live(1, 2)
+    grace.keep({key: (1, 2, 9)})  # conn 9 has closed since
+    frame = _frame(b"f" * 16)
+    assert grace.extra(key, True, 3, frame, 1, live) == (1, 2)
+    assert grace.extra(key, True, 3, frame, 2, live) == ()  # it came around: no cycle through old links
+    live[2].active = False
+    assert grace.extra(key, True, 3, _frame(b"g" * 16), 3, live) == (1,)
+
+
+def test_a_second_change_keeps_the_last_set_that_sent_somewhere() -> None:
+    grace, key, live = RouteGrace(), (b"A" * 16, 0, b"data.x"), _live(1, 2, 3)
+    grace.keep({key: (1,)})
+    assert grace.extra(key, True, 0, _frame(b"h" * 16), 10, live) == (1,)
+    grace.keep({key: (2,)})  # restarts the grace
+    assert grace.extra(key, True, 0, _frame(b"i" * 16), 10 + ROUTE_GRACE_NS, live) == (2,)
+    grace.keep({key: ()})  # a set that sent nowhere replaces nothing
+    assert grace.extra(key, True, 0, _frame(b"j" * 16), 20 + 2 * ROUTE_GRACE_NS, live) == (2,)
+
+
+def test_routes_changing_under_a_stream_cause_no_storm_and_no_disorder(creds: Callable[[str], Credentials]) -> None:
+    """A ring of six with a chord, three subscribers, links cut and restored while A
+    streams: every subscriber's deliveries stay in order without copies, and the frames
+    sent stay within what the trees need (old links are taken once per frame)."""
+    net = SimNetwork(creds, seed=7)
+    ring = "ABCDEF"
+    for name in ring:
+        net.add_node(name)
+    for i, name in enumerate(ring):
+        net.add_link(f"ring_{i}", name, ring[(i + 1) % 6], (100 * (i + 1),) * 4)
+    net.add_link("chord", "B", "E", (250,) * 4)
+    net.run_until(net.converged, timeout_ns=10 * NS)
+    for name in "CDF":
+        net.subscribe(name, "data.x")
+    net.run_until(lambda: all(net.interest_known(n, "data.x") for n in "CDF"))
+    start, sent_before = net.now, net.frames_sent
+    for i in range(COUNT):
+        net._schedule(start + i * GAP_NS, lambda i=i: net.publish("A", "data.x", b"%d" % i))
+    for at_ms, link, up in ((15, "ring_1", False), (30, "chord", False), (50, "ring_1", True),
+                            (65, "chord", True), (80, "ring_4", False)):
+        net._schedule(start + at_ms * MS, lambda link=link, up=up: (net.disconnect if not up else net.reconnect)(link))
+    net.run_for(COUNT * GAP_NS + 3000 * MS)
+    for name in "CDF":
+        got = [int(d.payload) for d in net.nodes[name].delivered if d.subject == "data.x"]
+        assert got == sorted(set(got)) and len(got) > COUNT * 9 // 10, name
+    data_frames = net.frames_sent - sent_before
+    assert data_frames < COUNT * 6  # a tree of six nodes: five links a frame, plus control traffic
