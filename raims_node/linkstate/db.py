@@ -90,6 +90,7 @@ class LinkStateDB:
         self._links: dict[bytes, dict[_LinkKey, LinkRecord]] = {}
         self._synced: set[bytes] = set()
         self._version = 0
+        self._links_version = 0  # bumped when a link set changes (not a peer record alone)
         self._pair: Counter[tuple[bytes, bytes]] = Counter()  # links a -> b held
         self._mismatch: set[tuple[bytes, bytes]] = set()  # (lower, higher) pairs whose counts differ
         self._refs: Counter[bytes] = Counter()  # held links leading to each bridge
@@ -99,6 +100,11 @@ class LinkStateDB:
     @property
     def version(self) -> int:
         return self._version
+
+    @property
+    def links_version(self) -> int:
+        """Moves with every change of the links (what routes are made of)."""
+        return self._links_version
 
     def __len__(self) -> int:
         return len(self._peers)
@@ -150,6 +156,7 @@ class LinkStateDB:
         if self._refs[bridge] > 0:
             self._bad_refs.add(bridge)
         self._version += 1
+        self._links_version += 1
         return True
 
     def apply_full(self, bridge: bytes, link_seqno: int, links: Iterable[LinkRecord]) -> Applied:
@@ -172,6 +179,7 @@ class LinkStateDB:
         self._bad_refs.discard(bridge)
         self._peers[bridge] = _with_link_seqno(peer, link_seqno)
         self._version += 1
+        self._links_version += 1
         return Applied(changed=True)
 
     def apply_delta(
@@ -199,6 +207,7 @@ class LinkStateDB:
             self._count(bridge, link.peer_bridge, 1)
         self._peers[bridge] = _with_link_seqno(peer, link_seqno)
         self._version += 1
+        self._links_version += 1
         return Applied(changed=True)
 
     def is_consistent(self) -> bool:

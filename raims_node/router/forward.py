@@ -24,6 +24,7 @@ from raims_node.router.actions import Deliver, DeliverRun, Send
 from raims_node.router.localsubs import LocalSub
 from raims_node.router.messages import MalformedMessage, get_int
 from raims_node.router.peer import Peer
+from raims_node.router.reorder import ReorderHold
 from raims_node.router.route_grace import RouteGrace
 from raims_node.router.seqwin import Verdict
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, Conn, NodeState
@@ -60,8 +61,11 @@ class Forward:
         self.on_mping = on_mping
         self._fwd_cache: dict[tuple[bytes, int, bytes], tuple[int, ...]] = {}
         self._fwd_version: tuple[int, int, int] = (-1, -1, -1)
+        self._fwd_links = -1  # the db's links version the cache was made from
         self._fwd_built: tuple[bool, int] = (False, 0)  # converged, and when, as the cache was emptied
         self.grace = RouteGrace()  # make before break for relayed frames (router/route_grace.py)
+        self.reorder = ReorderHold(st.sub_window, self._redeliver)  # frames ahead of a gap wait
+        self._links_seen = st.db.links_version
         self._published: dict[str, tuple[bytes, SubjectHashes, int, int]] = {}
         self._queue_turn: dict[str, int] = {}
 
@@ -247,16 +251,17 @@ class Forward:
     def relay_set(self, source: bytes, path: int, subject: bytes, h: int, came: int, data: bytes,
                   now_ns: int) -> tuple[int, ...]:
         """Connections a frame from `source` that arrived on `came` goes on to: the
-        source's tree; for a while after a route change, a frame only the old routes
-        explain takes those (router/route_grace.py)."""
+        source's tree; a frame the tree sends nowhere and nobody here wants, while the
+        links change, goes where the old routes or our own tree say (route_grace.py)."""
         conns = self._forward_set(source, path, subject, h)
         if came in conns:
             conns = tuple(c for c in conns if c != came)
         st = self.st
-        if self.grace.old and source != st.bridge and not subject.startswith(M_PREFIX):  # not the pings' trees
-            unwanted = not conns and not (st.subs and st.subs.match(subject.decode("utf-8", "surrogateescape")))
-            return self.grace.extra((source, path, subject), unwanted, came, data, now_ns, st.conns) or conns
-        return conns
+        if conns or st.converged and not self.grace.in_flux(now_ns) or source == st.bridge \
+                or subject.startswith(M_PREFIX):
+            return conns  # the usual case; our own frames and the pings keep to the tree
+        return self.grace.extra(st, (source, path, subject), came, data, now_ns,
+                                lambda: self._forward_set(st.bridge, path, subject, h))
 
     def _forward_set(self, source: bytes, path: int, subject: bytes, h: int) -> tuple[int, ...]:
         """Connections a multicast from `source` on `path` goes out on, pruned by the
@@ -264,12 +269,14 @@ class Forward:
         st = self.st
         version = (st.db.version, st.filters_version, len(st.conns))
         if version != self._fwd_version:
-            # the routes change: relays make before break, from routes the node had while
+            # the links change: relays make before break with the routes the node had while
             # converged (a joining node's first trees are partial: no reason to keep them)
-            if version[0] != self._fwd_version[0] and (self._fwd_built[0] or self._fwd_built[1] != st.converge_ns):
+            links = st.db.links_version
+            if links != self._fwd_links and (self._fwd_built[0] or self._fwd_built[1] != st.converge_ns):
                 self.grace.keep(self._fwd_cache)
             self._fwd_cache = {}
             self._fwd_version = version
+            self._fwd_links = links
             self._fwd_built = (st.converged, st.converge_ns)
         key = (source, path, subject)
         conns = self._fwd_cache.get(key)
@@ -313,13 +320,40 @@ class Forward:
                                      no_echo)
 
     def _deliver_frame(self, source: bytes, subject: str, data: bytes, off: int, end: int,
-                       subs: Sequence[LocalSub], now_ns: int) -> bool:
-        """Deliver a received message frame whose fields are data[off:end], a single
-        message or a batch (wire/batch.py); False when all of it repeats what was delivered."""
+                       subs: Sequence[LocalSub], now_ns: int, due_ns: int = 0) -> bool:
+        """Deliver a received message frame (fields data[off:end]: a message or a batch, wire/batch.py),
+        unless it waits for a gap (reorder.py; `due_ns`: a held one's); False: all repeats."""
         batch = decode_batch_run(data, off, end)
         if batch is None:
-            return self._deliver_message(source, subject, decode_message_fields(data, off, end), subs, now_ns,
-                                         own=False)
+            msg = decode_message_fields(data, off, end)
+            first, stamp = msg.seqno, msg.stamp
+        else:
+            first, stamp = batch[0], batch[1]
+        reorder = self.reorder
+        if reorder.busy(now_ns) and reorder.wait(source, subject, first, stamp, data, off, end, now_ns, due_ns):
+            return True
+        delivered = self._deliver_message(source, subject, msg, subs, now_ns, own=False) if batch is None \
+            else self._deliver_batch(source, subject, batch, subs, now_ns)
+        if reorder.held:
+            reorder.release((source, subject), now_ns)
+        return delivered
+
+    def _redeliver(self, source: bytes, subject: str, data: bytes, off: int, end: int, due_ns: int, now_ns: int) -> None:
+        """A held frame through delivery again, to whom subscribes now (router/reorder.py)."""
+        subs = self.st.subs.match(subject) if self.st.subs else ()
+        if subs:
+            self._deliver_frame(source, subject, data, off, end, subs, now_ns, due_ns)
+
+    def watch_links(self, now_ns: int) -> None:
+        """After each input (Node._flush): when the links changed, relays may use the old
+        routes and subscribers hold frames ahead of a gap for a while from now."""
+        if self.st.db.links_version != self._links_seen:
+            self._links_seen = self.st.db.links_version
+            self.grace.started(now_ns)
+            self.reorder.routes_changed(now_ns)
+
+    def _deliver_batch(self, source: bytes, subject: str, batch: tuple[int, int, Run], subs: Sequence[LocalSub],
+                       now_ns: int) -> bool:
         st = self.st
         seqno, stamp, payloads = batch
         n = len(payloads)

@@ -113,7 +113,7 @@ class LonePath:
         publisher writes every message of a stream after its first): the sequence check
         and its loss accounting as in `Forward._deliver_message`, then the same
         deliveries. Any other layout (a stamp, reply, headers, a batch) goes there."""
-        if end - off >= _SEQ_DATA_LEN:
+        if end - off >= _SEQ_DATA_LEN and not self.forward.reorder.busy(now_ns):  # else it may wait
             sdesc, seqno, ddesc, size = _unpack_seq_data(data, off)
             start = off + _SEQ_DATA_LEN
             if sdesc == _SEQNO_DESC and ddesc == _DATA_DESC and start + size + (size & 1) == end:

@@ -320,6 +320,7 @@ class Node:
         self.links.tick(now_ns)
         self.remote_ops.tick(now_ns)
         self.rpc.tick(now_ns)
+        self.forward.reorder.release_due(now_ns)
         return self._flush(now_ns)
 
     def shutdown(self, now_ns: int) -> list[Action]:
@@ -474,12 +475,14 @@ class Node:
     # ------------------------------------------------------------------ convergence
 
     def next_wake_ns(self) -> int | None:
-        """When held floods are due (router/batch.py): call `tick` then; None: nothing held."""
-        return self.state.next_wake_ns()
+        """When held floods or frames are due (router/batch.py, reorder.py): call `tick` then."""
+        due, frames = self.state.next_wake_ns(), self.forward.reorder.next_due_ns()
+        return frames if due is None or frames is not None and frames < due else due
 
     def _flush(self, now_ns: int) -> list[Action]:
         st = self.state
         st.flush_floods(now_ns)
+        self.forward.watch_links(now_ns)
         if not st.converged:
             if st.unconverged_since_ns < 0:
                 st.unconverged_since_ns = now_ns

@@ -7,7 +7,7 @@ links first, leaves A's tree for D and drops what A still sends it, until A lear
 them too and sends through B (100 messages lost in the simulator's 4 ms between the two;
 docs/DESIGN-NOTES.md "Route changes under a stream"). The manual only says routing "is
 not stable until all peers have finished adjusting"; we decide that a relay must not drop what is already on its way:
-for `ROUTE_GRACE_NS` after a change (from the first frame relayed after it), a relayed
+for `ROUTE_GRACE_NS` after a change of the links (`Node._flush` tells), a relayed
 frame that the new routes send nowhere and no local subscription wants, i.e. one that
 only an old route explains, goes out on the links of the last set that sent it
 somewhere (a link gone since is skipped). Every other frame keeps to the new routes:
@@ -15,14 +15,21 @@ sending it on the old links too would give subscribers two copies (measured: 30-
 repeats in D's `show loss` per switch when both were used).
 
 Only the routes of a converged node are kept: a joining node's first trees are partial.
-Two trees together can close a cycle, so a frame (by its MAC digest) takes the old links
-at most once per node. A source's own frames follow its current routes only: it switches
+Without a live old set, such a frame goes on this node's own tree toward the
+subscribers: a node whose view of the source's links lags the source's (B, just joined,
+placed D under C while A already sent through B) would drop it otherwise. This is asked
+only while the links change or the node is not converged: in a steady network a frame
+sent nowhere is a filter's false positive, and its subscribers have it already.
+Trees together can close a cycle, so a frame (by its MAC digest) takes these extra
+links at most once per node. A source's own frames follow its current routes only: it switches
 once, with no frame in flight behind it.
 """
 
 from __future__ import annotations
 
-from raims_node.router.state import Conn
+from collections.abc import Callable
+
+from raims_node.router.state import NodeState
 from raims_node.wire.frame import DIGEST_OFFSET
 
 ROUTE_GRACE_NS = 250_000_000  # a few link-state floods on a slow network; a LAN needs ms
@@ -37,7 +44,7 @@ class RouteGrace:
 
     def __init__(self) -> None:
         self.old: dict[Key, tuple[int, ...]] = {}
-        self._until_ns = 0  # 0: starts with the next relayed frame (keep() has no clock)
+        self._until_ns = 0  # 0: starts with the next relayed frame, unless `started` says
         self._taken: set[bytes] = set()  # digests of frames sent on old links
 
     def keep(self, sets: dict[Key, tuple[int, ...]]) -> None:
@@ -49,24 +56,37 @@ class RouteGrace:
                 old[key] = conns
         self._until_ns = 0
 
-    def extra(self, key: Key, unwanted: bool, came: int, data: bytes, now_ns: int,
-              live: dict[int, Conn]) -> tuple[int, ...]:
-        """The old links a relayed frame goes out on: none unless it is `unwanted` by the
-        new routes and here, none once the grace is over."""
+    def started(self, now_ns: int) -> None:
+        """The links changed at `now_ns`: the grace runs from then."""
+        self._until_ns = now_ns + ROUTE_GRACE_NS
+
+    def in_flux(self, now_ns: int) -> bool:
+        """Whether the links changed within the grace (or old sets wait for their start)."""
+        return bool(self.old) and not self._until_ns or now_ns <= self._until_ns
+
+    def extra(self, st: NodeState, key: Key, came: int, data: bytes, now_ns: int,
+              own_tree: Callable[[], tuple[int, ...]]) -> tuple[int, ...]:
+        """Where a relayed frame that the new routes send nowhere goes (asked while the
+        links change or this node is not converged): unless a local subscription wants
+        it, on the live links of its old set, else on our own tree toward the
+        subscribers (our view of the source's links may lag the source's). Each frame
+        once per node."""
         if not self._until_ns:
             self._until_ns = now_ns + ROUTE_GRACE_NS
-        elif now_ns > self._until_ns:
+        elif now_ns > self._until_ns and self.old:
             self.old = {}
             self._taken.clear()
+        if st.subs and st.subs.match(key[2].decode("utf-8", "surrogateescape")):
             return ()
-        before = self.old.get(key) if unwanted else None
-        if not before:
-            return ()
-        extra = tuple(c for c in before if c != came and c in live and live[c].active)
+        before = self.old.get(key)
+        live = st.conns
+        extra = tuple(c for c in before if c != came and c in live and live[c].active) if before else ()
+        if not extra:
+            extra = tuple(c for c in own_tree() if c != came)
         if not extra:
             return ()
         digest = bytes(data[DIGEST_OFFSET:DIGEST_OFFSET + DIGEST_LEN])
-        if digest in self._taken:  # it came around through an old link once already
+        if digest in self._taken:  # it came around once already: no cycle through other trees
             return ()
         if len(self._taken) >= TAKEN_LIMIT:
             self._taken.clear()

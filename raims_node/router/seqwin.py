@@ -178,6 +178,14 @@ class SubWindow:
             entry.stamp = stamp
         return Verdict.LOSS, lost
 
+    def gap(self, source: bytes, subject: str, seqno: int, stamp: int) -> bool:
+        """Whether a message (or a run starting) at `seqno` would leave messages missing
+        before it (`check` would count loss); the window is not changed."""
+        entry = self._w.get((source, subject), len(subject))
+        if entry is None or seqno <= entry.seqno + 1:
+            return False
+        return not (stamp and stamp > entry.stamp and time_frame(seqno) >= time_frame(entry.seqno))
+
     def check_run(self, source: bytes, subject: str, seqno: int, n: int, stamp: int,
                   now_ns: int) -> tuple[Verdict, int, int]:
         """Classify a run of `n` messages seqno..seqno+n-1 (a batch frame): (verdict of

@@ -180,6 +180,10 @@ class SimNetwork:
         self._seq += 1
         heapq.heappush(self._queue, (at, self._seq, fn))
 
+    def at(self, at_ns: int, fn: Callable[[], None]) -> None:
+        """Run `fn` at virtual time `at_ns` (a test's own events: publishes, faults)."""
+        self._schedule(at_ns, fn)
+
     def _apply(self, who: str, actions: list[Action]) -> None:
         sim = self.nodes[who]
         for act in actions:

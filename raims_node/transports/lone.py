@@ -70,6 +70,8 @@ class LoneFrames:
                 self.apply(lone.take_actions())
             finally:
                 gate.flush()
+        elif self.node.forward.reorder.held:  # it waits for a gap (router/reorder.py): arm the wake
+            self.apply([])
 
     def publish(self, subject: str, payload: bytes, no_echo: object | None) -> int:
         """Daemon.publish of one message read alone, its frames written now; the local

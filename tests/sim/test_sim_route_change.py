@@ -1,14 +1,19 @@
-"""A stream across the network while its route changes (router/route_grace.py).
+"""A stream across the network while its route changes (router/route_grace.py,
+router/reorder.py).
 
 The manual's A-D graph is built without B; D subscribes and A publishes one message
 every 50 us; B joins mid-stream, so A->D moves from A-C-D (cost 500) to A-B-D (400).
 C learns of B's links a few milliseconds before A does: without make before break C
-dropped what A still sent it in between (100 of 2,000 lost). Run on the general path
-and on the lone-frame path (tests/sim/test_sim_lone.LoneSim)."""
+dropped what A still sent it in between (100 of 2,000 lost); with the old path slower
+than the new, the new one's first frames overtake its last ones at D, which holds them
+until those arrive. Run on the general path and on the lone-frame path
+(tests/sim/test_sim_lone.LoneSim)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
@@ -16,7 +21,7 @@ from raims_node.crypto.credentials import Credentials
 from raims_node.router.node import NS
 from raims_node.router.route_grace import ROUTE_GRACE_NS, RouteGrace
 from raims_node.router.sim import MS, SimNetwork
-from raims_node.router.state import Conn, Tport
+from raims_node.router.state import Conn, NodeState, Tport
 from raims_node.wire.frame import DIGEST_OFFSET
 from tests.sim.test_sim_lone import LoneSim
 
@@ -25,18 +30,19 @@ COUNT = 2000
 GAP_NS = 50 * US
 
 
-def stream_while_b_joins(net: SimNetwork, join_after_ns: int) -> list[int]:
-    """What D received of A's COUNT messages, in delivery order."""
+def stream_while_b_joins(net: SimNetwork, join_after_ns: int, old_latency_ns: int = MS) -> list[int]:
+    """What D received of A's COUNT messages, in delivery order (`old_latency_ns`: of the
+    links of the old path, A-C and C-D; B's take 1 ms)."""
     for name in "ACD":
         net.add_node(name)
-    net.add_link("tcp_link_ac", "A", "C", (200,) * 4)
-    net.add_link("tcp_link_dc", "D", "C", (300,) * 4)
+    net.add_link("tcp_link_ac", "A", "C", (200,) * 4, latency_ns=old_latency_ns)
+    net.add_link("tcp_link_dc", "D", "C", (300,) * 4, latency_ns=old_latency_ns)
     net.run_until(net.converged, timeout_ns=10 * NS)
     net.subscribe("D", "data.x")
     net.run_until(lambda: net.interest_known("D", "data.x"))
     start = net.now
     for i in range(COUNT):
-        net._schedule(start + i * GAP_NS, lambda i=i: net.publish("A", "data.x", b"%d" % i))
+        net.at(start + i * GAP_NS, lambda i=i: net.publish("A", "data.x", b"%d" % i))
 
     def join() -> None:
         net.add_node("B")
@@ -44,17 +50,19 @@ def stream_while_b_joins(net: SimNetwork, join_after_ns: int) -> list[int]:
         net.add_link("tcp_link_bc", "B", "C", (100,) * 4)
         net.add_link("tcp_link_bd", "B", "D", (200,) * 4)
 
-    net._schedule(start + join_after_ns, join)
+    net.at(start + join_after_ns, join)
     net.run_for(COUNT * GAP_NS + 500 * MS)
     return [int(d.payload) for d in net.nodes["D"].delivered if d.subject == "data.x"]
 
 
 @pytest.mark.parametrize("cls", [SimNetwork, LoneSim])
-@pytest.mark.parametrize("join_ms", [10, 35])
+@pytest.mark.parametrize(("join_ms", "old_ms"), [(10, 1), (35, 1), (20, 4)])
 def test_no_message_is_lost_when_a_shorter_route_appears(creds: Callable[[str], Credentials],
-                                                         cls: type[SimNetwork], join_ms: int) -> None:
+                                                         cls: type[SimNetwork], join_ms: int, old_ms: int) -> None:
+    """With the old path slower (4 ms links) the new one's first frames overtake its last
+    ones at D, which holds them until those arrive (router/reorder.py)."""
     net = cls(creds, seed=join_ms)
-    got = stream_while_b_joins(net, join_ms * MS)
+    got = stream_while_b_joins(net, join_ms * MS, old_ms * MS)
     assert got == list(range(COUNT))
     a = net.nodes["A"].node.bridge
     loss = net.nodes["D"].node.peers[a].loss
@@ -64,44 +72,71 @@ def test_no_message_is_lost_when_a_shorter_route_appears(creds: Callable[[str], 
     assert relayed["B"] > COUNT // 2 and 0 < relayed["C"] < COUNT // 2
 
 
-def _live(*ids: int) -> dict[int, Conn]:
+def _state(*ids: int, subscribed: bool = False, converged: bool = True) -> NodeState:
+    """What RouteGrace reads of a node: its connections, local subscriptions, convergence."""
     tport = Tport("t", 0, "tcp", (100,) * 4)
-    return {i: Conn(i, tport, 0, active=True) for i in ids}
+    subs = SimpleNamespace(match=lambda subject: [subject]) if subscribed else None
+    return cast(NodeState, SimpleNamespace(conns={i: Conn(i, tport, 0, active=True) for i in ids}, subs=subs,
+                                           converged=converged))
+
+
+def _own_tree() -> tuple[int, ...]:
+    return (7, 3)
 
 
 def _frame(digest: bytes) -> bytes:
     return bytes(DIGEST_OFFSET) + digest + bytes(20)
 
 
+KEY = (b"A" * 16, 0, b"data.x")
+
+
 def test_the_old_links_count_for_the_grace_period_only() -> None:
-    grace, key, live = RouteGrace(), (b"A" * 16, 0, b"data.x"), _live(1, 2, 3)
-    grace.keep({key: (1, 2)})
-    assert grace.extra(key, True, 3, _frame(b"a" * 16), 1_000, live) == (1, 2)  # the grace starts here
-    assert grace.extra(key, False, 3, _frame(b"b" * 16), 2_000, live) == ()  # the new routes want it
-    assert grace.extra(key, True, 1, _frame(b"c" * 16), 3_000, live) == (2,)  # never back where it came from
-    assert grace.extra((b"B" * 16, 0, b"data.x"), True, 3, _frame(b"d" * 16), 4_000, live) == ()
-    assert grace.extra(key, True, 3, _frame(b"e" * 16), 1_000 + ROUTE_GRACE_NS + 1, live) == ()
-    assert not grace.old
+    grace, st = RouteGrace(), _state(1, 2, 3)
+    grace.keep({KEY: (1, 2)})
+    assert grace.extra(st, KEY, 3, _frame(b"a" * 16), 1_000, _own_tree) == (1, 2)  # the grace starts here
+    assert grace.extra(_state(1, 2, 3, subscribed=True), KEY, 3, _frame(b"k" * 16), 2_000, _own_tree) == ()  # wanted here
+    assert grace.extra(st, KEY, 1, _frame(b"c" * 16), 3_000, _own_tree) == (2,)  # never back where it came from
+    assert grace.extra(st, (b"B" * 16, 0, b"data.x"), 3, _frame(b"d" * 16), 4_000, lambda: ()) == ()
+    assert grace.extra(st, KEY, 3, _frame(b"e" * 16), 1_000 + ROUTE_GRACE_NS + 1, lambda: ()) == ()
+    assert not grace.old and not grace.in_flux(1_000 + ROUTE_GRACE_NS + 1)
+
+
+def test_the_grace_runs_from_the_change_when_the_node_says_when() -> None:
+    grace, st = RouteGrace(), _state(1)
+    grace.keep({KEY: (1,)})
+    grace.started(1_000)
+    assert grace.in_flux(1_000 + ROUTE_GRACE_NS) and not grace.in_flux(1_000 + ROUTE_GRACE_NS + 1)
+    assert grace.extra(st, KEY, 3, _frame(b"l" * 16), 1_000 + ROUTE_GRACE_NS + 1, lambda: ()) == ()
 
 
 def test_a_frame_takes_the_old_links_once_and_only_live_ones() -> None:
-    grace, key, live = RouteGrace(), (b"A" * 16, 0, b"data.x"), _live(1, 2)
-    grace.keep({key: (1, 2, 9)})  # conn 9 has closed since
+    grace, st = RouteGrace(), _state(1, 2)
+    grace.keep({KEY: (1, 2, 9)})  # conn 9 has closed since
     frame = _frame(b"f" * 16)
-    assert grace.extra(key, True, 3, frame, 1, live) == (1, 2)
-    assert grace.extra(key, True, 3, frame, 2, live) == ()  # it came around: no cycle through old links
-    live[2].active = False
-    assert grace.extra(key, True, 3, _frame(b"g" * 16), 3, live) == (1,)
+    assert grace.extra(st, KEY, 3, frame, 1, _own_tree) == (1, 2)
+    assert grace.extra(st, KEY, 3, frame, 2, _own_tree) == ()  # it came around: no cycle through old links
+    st.conns[2].active = False
+    assert grace.extra(st, KEY, 3, _frame(b"g" * 16), 3, _own_tree) == (1,)
+
+
+def test_without_an_old_set_a_frame_goes_on_our_own_tree() -> None:
+    """A joining node may lack the source's links: its tree for the source sends a frame
+    nowhere that the source sent it for a subscriber behind it."""
+    grace, st = RouteGrace(), _state(1, 3, 7, converged=False)
+    assert grace.extra(st, KEY, 3, _frame(b"m" * 16), 1, _own_tree) == (7,)  # not back on conn 3
+    assert grace.extra(st, KEY, 3, _frame(b"m" * 16), 2, _own_tree) == ()  # once per frame
+    assert not grace.in_flux(2 + ROUTE_GRACE_NS)  # relay_set asks only in the flux or unconverged
 
 
 def test_a_second_change_keeps_the_last_set_that_sent_somewhere() -> None:
-    grace, key, live = RouteGrace(), (b"A" * 16, 0, b"data.x"), _live(1, 2, 3)
-    grace.keep({key: (1,)})
-    assert grace.extra(key, True, 0, _frame(b"h" * 16), 10, live) == (1,)
-    grace.keep({key: (2,)})  # restarts the grace
-    assert grace.extra(key, True, 0, _frame(b"i" * 16), 10 + ROUTE_GRACE_NS, live) == (2,)
-    grace.keep({key: ()})  # a set that sent nowhere replaces nothing
-    assert grace.extra(key, True, 0, _frame(b"j" * 16), 20 + 2 * ROUTE_GRACE_NS, live) == (2,)
+    grace, st = RouteGrace(), _state(1, 2, 3)
+    grace.keep({KEY: (1,)})
+    assert grace.extra(st, KEY, 0, _frame(b"h" * 16), 10, _own_tree) == (1,)
+    grace.keep({KEY: (2,)})  # restarts the grace
+    assert grace.extra(st, KEY, 0, _frame(b"i" * 16), 10 + ROUTE_GRACE_NS, _own_tree) == (2,)
+    grace.keep({KEY: ()})  # a set that sent nowhere replaces nothing
+    assert grace.extra(st, KEY, 0, _frame(b"j" * 16), 20 + 2 * ROUTE_GRACE_NS, _own_tree) == (2,)
 
 
 def test_routes_changing_under_a_stream_cause_no_storm_and_no_disorder(creds: Callable[[str], Credentials]) -> None:
@@ -121,10 +156,10 @@ def test_routes_changing_under_a_stream_cause_no_storm_and_no_disorder(creds: Ca
     net.run_until(lambda: all(net.interest_known(n, "data.x") for n in "CDF"))
     start, sent_before = net.now, net.frames_sent
     for i in range(COUNT):
-        net._schedule(start + i * GAP_NS, lambda i=i: net.publish("A", "data.x", b"%d" % i))
+        net.at(start + i * GAP_NS, lambda i=i: net.publish("A", "data.x", b"%d" % i))
     for at_ms, link, up in ((15, "ring_1", False), (30, "chord", False), (50, "ring_1", True),
                             (65, "chord", True), (80, "ring_4", False)):
-        net._schedule(start + at_ms * MS, lambda link=link, up=up: (net.disconnect if not up else net.reconnect)(link))
+        net.at(start + at_ms * MS, lambda link=link, up=up: (net.disconnect if not up else net.reconnect)(link))
     net.run_for(COUNT * GAP_NS + 3000 * MS)
     for name in "CDF":
         got = [int(d.payload) for d in net.nodes[name].delivered if d.subject == "data.x"]
