@@ -6,13 +6,13 @@ and the daemons on 127.0.0.1): A streams to D through C while B joins; C learns 
 links first, leaves A's tree for D and drops what A still sends it, until A learns of
 them too and sends through B (100 messages lost in the simulator's 4 ms between the two;
 docs/DESIGN-NOTES.md "Route changes under a stream"). The manual only says routing "is
-not stable until all peers have finished adjusting"; we decide that a relay must not drop what is already on its way:
-for `ROUTE_GRACE_NS` after a change of the links (`Node._flush` tells), a relayed
-frame that the new routes send nowhere and no local subscription wants, i.e. one that
-only an old route explains, goes out on the links of the last set that sent it
-somewhere (a link gone since is skipped). Every other frame keeps to the new routes:
-sending it on the old links too would give subscribers two copies (measured: 30-70
-repeats in D's `show loss` per switch when both were used).
+not stable until all peers have finished adjusting"; we decide that a relay must not
+drop what is already on its way: for `ROUTE_GRACE_NS` after a change of the links
+(`Node._flush` tells), a relayed frame that the new routes send nowhere and no local
+subscription wants, i.e. one that only an old route explains, goes out on the links of
+the last set that sent it somewhere (a link gone since is skipped). Every other frame
+keeps to the new routes: sending it on the old links too would give subscribers two
+copies (measured: 30-70 repeats in D's `show loss` per switch when both were used).
 
 Only the routes of a converged node are kept: a joining node's first trees are partial.
 Without a live old set, such a frame goes on this node's own tree toward the
@@ -21,8 +21,8 @@ placed D under C while A already sent through B) would drop it otherwise. This i
 only while the links change or the node is not converged: in a steady network a frame
 sent nowhere is a filter's false positive, and its subscribers have it already.
 Trees together can close a cycle, so a frame (by its MAC digest) takes these extra
-links at most once per node. A source's own frames follow its current routes only: it switches
-once, with no frame in flight behind it.
+links at most once per node. A source's own frames follow its current routes only: it
+switches once, with no frame in flight behind it.
 """
 
 from __future__ import annotations
