@@ -24,9 +24,9 @@ Flow control (decisions; flow.py describes the session's side):
   being read.
 - A congested consumer also closes the hub's `FlowGate` (gate.py): every bridge
   connection stops being read, so that local publishers wait instead of burying the
-  consumer (nats-server would cut it at once). The gate holds for at most CONGESTION_DEADLINE_S per consumer
-  (0.1 s: enough to smooth a burst, short enough that consumers that never read do not
-  stall the healthy ones); after that the consumer no longer holds it until it drains
+  consumer (nats-server would cut it at once). The gate holds for at most
+  CONGESTION_DEADLINE_S per consumer (0.1 s: enough to smooth a burst, short enough that
+  consumers that never read do not stall the healthy ones); after that the consumer no longer holds it until it drains
   below its low-water mark, so one client that stops reading cannot stall the node: it
   grows to its limit and is disconnected as a slow consumer. While consumers hold the
   gate the daemon does not read its links either (issue 24: a batch-fed A->D stream can

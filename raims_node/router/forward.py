@@ -216,11 +216,7 @@ class Forward:
         sub, source, opt = head.subject, head.bridge, head.opt
         subject = sub.decode("utf-8", "surrogateescape")
         path = (opt >> 3) & 3
-        forwarded = 0
-        for conn_id in self.relay_set(source, path, sub, head.subject_hash, conn.conn_id, data, now_ns):
-            forwarded += 1
-            self.st.emit(conn_id, data)
-        self.st.counters.forwarded += forwarded
+        forwarded = self._emit(self.relay_set(source, path, sub, head.subject_hash, conn.conn_id, data, now_ns), data)
         if sub == M_PING and self.on_mping is not None:
             d = decode_frame(data).as_dict()
             self.on_mping(source, get_int(d, Fid.STAMP), get_int(d, Fid.TOKEN), conn.tport.name, now_ns)
@@ -242,11 +238,15 @@ class Forward:
 
     def _forward_mcast(self, data: bytes, hashes: SubjectHashes, path: int) -> None:
         """Our own frame out on our tree for `path`."""
+        self._emit(self._forward_set(self.st.bridge, path, hashes.subject, hashes.full), data)
+
+    def _emit(self, conns: tuple[int, ...], data: bytes) -> int:
+        """`data` out on each of `conns`, counted as forwarded; how many."""
         st = self.st
-        conns = self._forward_set(st.bridge, path, hashes.subject, hashes.full)
         for conn_id in conns:
             st.emit(conn_id, data)
         st.counters.forwarded += len(conns)
+        return len(conns)
 
     def relay_set(self, source: bytes, path: int, subject: bytes, h: int, came: int, data: bytes,
                   now_ns: int) -> tuple[int, ...]:
