@@ -124,15 +124,20 @@ def pyspark_home() -> Path:
 
 def shadow_spark_home(cache: Path) -> Path:
     """A Spark home of symbolic links to the pyspark package, so that local-cluster work
-    directories land in the cache rather than in the venv. Built once, atomically."""
+    directories land in the cache rather than in the venv. Built once per pyspark
+    install, atomically: the cache is shared by every checkout of the user, and a home
+    named by the version alone linked into the first checkout's venv (Spark failed with
+    no `bin/spark-submit` once that checkout was deleted)."""
     import pyspark
 
-    target = cache / f"spark-home-{pyspark.__version__}"
+    home = pyspark_home()
+    where = hashlib.sha256(str(home).encode()).hexdigest()[:12]
+    target = cache / f"spark-home-{pyspark.__version__}-{where}"
     if target.is_dir():
         return target
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".spark-home-", dir=cache))
-    for entry in pyspark_home().iterdir():
+    for entry in home.iterdir():
         if entry.name != "work":
             (staging / entry.name).symlink_to(entry)
     try:

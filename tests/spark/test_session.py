@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 from pyspark.sql import SparkSession
 
+import spark_app.session
 from spark_app.errors import SessionError
 from spark_app.session import (
     FAST_JIT_OPTION,
@@ -108,6 +110,21 @@ def test_shadow_spark_home_links_pyspark_but_not_its_work_dir(tmp_path: Path) ->
     assert (home / "bin" / "spark-submit").exists()
     assert not (home / "work").exists()
     assert shadow_spark_home(tmp_path) == home  # built once
+
+
+def test_each_pyspark_install_has_its_own_shadow_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache is shared by the user's checkouts: a home linked into another checkout's
+    venv must not be reused, or deleting that checkout breaks Spark in this one."""
+    other = tmp_path / "other-checkout" / "pyspark"
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "spark-submit").write_text("")
+    monkeypatch.setattr(spark_app.session, "pyspark_home", lambda: other)
+    theirs = shadow_spark_home(tmp_path / "cache")
+    assert (theirs / "bin").resolve() == other / "bin"
+    shutil.rmtree(other.parent)  # that checkout is deleted
+    monkeypatch.undo()
+    ours = shadow_spark_home(tmp_path / "cache")
+    assert ours != theirs and (ours / "bin" / "spark-submit").exists()
 
 
 def test_workers_run_this_python_on_loopback(spark: SparkSession) -> None:
