@@ -108,7 +108,7 @@ class Forward:
             st.counters.published += n
             if local:
                 self._deliver_run(st.bridge, subject, seqno, local, run, 0, no_echo)
-            self._forward_mcast(bytes(frame), hashes, path)
+            self._forward_mcast(bytes(frame), hashes, path, now_ns)
 
     def publish(self, subject: str, payload: bytes, now_ns: int, reply: str | None, headers: bytes | None,
                 no_echo: object | None, opt: int) -> None:
@@ -127,7 +127,7 @@ class Forward:
             if not local:
                 self.anycast(bytes(frame), hashes, set(), now_ns, hops=0)
         else:
-            self._forward_mcast(bytes(frame), hashes, path)
+            self._forward_mcast(bytes(frame), hashes, path, now_ns)
 
     def mping(self, path: int, token: int, now_ns: int) -> None:
         """`_M.ping` on `path` to every node (each answers with a pong, remote.py)."""
@@ -136,7 +136,7 @@ class Forward:
         frame = encode_frame(MsgType.MCAST, M_PING, st.bridge, [(Fid.STAMP, now_ns), (Fid.TOKEN, token)],
                              path_opt(path) | OPT_ACK)
         st.mac.sign(frame)
-        self._forward_mcast(bytes(frame), hashes, path)
+        self._forward_mcast(bytes(frame), hashes, path, now_ns)
 
     def anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int) -> bool:
         """Send a frame point to point to one node whose filter matches its subject (the
@@ -236,9 +236,9 @@ class Forward:
         self.st.send_inbox(source, kind, [(Fid.REF_SEQNO, seqno if isinstance(seqno, int) else 0),
                                           (Fid.SUBJECT, subject), (Fid.TPORT, conn.tport.name)], now_ns)
 
-    def _forward_mcast(self, data: bytes, hashes: SubjectHashes, path: int) -> None:
+    def _forward_mcast(self, data: bytes, hashes: SubjectHashes, path: int, now_ns: int) -> None:
         """Our own frame out on our tree for `path`."""
-        self._emit(self._forward_set(self.st.bridge, path, hashes.subject, hashes.full), data)
+        self._emit(self._forward_set(self.st.bridge, path, hashes.subject, hashes.full, now_ns), data)
 
     def _emit(self, conns: tuple[int, ...], data: bytes) -> int:
         """`data` out on each of `conns`, counted as forwarded; how many."""
@@ -253,7 +253,7 @@ class Forward:
         """Connections a frame from `source` that arrived on `came` goes on to: the
         source's tree; a frame the tree sends nowhere and nobody here wants, while the
         links change, goes where the old routes or our own tree say (route_grace.py)."""
-        conns = self._forward_set(source, path, subject, h)
+        conns = self._forward_set(source, path, subject, h, now_ns)
         if came in conns:
             conns = tuple(c for c in conns if c != came)
         st = self.st
@@ -261,19 +261,18 @@ class Forward:
                 or subject.startswith(M_PREFIX):
             return conns  # the usual case; our own frames and the pings keep to the tree
         return self.grace.extra(st, (source, path, subject), came, data, now_ns,
-                                lambda: self._forward_set(st.bridge, path, subject, h))
+                                lambda: self._forward_set(st.bridge, path, subject, h, now_ns))
 
-    def _forward_set(self, source: bytes, path: int, subject: bytes, h: int) -> tuple[int, ...]:
+    def _forward_set(self, source: bytes, path: int, subject: bytes, h: int, now_ns: int) -> tuple[int, ...]:
         """Connections a multicast from `source` on `path` goes out on, pruned by the
         filters behind each link; cached until the link state or any filter changes."""
         st = self.st
         version = (st.db.version, st.filters_version, len(st.conns))
         if version != self._fwd_version:
-            # the links change: relays make before break with the routes the node had while
-            # converged (a joining node's first trees are partial: no reason to keep them)
-            links = st.db.links_version
+            links = st.db.links_version  # changed: make before break with a converged node's routes
             if links != self._fwd_links and (self._fwd_built[0] or self._fwd_built[1] != st.converge_ns):
-                self.grace.keep(self._fwd_cache)
+                self.watch_links(now_ns)  # the grace runs from now if Node._flush has not told yet
+                self.grace.keep(self._fwd_cache, now_ns)
             self._fwd_cache = {}
             self._fwd_version = version
             self._fwd_links = links

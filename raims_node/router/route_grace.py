@@ -8,9 +8,10 @@ them too and sends through B (100 messages lost in the simulator's 4 ms between 
 docs/DESIGN-NOTES.md "Route changes under a stream"). The manual only says routing "is
 not stable until all peers have finished adjusting"; we decide that a relay must not
 drop what is already on its way: for `ROUTE_GRACE_NS` after a change of the links
-(`Node._flush` tells), a relayed frame that the new routes send nowhere and no local
-subscription wants, i.e. one that only an old route explains, goes out on the links of
-the last set that sent it somewhere (a link gone since is skipped). Every other frame
+(`Forward.watch_links`: from `Node._flush`, or from the cache rebuild that sees it
+first), a relayed frame that the new routes send nowhere and no local subscription
+wants, i.e. one that only an old route explains, goes out on the links of the last set
+that sent it somewhere (a link gone since is skipped). Every other frame
 keeps to the new routes: sending it on the old links too would give subscribers two
 copies (measured: 30-70 repeats in D's `show loss` per switch when both were used).
 
@@ -44,25 +45,27 @@ class RouteGrace:
 
     def __init__(self) -> None:
         self.old: dict[Key, tuple[int, ...]] = {}
-        self._until_ns = 0  # 0: starts with the next relayed frame, unless `started` says
+        self._until_ns = 0  # the end of the grace: the last change of the links + ROUTE_GRACE_NS
         self._taken: set[bytes] = set()  # digests of frames sent on old links
-
-    def keep(self, sets: dict[Key, tuple[int, ...]]) -> None:
-        """The routes change: each non-empty set of `sets` (the forwarding cache of the
-        routes before) becomes its key's old set, and the grace period starts again."""
-        old = self.old
-        for key, conns in sets.items():
-            if conns:
-                old[key] = conns
-        self._until_ns = 0
 
     def started(self, now_ns: int) -> None:
         """The links changed at `now_ns`: the grace runs from then."""
         self._until_ns = now_ns + ROUTE_GRACE_NS
 
+    def keep(self, sets: dict[Key, tuple[int, ...]], now_ns: int) -> None:
+        """The forwarding cache of the routes before the change that `started` told of
+        is replaced at `now_ns`: each non-empty set of `sets` becomes its key's old set,
+        while the grace lasts (a cache rebuilt after it has nothing worth keeping)."""
+        if now_ns > self._until_ns:
+            return
+        old = self.old
+        for key, conns in sets.items():
+            if conns:
+                old[key] = conns
+
     def in_flux(self, now_ns: int) -> bool:
-        """Whether the links changed within the grace (or old sets wait for their start)."""
-        return bool(self.old) and not self._until_ns or now_ns <= self._until_ns
+        """Whether the links changed within the grace."""
+        return now_ns <= self._until_ns
 
     def extra(self, st: NodeState, key: Key, came: int, data: bytes, now_ns: int,
               own_tree: Callable[[], tuple[int, ...]]) -> tuple[int, ...]:
@@ -71,9 +74,7 @@ class RouteGrace:
         it, on the live links of its old set, else on our own tree toward the
         subscribers (our view of the source's links may lag the source's). Each frame
         once per node."""
-        if not self._until_ns:
-            self._until_ns = now_ns + ROUTE_GRACE_NS
-        elif now_ns > self._until_ns and self.old:
+        if now_ns > self._until_ns and self.old:
             self.old = {}
             self._taken.clear()
         if st.subs and st.subs.match(key[2].decode("utf-8", "surrogateescape")):

@@ -93,26 +93,38 @@ KEY = (b"A" * 16, 0, b"data.x")
 
 def test_the_old_links_count_for_the_grace_period_only() -> None:
     grace, st = RouteGrace(), _state(1, 2, 3)
-    grace.keep({KEY: (1, 2)})
-    assert grace.extra(st, KEY, 3, _frame(b"a" * 16), 1_000, _own_tree) == (1, 2)  # the grace starts here
+    grace.started(1_000)
+    grace.keep({KEY: (1, 2)}, 1_000)
+    assert grace.extra(st, KEY, 3, _frame(b"a" * 16), 1_000, _own_tree) == (1, 2)
     assert grace.extra(_state(1, 2, 3, subscribed=True), KEY, 3, _frame(b"k" * 16), 2_000, _own_tree) == ()  # wanted here
     assert grace.extra(st, KEY, 1, _frame(b"c" * 16), 3_000, _own_tree) == (2,)  # never back where it came from
     assert grace.extra(st, (b"B" * 16, 0, b"data.x"), 3, _frame(b"d" * 16), 4_000, lambda: ()) == ()
-    assert grace.extra(st, KEY, 3, _frame(b"e" * 16), 1_000 + ROUTE_GRACE_NS + 1, lambda: ()) == ()
-    assert not grace.old and not grace.in_flux(1_000 + ROUTE_GRACE_NS + 1)
-
-
-def test_the_grace_runs_from_the_change_when_the_node_says_when() -> None:
-    grace, st = RouteGrace(), _state(1)
-    grace.keep({KEY: (1,)})
-    grace.started(1_000)
     assert grace.in_flux(1_000 + ROUTE_GRACE_NS) and not grace.in_flux(1_000 + ROUTE_GRACE_NS + 1)
-    assert grace.extra(st, KEY, 3, _frame(b"l" * 16), 1_000 + ROUTE_GRACE_NS + 1, lambda: ()) == ()
+    assert grace.extra(st, KEY, 3, _frame(b"e" * 16), 1_000 + ROUTE_GRACE_NS + 1, lambda: ()) == ()
+    assert not grace.old
+
+
+def test_the_grace_runs_from_the_change_not_from_the_first_frame_after_it() -> None:
+    """The forwarding cache is rebuilt by the first frame after a change; the old sets
+    it keeps count until the change's grace ends, however late that frame came."""
+    grace, st = RouteGrace(), _state(1)
+    grace.started(1_000)
+    grace.keep({KEY: (1,)}, 1_000 + ROUTE_GRACE_NS - 5)
+    assert grace.extra(st, KEY, 3, _frame(b"l" * 16), 1_000 + ROUTE_GRACE_NS, lambda: ()) == (1,)
+    assert grace.extra(st, KEY, 3, _frame(b"n" * 16), 1_000 + ROUTE_GRACE_NS + 1, lambda: ()) == ()
+
+
+def test_a_cache_rebuilt_after_the_grace_keeps_nothing() -> None:
+    grace = RouteGrace()
+    grace.started(1_000)
+    grace.keep({KEY: (1,)}, 1_000 + ROUTE_GRACE_NS + 1)
+    assert not grace.old and not grace.in_flux(1_000 + ROUTE_GRACE_NS + 1)
 
 
 def test_a_frame_takes_the_old_links_once_and_only_live_ones() -> None:
     grace, st = RouteGrace(), _state(1, 2)
-    grace.keep({KEY: (1, 2, 9)})  # conn 9 has closed since
+    grace.started(0)
+    grace.keep({KEY: (1, 2, 9)}, 0)  # conn 9 has closed since
     frame = _frame(b"f" * 16)
     assert grace.extra(st, KEY, 3, frame, 1, _own_tree) == (1, 2)
     assert grace.extra(st, KEY, 3, frame, 2, _own_tree) == ()  # it came around: no cycle through old links
@@ -131,11 +143,14 @@ def test_without_an_old_set_a_frame_goes_on_our_own_tree() -> None:
 
 def test_a_second_change_keeps_the_last_set_that_sent_somewhere() -> None:
     grace, st = RouteGrace(), _state(1, 2, 3)
-    grace.keep({KEY: (1,)})
+    grace.started(10)
+    grace.keep({KEY: (1,)}, 10)
     assert grace.extra(st, KEY, 0, _frame(b"h" * 16), 10, _own_tree) == (1,)
-    grace.keep({KEY: (2,)})  # restarts the grace
+    grace.started(10 + ROUTE_GRACE_NS)  # a second change restarts the grace
+    grace.keep({KEY: (2,)}, 10 + ROUTE_GRACE_NS)
     assert grace.extra(st, KEY, 0, _frame(b"i" * 16), 10 + ROUTE_GRACE_NS, _own_tree) == (2,)
-    grace.keep({KEY: ()})  # a set that sent nowhere replaces nothing
+    grace.started(20 + 2 * ROUTE_GRACE_NS)
+    grace.keep({KEY: ()}, 20 + 2 * ROUTE_GRACE_NS)  # a set that sent nowhere replaces nothing
     assert grace.extra(st, KEY, 0, _frame(b"j" * 16), 20 + 2 * ROUTE_GRACE_NS, _own_tree) == (2,)
 
 
