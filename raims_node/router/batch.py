@@ -33,6 +33,13 @@ the frames of a convergence grow with the number of nodes times the updates. Her
   its filter in one flood instead of nine. A `_Z.BAT` without `seqno` is the
   neighbour's hop batch above; one with it never nests another.
 
+A data frame never overtakes a flood held here (`NodeState.floods_first`): before this
+node sends or relays one, everything held goes out, so a subscription made before a
+publish reaches every node on the publish's path before the publish does (a client that
+subscribes, then tells a publisher elsewhere it is ready, or subscribes its reply
+subject, then sends a request, gets what follows; nats-server's routes keep that order
+too). Holds then last until the next data frame at most.
+
 The driver learns when held floods are due from `Node.next_wake_ns()` and calls
 `Node.tick(now)` then (the simulator does; the daemon's 50 ms tick and every received
 frame also flush what is due).
@@ -89,9 +96,14 @@ class FloodBatcher:
             self._own_due = max(now_ns, self._own_last + self.own_hold_ns)
         self._own.append(data)
 
-    def own_due(self, now_ns: int) -> list[bytes]:
-        """Our updates whose hold ended, oldest first; forgets them."""
-        if not self._own or self._own_due > now_ns:
+    @property
+    def holding(self) -> bool:
+        """Whether any flood waits (ours or one for a neighbour)."""
+        return bool(self._own or self._due)
+
+    def own_due(self, now_ns: int, force: bool = False) -> list[bytes]:
+        """Our updates whose hold ended (all of them when `force`), oldest first; forgets them."""
+        if not self._own or self._own_due > now_ns and not force:
             return []
         out, self._own = self._own, []
         self._own_last = now_ns
@@ -103,11 +115,12 @@ class FloodBatcher:
         if held is not None and held.pop(key, None) is not None:
             self.suppressed += 1
 
-    def due(self, now_ns: int) -> list[tuple[int, list[bytes]]]:
-        """The held floods whose hold has ended, per connection, oldest first; forgets them."""
+    def due(self, now_ns: int, force: bool = False) -> list[tuple[int, list[bytes]]]:
+        """The held floods whose hold has ended (all when `force`), per connection, oldest
+        first; forgets them."""
         out = []
         for conn_id, at in list(self._due.items()):
-            if at <= now_ns:
+            if at <= now_ns or force:
                 del self._due[conn_id]
                 held = self._held.pop(conn_id)
                 if held:

@@ -123,20 +123,18 @@ class Forward:
         local = st.subs.match(subject) if st.subs else ()
         if local:
             self._deliver(st.bridge, subject, seqno, local, payload, reply, headers, 0, no_echo)
-        if anycast:
-            if not local:
-                self.anycast(bytes(frame), hashes, set(), now_ns, hops=0)
-        else:
+        if not anycast:
             self._forward_mcast(bytes(frame), hashes, path, now_ns)
+        elif not local:
+            self.anycast(bytes(frame), hashes, set(), now_ns, hops=0)
 
     def mping(self, path: int, token: int, now_ns: int) -> None:
         """`_M.ping` on `path` to every node (each answers with a pong, remote.py)."""
         st = self.st
-        hashes = SubjectHashes(M_PING)
         frame = encode_frame(MsgType.MCAST, M_PING, st.bridge, [(Fid.STAMP, now_ns), (Fid.TOKEN, token)],
                              path_opt(path) | OPT_ACK)
         st.mac.sign(frame)
-        self._forward_mcast(bytes(frame), hashes, path, now_ns)
+        self._forward_mcast(bytes(frame), SubjectHashes(M_PING), path, now_ns)
 
     def anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int) -> bool:
         """Send a frame point to point to one node whose filter matches its subject (the
@@ -149,6 +147,7 @@ class Forward:
             return False
         dest = nodes[hashes.full % len(nodes)]
         st.counters.anycast += 1
+        st.floods_first(now_ns)
         st.send_inbox(dest, "any", [(Fid.DATA, inner), (Fid.REF_CNT, hops)], now_ns)
         return True
 
@@ -237,7 +236,8 @@ class Forward:
                                           (Fid.SUBJECT, subject), (Fid.TPORT, conn.tport.name)], now_ns)
 
     def _forward_mcast(self, data: bytes, hashes: SubjectHashes, path: int, now_ns: int) -> None:
-        """Our own frame out on our tree for `path`."""
+        """Our own frame out on our tree for `path`, behind the floods held (batch.py)."""
+        self.st.floods_first(now_ns)
         self._emit(self._forward_set(self.st.bridge, path, hashes.subject, hashes.full, now_ns), data)
 
     def _emit(self, conns: tuple[int, ...], data: bytes) -> int:
@@ -250,13 +250,13 @@ class Forward:
 
     def relay_set(self, source: bytes, path: int, subject: bytes, h: int, came: int, data: bytes,
                   now_ns: int) -> tuple[int, ...]:
-        """Connections a frame from `source` that arrived on `came` goes on to: the
-        source's tree; a frame the tree sends nowhere and nobody here wants, while the
-        links change, goes where the old routes or our own tree say (route_grace.py)."""
+        """Connections a frame from `source` that arrived on `came` goes on to (after the floods held): the
+        source's tree, or, while the links change, the old routes' or ours (route_grace.py)."""
+        st = self.st
+        st.floods_first(now_ns)
         conns = self._forward_set(source, path, subject, h, now_ns)
         if came in conns:
             conns = tuple(c for c in conns if c != came)
-        st = self.st
         if conns or st.converged and not self.grace.in_flux(now_ns) or source == st.bridge \
                 or subject.startswith(M_PREFIX):
             return conns  # the usual case; our own frames and the pings keep to the tree

@@ -100,15 +100,8 @@ InboxHandler = Callable[[Peer, dict[int, object], bytes, int], None]
 class Node:
     """The one sans-IO facade of a node: the driver API above, its parts behind it."""
 
-    def __init__(
-        self,
-        creds: Credentials,
-        *,
-        now_ns: int,
-        rng: random.Random | None = None,
-        params: NodeParams | None = None,
-        bridge: bytes | None = None,
-    ) -> None:
+    def __init__(self, creds: Credentials, *, now_ns: int, rng: random.Random | None = None,
+                 params: NodeParams | None = None, bridge: bytes | None = None) -> None:
         st = self.state = NodeState(creds, now_ns, rng or random.Random(), params or NodeParams(), bridge)
         self.interest_part = Interest(st)
         self.mesh = Mesh(st)
@@ -390,9 +383,8 @@ class Node:
         self.remote_ops.cancel(token)
 
     def send_names(self, dest: bytes | None, data: bytes, now_ns: int) -> list[Action]:
-        """A names frame (issue 21, raims_node/names): flooded to every node when `dest`
-        is None, else to node `dest`; receivers' drivers get a `NodeEvent("names", ...)`,
-        as they get "peer_up" / "peer_down" when a peer becomes known or goes."""
+        """A names frame (issue 21, raims_node/names) flooded to every node (`dest` None)
+        or to `dest`; receivers' drivers get `NodeEvent("names", ...)` ("peer_up", "peer_down" too)."""
         self.flood.send_names(dest, data, now_ns)
         return self._flush(now_ns)
 
@@ -456,6 +448,8 @@ class Node:
         dest, suffix = S.parse_inbox(head.subject.decode("utf-8", "replace"))  # bad bytes: BadSubject
         if dest != st.bridge:
             st.counters.forwarded += 1
+            if suffix == "any":  # data: behind the floods held (router/batch.py)
+                st.floods_first(now_ns)
             st.route_inbox(dest, data)
             if head.opt & OPT_TRACE:  # tping: every router on the way answers
                 st.send_inbox(head.bridge, "trace", [(Fid.SUBJECT, head.subject.decode(errors="replace")),

@@ -234,12 +234,18 @@ class NodeState:
                 return
         self.batch.clear_log()
 
-    def flush_floods(self, now_ns: int) -> None:
-        """Send the floods whose hold ended (batch.py): alone, or together in `_Z.BAT`."""
-        if self.bloom_due_ns is not None and self.bloom_due_ns <= now_ns:
+    def floods_first(self, now_ns: int) -> None:
+        """Before a data frame goes out: every flood held goes first (batch.py)."""
+        if self.batch.holding or self.bloom_due_ns is not None:
+            self.flush_floods(now_ns, force=True)
+
+    def flush_floods(self, now_ns: int, force: bool = False) -> None:
+        """Send the floods whose hold ended (all when `force`, batch.py): alone, or
+        together in `_Z.BAT`."""
+        if self.bloom_due_ns is not None and (self.bloom_due_ns <= now_ns or force):
             self.bloom_due_ns = None
             self.bcast(S.Z_BLM, [(Fid.SUB_SEQNO, self.sub_seqno), (Fid.BLOOM, self.bloom.to_bytes())], now_ns)
-        own = self.batch.own_due(now_ns)
+        own = self.batch.own_due(now_ns, force)
         if len(own) == 1:
             self._flood_own(own[0], now_ns)
         elif own:
@@ -250,7 +256,7 @@ class NodeState:
                     (Fid.SEQNO, self.bcast_seqno), (Fid.TIME, now_ns), *((Fid.DATA, f) for f in group)])
                 self.mac.sign(frame)
                 self._flood_own(bytes(frame), now_ns)
-        for conn_id, frames in self.batch.due(now_ns):
+        for conn_id, frames in self.batch.due(now_ns, force):
             conn = self.conns.get(conn_id)
             if conn is None or not conn.active:
                 self.batch.drop_conn(conn_id)
