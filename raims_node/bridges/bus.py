@@ -25,8 +25,9 @@ Rules both sides rely on (decisions where the manual is silent):
   `client.echo` is False the bus never delivers that message back to `client` (NATS
   CONNECT `echo: false`). The result is the number of receivers reached: local
   deliveries plus the remote subscriptions known from the network (Redis PUBLISH).
-- `has_interest(subject)` is True when a subscription or pattern anywhere in the network
-  matches (NATS no-responders).
+- `has_interest(subject, no_echo)` is True when a subscription or pattern anywhere in the
+  network matches, other than those of `no_echo` (NATS no-responders: a client with
+  `echo: false` does not answer its own requests).
 - Redis sharded pub/sub (SSUBSCRIBE/SPUBLISH) is a separate channel space: sessions
   subscribe and publish shard channels as `shard_subject(channel)`, which patterns
   never match (as in Redis); `channels` and `numsub` take and return plain channel
@@ -76,10 +77,12 @@ class Bus(Protocol):
     """One per bridge transport service namespace."""
 
     def subscribe(self, client: ClientHandle, sid: str, subject: str,
-                  queue: str | None = None) -> None: ...
+                  queue: str | None = None) -> str | None:
+        """None, or why the subscription is refused (nothing recorded for `sid`)."""
 
     def psubscribe(self, client: ClientHandle, sid: str, pattern: str,
-                   syntax: PatternSyntax, queue: str | None = None) -> None: ...
+                   syntax: PatternSyntax, queue: str | None = None) -> str | None:
+        """As `subscribe`, for a pattern of `syntax`."""
 
     def unsubscribe(self, client: ClientHandle, sid: str) -> None: ...
 
@@ -92,7 +95,7 @@ class Bus(Protocol):
         """`publish` of each payload in order, without reply or headers (a client's
         pipelined run on one subject, routed once); the receivers reached, summed."""
 
-    def has_interest(self, subject: str) -> bool: ...
+    def has_interest(self, subject: str, no_echo: ClientHandle | None = None) -> bool: ...
 
     def channels(self, pattern: str | None, shard: bool = False) -> list[str]: ...
 

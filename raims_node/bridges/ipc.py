@@ -147,8 +147,7 @@ class IpcSettings(BridgeSettings):
 
 
 class IpcServer(BridgeServer):
-    """The sbus server of one `type: ipc` transport; the bus client of its service for
-    everything its sbus clients subscribe in the network."""
+    """The sbus server of a `type: ipc` transport, and its service's bus client in the network."""
 
     kind = "ipc"
     default_service = DEFAULT_SERVICE
@@ -462,10 +461,12 @@ class IpcServer(BridgeServer):
             if net.wild or shard is not None:
                 compiled = compile_pattern(net.text, "rv")
                 queue = None if shard is None else f"_SHARD.{shard.index}.{shard.count}"
-                self.bus.psubscribe(self, sid, net.text, "rv", queue)
+                refused = self.bus.psubscribe(self, sid, net.text, "rv", queue)
             else:
-                self.bus.subscribe(self, sid, net.text)
-        except SubjectError:
+                refused = self.bus.subscribe(self, sid, net.text)
+        except SubjectError as exc:
+            refused = str(exc)
+        if refused is not None:
             self.counters["bad_patterns"] += 1
             return
         self._net[found] = (sid, [1], compiled)

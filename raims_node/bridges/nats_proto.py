@@ -8,7 +8,8 @@ protocol as nats-server 2.x speaks it:
 - `PUB <subject> [reply] <#bytes>` and `HPUB <subject> [reply] <#hdr> <#total>` are
   followed by exactly the announced bytes and `\\r\\n`; `SUB <subject> [queue] <sid>`,
   `UNSUB <sid> [max]`, `CONNECT <json>`, `PING`, `PONG`.
-- A control line longer than `max_control_line` (4096) is fatal, as is a payload larger
+- A control line whose arguments (after the operation and its space, as nats-server
+  counts) pass `max_control_line` (4096) is fatal, as is a payload larger
   than `max_payload` (1 MiB) announced by PUB/HPUB: the parser raises as soon as the
   line is seen, so neither the line nor the payload is ever buffered beyond the limits.
 
@@ -37,6 +38,7 @@ from raims_node.bridges.errors import ProtocolViolation
 from raims_node.wire.batch import PackedRun, Run
 
 MAX_CONTROL_LINE = 4096
+_OP_ROOM = len(b"CONNECT ")  # the limit is on a line's arguments: the longest operation and its space
 MAX_PAYLOAD = 1024 * 1024
 _MAX_SIZE_DIGITS = 10  # a size needs at most 10 digits below any sane max_payload
 
@@ -228,12 +230,12 @@ class NatsParser:
         while pos < n:
             nl = data.find(b"\n", pos)
             if nl < 0:
-                if n - pos > maxcl + 1:  # + 1: the line may be complete but for its \n
+                if n - pos > maxcl + _OP_ROOM + 1:  # + 1: the line may be complete but for its \n
                     raise ControlLineTooLong(
                         f"control line of more than {n - pos} bytes exceeds max {maxcl}")
                 return pos
             end = nl - 1 if nl > pos and data[nl - 1] == 13 else nl
-            if end - pos > maxcl:
+            if end - pos > maxcl + _OP_ROOM:
                 raise ControlLineTooLong(f"control line of {end - pos} bytes exceeds max {maxcl}")
             line = data[pos:end]
             if line == self._last_pub:  # a pipelined run on one subject: its line parsed once
@@ -247,6 +249,9 @@ class NatsParser:
                 args = line.split()
                 if not args:
                     raise UnknownOperation("empty control line")
+                if len(line) - len(args[0]) - 1 > maxcl:  # nats-server counts the arguments only
+                    raise ControlLineTooLong(f"control line arguments of {len(line) - len(args[0]) - 1} bytes "
+                                             f"exceed max {maxcl}")
                 op = args[0]
                 if op != b"PUB":
                     op = op.upper()

@@ -256,7 +256,7 @@ class NatsSession(SessionOutput):
         """Whether a PUB to `subject` without reply or headers is published as it is
         (connected, not verbose, not refused by pedantic mode): as data_received's runs."""
         if ((self.connected or not self.config.auth_required) and not self.verbose
-                and (not self.pedantic or is_literal_subject(subject))):
+                and (not self.pedantic or is_literal_subject(subject)) and _matchable(subject)):
             self._lone_subject = subject  # (the parser keeps the same str while the line repeats)
             return True
         return False
@@ -281,7 +281,8 @@ class NatsSession(SessionOutput):
         """The common case, routed once for a pipelined run: no reply, no headers, not
         verbose. A run is published whole even if a delivery closes this session."""
         self.msgs_in += len(payloads)
-        self.bus.publish_run(self, subject, payloads)
+        if _matchable(subject):
+            self.bus.publish_run(self, subject, payloads)
 
     def _fail(self, error: BridgeError, err_text: str) -> None:
         self._close(encode_err(err_text), error)
@@ -336,9 +337,9 @@ class NatsSession(SessionOutput):
             self._write(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
         if self.verbose:
             self._write(OK)
-        if refused:
+        if refused or not _matchable(subject):
             return
-        if ev.reply is not None and self.no_responders and not self.bus.has_interest(subject):
+        if ev.reply is not None and self.no_responders and not self.bus.has_interest(subject, None if self.echo else self):
             self._send_no_responders(subject, ev.reply)
             return
         self.bus.publish(self, subject, ev.reply, ev.headers, ev.payload)
@@ -359,11 +360,15 @@ class NatsSession(SessionOutput):
             self._subs[sid] = _Subscription.of(ev.subject, ev.queue, sid)
             if has_wildcard(ev.subject):
                 if ev.queue is None:
-                    self.bus.psubscribe(self, sid, ev.subject, "rv")
+                    refused = self.bus.psubscribe(self, sid, ev.subject, "rv")
                 else:
-                    self.bus.psubscribe(self, sid, ev.subject, "rv", ev.queue)
+                    refused = self.bus.psubscribe(self, sid, ev.subject, "rv", ev.queue)
             else:
-                self.bus.subscribe(self, sid, ev.subject, ev.queue)
+                refused = self.bus.subscribe(self, sid, ev.subject, ev.queue)
+            if refused is not None:  # too long for the network (a max_control_line over 64 KB)
+                del self._subs[sid]
+                self._write(encode_err(ERR_INVALID_SUBJECT))
+                return
         if self.verbose:
             self._write(OK)
 
@@ -477,6 +482,13 @@ def _bad_option(options: dict[str, Any]) -> str | None:
 def _same(given: object, expected: str) -> bool:
     return isinstance(given, str) and hmac.compare_digest(
         given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+
+
+def _matchable(subject: str) -> bool:
+    """Whether a published subject can match a subscription: nats-server's sublist
+    matches nothing for one with an empty token (`a..b`, `.a`, `a.`), and drops it
+    without a word to a client that is not pedantic."""
+    return not (subject.startswith(".") or subject.endswith(".") or ".." in subject)
 
 
 def _subscribed(pattern: str, subject: str) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from raims_node.bridges.redis_monitor import Client, feed, feed_script
-from raims_node.bridges.resp import OK
+from raims_node.bridges.resp import OK, encode_subscribed_refusal
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, Err, encode
 
@@ -86,6 +86,9 @@ class DataSide:
             self.run(args, cmd)  # the fast path: a data command outside a transaction
             return True
         if name in _TX:
+            if self.session.resp == 2 and self.session.subscribed and self.multi is None:
+                self.session._write(encode_subscribed_refusal(name.decode()))
+                return True
             if self._transaction(name, args) and self.session.host.monitors:
                 feed(self.session, (args,))
             return True

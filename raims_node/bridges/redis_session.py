@@ -72,6 +72,7 @@ from raims_node.bridges.resp import (
     encode_null,
     encode_push_header,
     encode_simple,
+    encode_subscribed_refusal,
     parse_ll,
 )
 from raims_node.kv.commands import Engine, arity_error, is_data_command
@@ -224,10 +225,8 @@ class RedisSession(SessionOutput):
                 return arity
         elif (cmd.arity > 0 and cmd.arity != len(args)) or len(args) < -cmd.arity:
             return encode_error(f"wrong number of arguments for '{cmd.fullname}' command")
-        if self.resp == 2 and not cmd.pubsub_ok and self.subscribed:
-            fullname = name.decode("utf-8", "replace") if cmd is _DATA else cmd.fullname
-            return encode_error(f"Can't execute '{fullname}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE "
-                                "/ PING / QUIT / RESET are allowed in this context")
+        if self.resp == 2 and not cmd.pubsub_ok and self.subscribed and self._capture is None:  # EXEC runs all
+            return encode_subscribed_refusal(name.decode("utf-8", "replace") if cmd is _DATA else cmd.fullname)
         return cmd
 
     def _captured(self, args: list[bytes]) -> bytes:
@@ -352,13 +351,16 @@ class RedisSession(SessionOutput):
             name = _text(raw)
             sid = prefix + name
             if sid not in table:
-                table[sid] = raw
                 if prefix == _PATTERN:
-                    self.bus.psubscribe(self, sid, name, "glob")
+                    refused = self.bus.psubscribe(self, sid, name, "glob")
                 elif prefix == _SHARD:
-                    self.bus.subscribe(self, sid, shard_subject(name))
+                    refused = self.bus.subscribe(self, sid, shard_subject(name))
                 else:
-                    self.bus.subscribe(self, sid, name)
+                    refused = self.bus.subscribe(self, sid, name)
+                if refused is not None:  # one the network cannot carry or match: said, not confirmed
+                    self._error(refused)
+                    continue
+                table[sid] = raw
             self._confirm(kind, raw, self._count(table))
 
     def _unsubscribe_from(self, args: list[bytes], table: dict[str, bytes], prefix: str,

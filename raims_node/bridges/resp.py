@@ -91,6 +91,12 @@ def encode_error(message: str | bytes, code: str = "ERR") -> bytes:
     return b"-%s %s\r\n" % (code.encode(), message.replace(b"\r", b" ").replace(b"\n", b" "))
 
 
+def encode_subscribed_refusal(fullname: str) -> bytes:
+    """redis-server's refusal of a command in RESP2 subscribed mode."""
+    return encode_error(f"Can't execute '{fullname}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE "
+                        "/ PING / QUIT / RESET are allowed in this context")
+
+
 class RespProtocolError(ProtocolViolation):
     """Malformed request; `reply` is redis-server's `-ERR Protocol error: ...` line."""
 

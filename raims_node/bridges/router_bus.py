@@ -48,10 +48,12 @@ Mapping into the Rai MS network (decisions):
   remote node's filter does; a bloom false positive makes a request time out instead
   of failing fast, never the reverse.
 - Subjects are bytes on the wire (str with surrogateescape), so binary channels cross
-  nodes. Subjects that the network cannot carry (longer than a frame's subject) are refused: such a subscription is recorded by the
-  client's session but never matches, such a publish reaches nobody (count 0); both are
-  counted in `refused`. A Redis glob raims cannot compile (see raims_node.subject.glob)
-  is likewise counted in `bad_patterns` and matches nothing.
+  nodes. Subjects that the network cannot carry (longer than a frame's subject) are
+  refused: `subscribe` / `psubscribe` return why (the session tells its client: Redis
+  `-ERR`, NATS `-ERR 'Invalid Subject'`) and such a publish reaches nobody (count 0);
+  both are counted in `refused`. A pattern raims cannot compile (see
+  raims_node.subject.glob) is likewise refused with the reason, counted in
+  `bad_patterns`.
 - Local fast path: when no remote node's filter matches, a publish is delivered to the
   local subscriptions directly, without building, signing and decoding a frame (a
   multicast to no one); the node's `published` / `delivered` counters are kept. Queue
@@ -170,11 +172,16 @@ class RouterBus:
 
     def _carriable(self, internal: str, extra: int = 0) -> bool:
         """Whether the wire can carry `internal` (UTF-8, within a frame's subject)."""
+        return self._too_long(internal, extra) is None
+
+    def _too_long(self, internal: str, extra: int = 0) -> str | None:
+        """Why the wire cannot carry `internal` (counted in `refused`), or None."""
         size = len(internal) if internal.isascii() else len(internal.encode("utf-8", "surrogateescape"))
         if size + extra + SUBJECT_HEADROOM > MAX_SUBJECT_LEN:
             self.refused += 1
-            return False
-        return True
+            return (f"subject too long: {size + extra} bytes with the service prefix, the network carries "
+                    f"at most {MAX_SUBJECT_LEN - SUBJECT_HEADROOM}")
+        return None
 
     # ------------------------------------------------------------ subscriptions
 
@@ -185,29 +192,34 @@ class RouterBus:
         return owner
 
     def subscribe(self, client: ClientHandle, sid: str, subject: str,
-                  queue: str | None = None) -> None:
+                  queue: str | None = None) -> str | None:
         internal = self.inside(subject)
-        if self._carriable(internal, len(queue) if queue else 0):
+        refused = self._too_long(internal, len(queue) if queue else 0)
+        if refused is None:
             self.host.subscribe(self._owner(client), sid, internal, queue)
+        return refused
 
     def psubscribe(self, client: ClientHandle, sid: str, pattern: str,
-                   syntax: PatternSyntax, queue: str | None = None) -> None:
+                   syntax: PatternSyntax, queue: str | None = None) -> str | None:
         if queue is None and pattern.startswith(SHARD_PREFIX) and (m := _SHARD_HEAD.match(pattern)):
             queue, pattern = f"_SHARD.{m.group(1)}.{m.group(2)}", pattern[m.end():]  # Redis PSUBSCRIBE
         internal = pattern if pattern.startswith(STATS_PREFIX) else self.prefix + pattern
-        if not self._carriable(internal, len(queue) if queue else 0):
-            return
+        refused = self._too_long(internal, len(queue) if queue else 0)
+        if refused is not None:
+            return refused
         shard = None
         if queue is not None and (m := _SHARD_QUEUE.fullmatch(queue)):
             try:
                 shard, queue = Shard(int(m.group(1)), int(m.group(2))), None
-            except InvalidShard:
+            except InvalidShard as exc:
                 self.bad_patterns += 1
-                return
+                return str(exc)
         try:
             self.host.psubscribe(self._owner(client), sid, internal, syntax, queue, shard)
-        except SubjectError:  # the node checks the pattern before changing anything
+        except SubjectError as exc:  # the node checks the pattern before changing anything
             self.bad_patterns += 1
+            return str(exc)
+        return None
 
     def unsubscribe(self, client: ClientHandle, sid: str) -> None:
         owner = self._owners.get(client)
@@ -345,11 +357,17 @@ class RouterBus:
         return sum(1 for peer in peers.values()
                    if isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes))
 
-    def has_interest(self, subject: str) -> bool:
+    def has_interest(self, subject: str, no_echo: ClientHandle | None = None) -> bool:
         if subject.startswith(NAMES_PREFIX):
             return True
         internal, remote = self._route(subject)
-        return remote > 0 or bool(self.node.subs.match(internal))
+        if remote > 0:
+            return True
+        local = self.node.subs.match(internal)
+        if no_echo is None or not local:
+            return bool(local)
+        owner = self._owners.get(no_echo)
+        return any(sub.owner is not owner for sub in local)
 
     # ------------------------------------------------------------ introspection (Redis PUBSUB)
 

@@ -132,6 +132,14 @@ async def test_headers_request_reply_and_no_responders(one: BridgeNet, connect: 
     assert (msg.data, msg.headers) == (b"body", {"Trace-Id": "42", "X": "y"})
     with pytest.raises(NoRespondersError):
         await client.request("nobody.home", b"?", timeout=WAIT_S)
+    # echo off: its own subscription does not answer its request (nats-server's 503 at once)
+    quiet = await connect(one, "A", no_echo=True)
+    await quiet.subscribe("svc.own", cb=answer)
+    started = time.monotonic()
+    with pytest.raises(NoRespondersError):
+        await quiet.request("svc.own", b"?", timeout=WAIT_S)
+    assert time.monotonic() - started < WAIT_S / 2
+    assert (await quiet.request("svc.echo", b"x", timeout=WAIT_S)).data == b"re:x"  # others' still do
 
 
 async def test_unsubscribe_with_max_ends_the_subscription_in_the_server(one: BridgeNet, connect: Clients) -> None:
@@ -253,6 +261,61 @@ async def test_request_reply_with_inbox_across_the_network(abcd: BridgeNet, conn
     assert reply.data == b"HELLO"
     with pytest.raises(NoRespondersError):
         await a.request("far.nobody", b"?", timeout=WAIT_S)
+
+
+async def test_what_a_client_subscribes_before_it_publishes_is_known_where_that_arrives(
+        abcd: BridgeNet, connect: Clients) -> None:
+    """Causal order across nodes, as in a nats-server cluster (router/batch.py): a fresh
+    connection's first request (nats-py subscribes its reply inbox, then publishes) gets
+    its reply from D; a subscriber on D that says "ready" after subscribing gets what A
+    publishes on hearing it. Before, 40 of 40 first requests timed out and 19 of 20
+    messages after "ready" were lost: the subscription waited in D's flood hold while the
+    publish went on."""
+    d = await connect(abcd, "D")
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b"pong")
+
+    await d.subscribe("causal.svc", cb=answer)
+    await d.flush()
+    a = await connect(abcd, "A")
+    await settle_request(a, "causal.svc")
+    for _ in range(10):
+        fresh = await connect(abcd, "A")
+        assert (await fresh.request("causal.svc", b"ping", timeout=WAIT_S)).data == b"pong"
+        await fresh.close()
+    heard: asyncio.Queue[str] = asyncio.Queue()
+
+    async def on_ready(msg: Msg) -> None:
+        await a.publish(msg.subject.replace("ready", "data"), b"x")
+        heard.put_nowait(msg.subject)
+
+    await a.subscribe("causal.ready.>", cb=on_ready)
+    await a.flush()
+    deadline = time.monotonic() + WAIT_S
+    while True:  # until A's subscription reached D
+        await d.publish("causal.ready.probe", b"")
+        try:
+            await asyncio.wait_for(heard.get(), 0.1)
+            break
+        except TimeoutError:
+            assert time.monotonic() < deadline, "A's subscription never reached D"
+    for i in range(20):
+        sub = await d.subscribe(f"causal.data.{i}")
+        await d.publish(f"causal.ready.{i}", b"")
+        assert (await sub.next_msg(timeout=WAIT_S)).subject == f"causal.data.{i}"
+
+
+async def settle_request(client: Client, subject: str) -> None:
+    """Until a request on `subject` finds a responder (its subscription reached us)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            await client.request(subject, b"probe", timeout=WAIT_S)
+            return
+        except NoRespondersError:
+            assert time.monotonic() < deadline, f"no responder for {subject} reached us"
+            await asyncio.sleep(0.05)
 
 
 async def test_queue_group_spreads_across_nodes_exactly_once(abcd: BridgeNet, connect: Clients) -> None:

@@ -208,6 +208,25 @@ async def test_ping_when_subscribed_and_unknown_commands(redis: Clients, resp: i
     assert await r.client_getname() in ("tester", b"tester")
 
 
+async def test_a_subscription_the_network_cannot_carry_or_match_is_refused_with_an_error(redis: Clients) -> None:
+    """Not confirmed and then never delivered: an error in place of its confirmation
+    (a channel longer than a frame's subject; a glob raims does not compile, see
+    raims_node/subject/glob.py); the client's other subscriptions are unaffected."""
+    ps = redis.pubsub("A")
+    await ps.subscribe("kept")
+    assert (await ps.get_message(timeout=WAIT_S) or {}).get("type") == "subscribe"
+    for refused, why in ((lambda: ps.subscribe("x" * 65_500), "subject too long"),
+                         (lambda: ps.psubscribe("a[b"), "unterminated-bracket"),
+                         (lambda: ps.psubscribe("?" * 2000 + "*"), "glob-too-complex")):
+        await refused()
+        with pytest.raises(ResponseError, match=why):
+            await ps.get_message(timeout=WAIT_S)
+    r = redis("A")
+    assert await r.pubsub_numpat() == 0
+    assert await r.publish("kept", b"still") == 1
+    assert (await next_message(ps))["data"] == b"still"
+
+
 async def test_redis_cli(abcd: BridgeNet, redis: Clients) -> None:
     port = abcd.port("C", "redis")
 

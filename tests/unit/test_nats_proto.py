@@ -118,6 +118,16 @@ def test_control_line_limit(complete: bool) -> None:
     assert err.value.reply == b"-ERR 'maximum control line exceeded'\r\n"
 
 
+@pytest.mark.parametrize("op", [b"PUB", b"SUB", b"HPUB"])
+def test_the_limit_counts_the_arguments_only_as_nats_server_does(op: bytes) -> None:
+    """nats-server 2.9.10 accepts a PUB or SUB line of 4,100 bytes (4,096 of arguments)."""
+    tail = {b"PUB": b" 1", b"SUB": b" 1", b"HPUB": b" 0 1"}[op]
+    fits = op + b" " + b"a" * (64 - len(tail)) + tail
+    assert NatsParser(max_control_line=64).feed(fits + b"\r\n" + (b"x\r\n" if op != b"SUB" else b""))
+    with pytest.raises(ControlLineTooLong):
+        NatsParser(max_control_line=64).feed(op + b" " + b"a" * (65 - len(tail)) + tail + b"\r\n")
+
+
 def test_partial_line_at_the_limit_waits_for_its_newline() -> None:
     p = NatsParser(max_control_line=10)
     assert p.feed(b"SUB abc 12\r") == []

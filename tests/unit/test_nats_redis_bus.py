@@ -86,8 +86,8 @@ class MemoryBus:
     def publish_run(self, client: ClientHandle, subject: str, payloads: list[bytes]) -> int:
         return sum(self.publish(client, subject, None, None, payload) for payload in payloads)
 
-    def has_interest(self, subject: str) -> bool:
-        return any(e.matches(subject) for e in self.entries.values())
+    def has_interest(self, subject: str, no_echo: ClientHandle | None = None) -> bool:
+        return any(e.matches(subject) and e.client is not no_echo for e in self.entries.values())
 
     def _literal(self, shard: bool) -> list[str]:
         names = [e.subject for e in self.entries.values() if e.syntax is None]

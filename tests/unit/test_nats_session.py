@@ -289,6 +289,20 @@ def test_reused_sid_is_ignored() -> None:
     assert [e.subject for e in bus.entries.values()] == ["a"]
 
 
+def test_a_subject_with_an_empty_token_reaches_nobody() -> None:
+    """As nats-server (non-pedantic): dropped without an error, alone, in runs or with a reply."""
+    bus = MemoryBus()
+    sub, pub = nats(bus, 1), nats(bus, 2)
+    sub.data_received(b"SUB > 1\r\n")
+    for subject in (b"a..b", b".a", b"a."):
+        pub.data_received(b"PUB %s 1\r\nx\r\n" % subject)
+        pub.data_received(b"PUB %s 1\r\ny\r\n" % subject)  # the lone path: the line repeats
+        pub.data_received(b"PUB %s 1\r\nz\r\nPUB %s 1\r\nz\r\n" % (subject, subject))
+        pub.data_received(b"PUB %s r 1\r\nw\r\n" % subject)
+    pub.data_received(b"PUB a.b 1\r\nk\r\n")
+    assert sub.pending_output() == b"MSG a.b 1 1\r\nk\r\n" and pub.pending_output() == b""
+
+
 # ---------------------------------------------------------------- no responders
 
 def test_no_responders_status_goes_to_the_inbox_subscription() -> None:
@@ -298,6 +312,15 @@ def test_no_responders_status_goes_to_the_inbox_subscription() -> None:
     assert s.pending_output() == (b"HMSG _INBOX.k.7 4 35 35\r\nNATS/1.0 503\r\n"
                                   b"Nats-Subject: svc\r\n\r\n\r\n")
     assert not bus.published  # nobody to route it to
+
+
+def test_with_echo_off_the_clients_own_subscription_is_no_responder() -> None:
+    bus = MemoryBus()
+    s = nats(bus, 1)
+    s.data_received(b'CONNECT {"echo":false,"headers":true,"no_responders":true}\r\n'
+                    b"SUB svc 1\r\nSUB _INBOX.k.* 4\r\nPUB svc _INBOX.k.7 2\r\nhi\r\n")
+    assert s.pending_output() == (b"HMSG _INBOX.k.7 4 35 35\r\nNATS/1.0 503\r\n"
+                                  b"Nats-Subject: svc\r\n\r\n\r\n")
 
 
 def test_a_responder_anywhere_means_no_status() -> None:

@@ -48,6 +48,21 @@ def test_resp2_subscribed_mode_refuses_data_commands() -> None:
     assert talk(r3, b"GET a\r\n") == b"_\r\n"  # RESP3 has no subscribed mode
 
 
+def test_resp2_subscribed_mode_refuses_transactions_and_exec_runs_a_subscribe_and_publish() -> None:
+    """redis-server 7.0.15: MULTI is refused in subscribed mode (EXEC and the rest with it);
+    a SUBSCRIBE queued in a transaction subscribes inside EXEC, and the commands after it
+    in the same EXEC still run."""
+    s = session(Engine(KVStore()))
+    talk(s, b"SUBSCRIBE ch\r\n")
+    refused = b"-ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
+    assert talk(s, b"MULTI\r\nEXEC\r\nWATCH a\r\n") == refused % b"multi" + refused % b"exec" + refused % b"watch"
+    t = session(Engine(KVStore()))
+    assert talk(t, b"MULTI\r\nSUBSCRIBE x\r\nPUBLISH x hi\r\nSET k v\r\nEXEC\r\nGET k\r\n") == (
+        b"+OK\r\n" + b"+QUEUED\r\n" * 3
+        + b"*3\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n*3\r\n$7\r\nmessage\r\n$1\r\nx\r\n$2\r\nhi\r\n:1\r\n+OK\r\n"
+        + refused % b"get")  # the same bytes as redis-server 7.0.15
+
+
 def test_a_blocked_client_holds_its_next_commands_until_served_or_timed_out() -> None:
     clock = Clock()
     e = Engine(KVStore(16, clock))
