@@ -135,6 +135,7 @@ class Daemon:
         self.wake = NodeWake(self.node, self._apply)
         lone = LoneFrames(self.node, self.links, self._apply, self.bridges.gate, self.idle)
         self.link_lone, self.publish_lone = lone.received, lone.publish  # tcp.py, router_bus.py
+        self.link_must_yield = self.bridges.output_over_budget  # tcp.py: clients' output over budget
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -149,8 +150,7 @@ class Daemon:
         self.bridges.kv = self.kv.engine
         for name in listen:
             await self.start_transport(name, listen=True)
-        # the route computation's imports, loaded while the first links come up
-        # (a daemon thread: a stop must not wait for a slow import, as the loop's executor would)
+        # routes' imports, loaded while links come up (a daemon thread: a stop must not wait for it)
         threading.Thread(target=importlib.import_module, args=("scipy.sparse.csgraph",), daemon=True).start()
         for name in connect:
             await self.start_transport(name, listen=False)
@@ -226,8 +226,7 @@ class Daemon:
         return run
 
     async def _start_ipc_name(self) -> None:
-        """Parameter `ipc_name` without an ipc transport started: the named sbus bus
-        (bridges/ipc.py)."""
+        """Parameter `ipc_name` without an ipc transport started: the named sbus bus (bridges/ipc.py)."""
         name = self.tree.parameters.text("ipc_name")
         if name and not any(run.cfg.type == "ipc" for run in self.running.values()):
             await self._start_bridge(TransportConfig(f"ipc_{name}", "ipc", {}), listen=True)

@@ -95,6 +95,11 @@ class OutputLedger:
         else:
             self._over = False
 
+    @property
+    def over(self) -> bool:
+        """Over the budget, and the owner's cut has not run since."""
+        return self._over
+
     def rearm(self) -> None:
         """The owner handled the last call: the next write over the budget calls again."""
         self._over = False

@@ -100,6 +100,11 @@ class BridgeHub:
         """Bytes held for the bridge clients: unsent output and unparsed input."""
         return sum(proto.buffered for proto in self.gate.conns)
 
+    def output_over_budget(self) -> bool:
+        """The clients' output passed the budget and the cut has not run yet: a link gives
+        the loop a turn before it reads on, so that the cut comes first (transports/tcp.py)."""
+        return self.ledger.over
+
     def _over_budget(self) -> None:
         if not self._cutting:
             self._cutting = True

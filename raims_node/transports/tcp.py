@@ -107,6 +107,7 @@ class LinkProtocol(asyncio.Protocol):
         self._progress_at = 0.0  # monotonic time of the last drain seen (write timeout)
         self._backlog: list[bytes] = []  # frames read, waiting for the next turn of the loop
         self._held = False  # reading held by the owner
+        self._turn_held = False  # not read until the loop's next turn (_deliver)
         self._read_paused = False
         self._progress_size = 0
         self.closed_reason: str | None = None
@@ -116,6 +117,7 @@ class LinkProtocol(asyncio.Protocol):
         # exchange is done (`bytes` on a plaintext link after its first read)
         self._plain: Callable[[bytes], bytes] | None = None
         self._lone = cast("LoneOwner", owner).link_lone if hasattr(owner, "link_lone") else None
+        self._must_yield: Callable[[], bool] | None = getattr(owner, "link_must_yield", None)
 
     # ------------------------------------------------------------------ asyncio
 
@@ -187,9 +189,12 @@ class LinkProtocol(asyncio.Protocol):
                 self._deliver(frames)
 
     def _deliver(self, frames: list[bytes]) -> None:
-        """Hand the frames over in batches; after SLICE_S of work the rest waits for the
-        next turn of the loop and the link is not read meanwhile (uvloop reads a ready
-        socket up to 32 times per turn: one turn must not route megabytes)."""
+        """Hand the frames over in batches; after SLICE_S of work, or when the owner says
+        it must give the loop a turn (`link_must_yield`: its clients' output is over the
+        node's budget, and the cut of slow consumers waits for that turn), the rest
+        waits for the next turn of the loop and the link is not read meanwhile (uvloop
+        reads a ready socket up to 32 times per turn: one turn must not route megabytes,
+        nor bury 200 consumers that do not read in 8 MB each, as it did)."""
         start = time.perf_counter()
         n = len(frames)
         off = 0
@@ -200,13 +205,15 @@ class LinkProtocol(asyncio.Protocol):
             self.owner.link_frames(self.conn_id, batch)
             if self.closed_reason is not None:
                 return
-            if off < n and time.perf_counter() - start > SLICE_S:
+            if off < n and time.perf_counter() - start > SLICE_S or self._must_yield is not None and self._must_yield():
                 self._backlog = frames[off:]
+                self._turn_held = True
                 self._update_reading()
                 asyncio.get_running_loop().call_soon(self._continue)
                 return
 
     def _continue(self) -> None:
+        self._turn_held = False
         frames, self._backlog = self._backlog, []
         if frames and self.closed_reason is None:
             self._deliver(frames)
@@ -218,7 +225,7 @@ class LinkProtocol(asyncio.Protocol):
         self._update_reading()
 
     def _update_reading(self) -> None:
-        want = self._held or bool(self._backlog)
+        want = self._held or self._turn_held or bool(self._backlog)
         if want != self._read_paused and self.transport is not None and not self.transport.is_closing():
             self._read_paused = want
             (self.transport.pause_reading if want else self.transport.resume_reading)()

@@ -192,13 +192,28 @@ def test_slow_subscribers_are_cut_and_a_healthy_one_keeps_up(one: BridgeNet) -> 
     """200 NATS subscribers that never read and one that does; 100,000 messages: the slow
     ones are cut as slow consumers, the node stays under 300 MB, and the healthy one gets
     every message in order with no gap over 250 ms."""
+    _flood_past_slow_subscribers(one, "A", "A", max_gap_s=0.25)
+
+
+def test_slow_subscribers_fed_by_a_link_are_cut_before_they_bury_the_node(pair: BridgeNet) -> None:
+    """The same with the publisher on A and the subscribers on B: the stream comes in on
+    a link. Before, every link read went into all 200 buffers before the budget's cut ran
+    (B peaked at 1.7 GB, 8.5 MB per subscriber that did not read, and stalled until its
+    neighbours timed its link out); links now give the loop a turn while the clients'
+    output is over budget (transports/tcp.py `_deliver`)."""
+    _flood_past_slow_subscribers(pair, "A", "B", max_gap_s=2.0)
+    assert not _link_drops(pair)
+
+
+def _flood_past_slow_subscribers(net: BridgeNet, pub_node: str, sub_node: str, max_gap_s: float) -> None:
     count, size = 100_000, 1000
-    port = one.port("A")
-    pid = one.nodes["A"].proc.pid
+    port = net.port(sub_node)
     slow = [_nats(port, b"SUB flood 1\r\n", rcvbuf=4096) for _ in range(200)]
     healthy = _nats(port, b"SUB flood 1\r\n")
-    pub = _nats(port)
-    watch = RssWatch(pid)
+    pub = _nats(net.port(pub_node))
+    if pub_node != sub_node:
+        _settle(pub, healthy, b"flood")
+    watch = RssWatch(net.nodes[sub_node].proc.pid)
     watch.start()
     msg = b"MSG flood 1 %d\r\n" % size
     record = len(msg) + size + 2
@@ -227,9 +242,9 @@ def test_slow_subscribers_are_cut_and_a_healthy_one_keeps_up(one: BridgeNet) -> 
         assert len(data) == count * record
         want = b"".join(msg + b"%0*d" % (size, i) + b"\r\n" for i in range(count))
         assert bytes(data) == want
-        assert max(gaps[1:]) < 0.25, f"largest gap {max(gaps[1:]):.3f} s"
+        assert max(gaps[1:]) < max_gap_s, f"largest gap {max(gaps[1:]):.3f} s"
         assert peak < 300, f"peak RSS {peak:.0f} MB"
-        cut = [line for line in one.nodes["A"].lines if "exceeds" in line and "closed" in line]
+        cut = [line for line in net.nodes[sub_node].lines if "exceeds" in line and "closed" in line]
         assert len(cut) == 200
         for s in slow[:5]:  # closed by the node: what the kernel held, then the end (the
             tail = _read_to_eof(s)  # -ERR too, unless the grace for unread bytes ran out)
