@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("raims.web")
 
-WS_BACKLOG_LIMIT = 10_000
+WS_BACKLOG_BYTES = 8 * 1024 * 1024  # unsent deliveries that make a websocket a slow consumer
 
 
 class WebAdmin:
@@ -155,7 +157,8 @@ class WebAdmin:
     async def websocket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(heartbeat=30)
         await ws.prepare(request)
-        client = _WsClient(ws)
+        transport = request.transport
+        client = _WsClient(ws, transport.abort if transport is not None else lambda: None)
         d = self.daemon
         try:
             async for msg in ws:
@@ -183,31 +186,50 @@ class WebAdmin:
 
 
 class _WsClient:
-    """A websocket subscriber; a client that falls WS_BACKLOG_LIMIT messages behind is a
-    slow consumer and is closed (code 1013), so it cannot grow the node's memory."""
+    """A websocket subscriber. Its deliveries are encoded at once and sent in order by one
+    writer task; with more than WS_BACKLOG_BYTES of them unsent it is a slow consumer:
+    what waits is dropped and the connection aborted (a close frame would wait behind
+    the unsent bytes), so a page that stops reading cannot grow the node's memory (it
+    did: 1 GB from 5,000 messages of 100 KB, never cut, when the limit counted messages)."""
 
-    def __init__(self, ws: web.WebSocketResponse) -> None:
+    def __init__(self, ws: web.WebSocketResponse, abort: Callable[[], None]) -> None:
         self.ws = ws
-        self.backlog = 0
+        self.abort = abort
+        self.queue: deque[str] = deque()
+        self.backlog = 0  # bytes queued or being sent
+        self.cut = False
+        self._writer: asyncio.Future[None] | None = None
 
     def on_deliver(self, d: Deliver) -> None:
-        if self.ws.closed:
+        if self.cut or self.ws.closed:
             return
-        if self.backlog >= WS_BACKLOG_LIMIT:
-            log.warning("closing websocket: slow consumer, %d messages behind", self.backlog)
-            asyncio.ensure_future(self.ws.close(code=1013, message=b"slow consumer"))
+        text = _dumps({"subject": d.subject, "data": d.payload.decode(errors="replace"), "reply": d.reply,
+                       "loss": d.loss, "source": bridge_b64(d.source)})
+        self.backlog += len(text)
+        if self.backlog > WS_BACKLOG_BYTES:
+            log.warning("closing websocket: slow consumer, %d bytes behind", self.backlog)
+            self.cut = True
+            self.queue.clear()
+            self.backlog = 0
+            if self._writer is not None:
+                self._writer.cancel()
+            self.abort()
             return
-        self.backlog += 1
-        task = asyncio.ensure_future(self.ws.send_json({
-            "subject": d.subject, "data": d.payload.decode(errors="replace"), "reply": d.reply,
-            "loss": d.loss, "source": bridge_b64(d.source),
-        }))
-        task.add_done_callback(self._sent)
+        self.queue.append(text)
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write())
 
-    def _sent(self, task: asyncio.Future[None]) -> None:
-        self.backlog -= 1
-        if not task.cancelled():
-            task.exception()  # a send on a closed socket is expected here; retrieve it
+    async def _write(self) -> None:
+        try:
+            while self.queue:
+                text = self.queue.popleft()
+                await self.ws.send_str(text)
+                self.backlog -= len(text)  # (a cut, cancelling this, has zeroed it)
+        except (ConnectionError, RuntimeError):  # the socket closed under the sends
+            self.queue.clear()
+            self.backlog = 0
+        finally:
+            self._writer = None
 
 
 def _now_ns() -> int:

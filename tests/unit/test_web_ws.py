@@ -1,43 +1,62 @@
-"""A websocket subscriber that stops reading is closed as a slow consumer."""
+"""A websocket subscriber that stops reading is cut as a slow consumer by the bytes it
+has not taken; one that reads gets every delivery in order."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 from raims_node.router.actions import Deliver
-from raims_node.web.admin import WS_BACKLOG_LIMIT, _WsClient
+from raims_node.web.admin import WS_BACKLOG_BYTES, _WsClient
 
 
-class StuckSocket:
-    """A websocket whose peer never reads: sends never complete."""
+class Socket:
+    """A websocket whose sends complete only while `gate` is set (a peer that reads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reading: bool) -> None:
         self.closed = False
-        self.close_code: int | None = None
+        self.sent: list[str] = []
         self.gate = asyncio.Event()
+        if reading:
+            self.gate.set()
 
-    async def send_json(self, obj: object) -> None:
+    async def send_str(self, text: str) -> None:
         await self.gate.wait()
-
-    async def close(self, code: int, message: bytes) -> None:
-        self.closed, self.close_code = True, code
+        self.sent.append(text)
 
 
-def test_slow_websocket_consumer_is_closed() -> None:
+def _deliver(payload: bytes) -> Deliver:
+    return Deliver(object(), "s", "subj", None, payload, bytes(16))
+
+
+def test_a_websocket_that_stops_reading_is_cut_by_bytes_and_its_backlog_dropped() -> None:
     async def run() -> None:
-        ws = StuckSocket()
-        client = _WsClient(ws)  # type: ignore[arg-type]
-        msg = Deliver(object(), "s", "subj", None, b"x", bytes(16))
-        for _ in range(WS_BACKLOG_LIMIT):
-            client.on_deliver(msg)
-        await asyncio.sleep(0)
-        assert client.backlog == WS_BACKLOG_LIMIT and not ws.closed
-        client.on_deliver(msg)
-        await asyncio.sleep(0)
-        assert ws.closed and ws.close_code == 1013
-        ws.gate.set()  # the stuck sends finish; the backlog drains
-        for _ in range(5):
+        ws, aborted = Socket(reading=False), []
+        client = _WsClient(ws, lambda: aborted.append(True))  # type: ignore[arg-type]
+        big = _deliver(b"x" * 100_000)
+        n = 0
+        while not client.cut:
+            client.on_deliver(big)
+            n += 1
             await asyncio.sleep(0)
-        assert client.backlog == 0
+            assert n < 200
+        assert aborted == [True] and n * 100_000 > WS_BACKLOG_BYTES >= (n - 2) * 100_000
+        assert client.backlog == 0 and not client.queue
+        client.on_deliver(big)  # after the cut: nothing queued
+        assert not client.queue and ws.sent == []
+
+    asyncio.run(run())
+
+
+def test_a_reading_websocket_gets_every_delivery_in_order() -> None:
+    async def run() -> None:
+        ws = Socket(reading=True)
+        client = _WsClient(ws, lambda: None)  # type: ignore[arg-type]
+        for i in range(1000):
+            client.on_deliver(_deliver(b"%d" % i))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert [json.loads(t)["data"] for t in ws.sent] == [str(i) for i in range(1000)]
+        assert client.backlog == 0 and not client.cut
 
     asyncio.run(run())
