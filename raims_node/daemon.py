@@ -135,7 +135,7 @@ class Daemon:
         self.wake = NodeWake(self.node, self._apply)
         lone = LoneFrames(self.node, self.links, self._apply, self.bridges.gate, self.idle)
         self.link_lone, self.publish_lone = lone.received, lone.publish  # tcp.py, router_bus.py
-        self.link_must_yield = self.bridges.output_over_budget  # tcp.py: clients' output over budget
+        self.link_must_yield, self.link_authenticated = self.bridges.output_over_budget, self.guard.authenticated
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -376,8 +376,9 @@ class Daemon:
         return self.flow.counters(self.bridges.buffered, servers) | self.nstats.counters()
 
     def link_lost(self, conn_id: int, reason: str) -> None:
-        self.guard.lost(conn_id)
-        self.flow.lost(conn_id, self.links.pop(conn_id, None))
+        link = self.links.pop(conn_id, None)
+        self.guard.lost(conn_id, link)
+        self.flow.lost(conn_id, link)
         self._apply(self.node.on_disconnect(conn_id, time.time_ns()))
 
     # ------------------------------------------------------------------ actions

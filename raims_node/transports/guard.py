@@ -31,6 +31,7 @@ class GuardedNode(Protocol):
 class GuardedLink(Protocol):
     outbound: bool
     peer_addr: str
+    refusal: str | None
 
     def close(self, reason: str) -> None: ...
 
@@ -53,8 +54,16 @@ class LinkGuard:
         link.close(f"refused: {refused}")
         return False
 
-    def lost(self, conn_id: int) -> None:
+    def authenticated(self, conn_id: int) -> bool:
+        """Whether the node made the link active (its peer authenticated)."""
+        conn = self.node.conns.get(conn_id)
+        return conn is not None and conn.active
+
+    def lost(self, conn_id: int, link: GuardedLink | None) -> None:
+        """A link closed; one its peer's input closed is counted (show counters reject)."""
         self.admission.done(conn_id)
+        if link is not None and link.refusal is not None:
+            self.node.count_reject(link.refusal)
 
     def tick(self, now: float, links: Mapping[int, GuardedLink]) -> None:
         """Close the links past tcp_auth_timeout; write the summaries of ended log windows."""

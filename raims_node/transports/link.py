@@ -19,6 +19,7 @@ class RouterLink(Protocol):
     bytes_out: int
     frames_in: int
     frames_out: int
+    refusal: str | None  # why the peer's input closed it, counted as a reject
 
     @property
     def transport(self) -> asyncio.BaseTransport | None: ...  # None: not a stream (PGM)

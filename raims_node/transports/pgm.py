@@ -123,6 +123,7 @@ class PgmPeerLink:
         self.conn_id = -1
         self.closed_reason: str | None = None
         self.bytes_in = self.bytes_out = self.frames_in = self.frames_out = 0
+        self.refusal: str | None = None  # (a PGM peer is not refused by the link)
 
     @property
     def url(self) -> str:

@@ -28,6 +28,13 @@ and goes to the owner's `link_lone` (when it has one); what the owner sends on a
 for it goes out with `send_now`, written in the same pass when nothing is pending or
 queued on the link (so order is kept), instead of waiting for the loop's next turn.
 One message in flight crosses a node with one read, one write and no loop turn.
+
+Refusals (hardening): until the owner says the link authenticated (`link_authenticated`),
+at most PREAUTH_BUFFER bytes of a partial frame are held (a socket that announced a
+64 MiB frame and trickled it on held it all: 1 GB from 60 sockets of one host on a
+`tcp_noencrypt` port); a link closed for what its peer sent (a stream that is not
+frames, a key exchange that fails, that cap) names the cause in `refusal`, which the
+owner counts (`show counters reject`).
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from raims_node.wire.frame import BRIDGE_DESC, FIXED_PREFIX, HEADER_SIZE, MAX_SI
 
 log = logging.getLogger("raims.tcp")
 
+PREAUTH_BUFFER = 1 << 20  # a partial frame held for a link not yet authenticated
 QUEUE_FACTOR = 4  # a queue above highwater * this makes the link "full"
 COALESCE_BYTES = 64 * 1024  # written at once when this much is pending
 DRAIN_CHUNK = 256 * 1024  # queued data joined per write while draining
@@ -118,6 +126,9 @@ class LinkProtocol(asyncio.Protocol):
         self._plain: Callable[[bytes], bytes] | None = None
         self._lone = cast("LoneOwner", owner).link_lone if hasattr(owner, "link_lone") else None
         self._must_yield: Callable[[], bool] | None = getattr(owner, "link_must_yield", None)
+        self._is_authenticated: Callable[[int], bool] | None = getattr(owner, "link_authenticated", None)
+        self.authenticated = False
+        self.refusal: str | None = None  # why the peer's input closed the link (a reject counter's kind)
 
     # ------------------------------------------------------------------ asyncio
 
@@ -163,7 +174,7 @@ class LinkProtocol(asyncio.Protocol):
                 self._plain = bytes
             self._first = False
         except LinkCipherError as exc:
-            self.close(str(exc))
+            self.refuse("bad_key_exchange", str(exc))
             return
         self._plain_received(data)
 
@@ -177,16 +188,23 @@ class LinkProtocol(asyncio.Protocol):
             if self.cipher is not None and self.frames_in == 0:
                 # the first bytes after the key exchange decrypt to garbage: the KDF
                 # mixes the salt in, so either the keys differ or the sender is no node
-                self.close(f"the first bytes after the link key exchange do not decrypt to a frame ({exc}): "
-                           "the peer's salt (service keys) is not ours, or it is not a raims node")
+                self.refuse("bad_key_exchange",
+                            f"the first bytes after the link key exchange do not decrypt to a frame ({exc}): "
+                            "the peer's salt (service keys) is not ours, or it is not a raims node")
             else:
-                self.close(f"bad stream from {self.peer_addr}: {exc}")
+                self.refuse("bad_stream", f"bad stream from {self.peer_addr}: {exc}")
             return
         if frames:
             if self._backlog:  # read before the pause took effect
                 self._backlog += frames
             else:
                 self._deliver(frames)
+        if not self.authenticated:
+            if self._is_authenticated is not None and self._is_authenticated(self.conn_id):
+                self.authenticated = True
+            elif self.reader.buffered > PREAUTH_BUFFER and self.closed_reason is None:
+                self.refuse("preauth_size", f"{self.reader.buffered} bytes of a frame from {self.peer_addr} "
+                                            f"before it authenticated (at most {PREAUTH_BUFFER})")
 
     def _deliver(self, frames: list[bytes]) -> None:
         """Hand the frames over in batches; after SLICE_S of work, or when the owner says
@@ -352,6 +370,12 @@ class LinkProtocol(asyncio.Protocol):
     @property
     def writable(self) -> bool:
         return self._congested_since is None
+
+    def refuse(self, kind: str, reason: str) -> None:
+        """Close for what the peer sent; `kind` is counted by the owner."""
+        if self.closed_reason is None:
+            self.refusal = kind
+        self.close(reason)
 
     def close(self, reason: str) -> None:
         if self.closed_reason is None:

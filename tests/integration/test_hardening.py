@@ -4,10 +4,12 @@ and floods of bad handshakes that cost few log lines."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
 import socket
+import struct
 import subprocess
 import time
 import urllib.request
@@ -20,6 +22,7 @@ import yaml
 
 from raims_node.crypto.handshake import Handshake
 from raims_node.wire import FrameReader, MsgType, decode_frame
+from raims_node.wire.frame import BRIDGE_DESC
 from tests.integration.faultproxy import FaultProxy
 from tests.integration.harness import (
     CONVERGED,
@@ -153,6 +156,34 @@ def test_idle_sockets_are_closed_after_the_auth_timeout(tmp_path: Path, procs: l
         for s in socks:
             s.close()
     assert poll(lambda: _rejects(addr).get("auth_timeout", 0) == 200, 5)
+
+
+def test_what_a_socket_sends_before_it_authenticates_is_refused_and_counted(tmp_path: Path,
+                                                                             procs: list[Any]) -> None:
+    """On a `tcp_noencrypt` link port (encrypted ones fail at the first header): bytes
+    that are no frame, and a frame announced at 16 MiB and trickled on, are closed and
+    counted in `show counters reject`; the second before A holds more than 1 MiB of it
+    (it held the whole frame: 60 such sockets took it to 1 GB)."""
+    cfg, _, port = _configs(tmp_path, {"tcp_noencrypt": True})
+    a = _node(tmp_path, "A", cfg, "listen")
+    procs.append(a)
+    addr = web_addr(a)
+    garbage = socket.create_connection(("127.0.0.1", port), timeout=5)
+    garbage.sendall(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+    big = socket.create_connection(("127.0.0.1", port), timeout=5)
+    big.sendall(struct.pack(">IIH", (1 << 31) | 0xFFFFF0, 0, BRIDGE_DESC))
+    sent = 0
+    try:
+        with contextlib.suppress(OSError):  # reset once A closes it
+            while sent < 0xFFFFF0 - (1 << 16):  # all but the end of the frame
+                big.sendall(bytes(1 << 16))
+                sent += 1 << 16
+        assert sent < 0xFFFFF0 - (1 << 16), "A took the partial frame whole"
+        assert _eof_all([garbage, big], 5.0) < 5.0
+        assert poll(lambda: _rejects(addr).get("bad_stream", 0) == 1 and _rejects(addr).get("preauth_size", 0) == 1, 5)
+    finally:
+        garbage.close()
+        big.close()
 
 
 def test_pending_cap_per_host_closes_the_extra_sockets(tmp_path: Path, procs: list[Any]) -> None:
