@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raims_node import __version__
+from raims_node.bridges.capacity import raise_open_files
 from raims_node.config.errors import ConfigError
 from raims_node.config.records import TransportConfig
 from raims_node.config.tree import ConfigTree, load
@@ -392,6 +393,7 @@ def _tune_gc() -> None:
 
 def _run(coro: Coroutine[object, object, int]) -> int:
     """Run on uvloop when it is installed (CONVENTIONS 7), else the stock loop."""
+    raise_open_files()  # before the bridges size their capacity (bridges/capacity.py)
     _tune_gc()
     try:
         import uvloop

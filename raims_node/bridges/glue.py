@@ -65,6 +65,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
+from raims_node.bridges.capacity import LOG_EVERY_S
 from raims_node.bridges.errors import BridgeError, SlowConsumer
 from raims_node.bridges.flow import OutputLedger, SessionOutput
 from raims_node.bridges.gate import BridgeSession, FlowGate
@@ -202,6 +203,9 @@ class SessionProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        if len(self.server.hub.gate.conns) >= self.server.hub.max_clients:  # bridges/capacity.py
+            self.server.refuse_full(self.transport)
+            return
         peer = self.transport.get_extra_info("peername")
         self.session = self.new_session(self.server.hub.next_client_id(),
                                         peer[0] if isinstance(peer, tuple) else None)
@@ -212,6 +216,8 @@ class SessionProtocol(asyncio.Protocol):
         self.flush()
 
     def data_received(self, data: bytes) -> None:
+        if self.session is None:  # refused (connection_made)
+            return
         self.bytes_in += len(data)
         self.server.hub.idle.activity()
         if self._backlog is not None:  # read before the pause took effect: after the rest
@@ -370,6 +376,7 @@ class HubView(Protocol):
     gate: FlowGate
     ledger: OutputLedger
     idle: IdleBusy
+    max_clients: int
 
     @property
     def max_payload(self) -> int: ...
@@ -389,6 +396,7 @@ class BridgeServer:
 
     kind: ClassVar[str] = ""
     default_service: ClassVar[str] = ""
+    full_reply: ClassVar[bytes] = b""  # to a client refused for the node's capacity
     protocol: ClassVar[type[SessionProtocol]] = SessionProtocol
 
     @classmethod
@@ -406,9 +414,26 @@ class BridgeServer:
         self.bound: list[str] = []
         self.conns: set[SessionProtocol] = set()
         self.slow_consumers = 0
-        self.error_closes = 0  # closed for another error: protocol, authorization, stale
+        self.error_closes = 0  # closed for another error: protocol, authorization, stale, capacity
+        self._full_logged = (-LOG_EVERY_S, 0)  # when the last capacity refusal was logged, refusals since
         # totals of the connections already closed
         self._closed = {"bytes_in": 0, "bytes_out": 0, "msgs_in": 0, "msgs_out": 0}
+
+    def refuse_full(self, transport: asyncio.Transport) -> None:
+        """A client past the node's capacity: its protocol's error, closed, counted, logged
+        at most once a minute (bridges/capacity.py)."""
+        self.error_closes += 1
+        if self.full_reply:
+            transport.write(self.full_reply)
+        transport.close()
+        now = time.monotonic()
+        last, since = self._full_logged
+        if now - last >= LOG_EVERY_S:
+            self.log.warning("refusing clients: %d connections, the open-files limit allows %d (%d refused)",
+                             len(self.hub.gate.conns), self.hub.max_clients, since + 1)
+            self._full_logged = (now, 0)
+        else:
+            self._full_logged = (last, since + 1)
 
     async def listen(self) -> list[str]:
         """Bind every listen address; the bound "host:port" strings."""

@@ -33,6 +33,7 @@ import re
 import socket
 import time
 
+from raims_node.bridges.capacity import client_capacity
 from raims_node.bridges.flow import OutputLedger, SessionOutput
 from raims_node.bridges.gate import FlowGate
 from raims_node.bridges.glue import BadNetwork, BridgeServer, BridgeStartError, ClientNetwork
@@ -65,6 +66,7 @@ class BridgeHub:
         self.gate = FlowGate()
         self.idle = idle or IdleBusy(0)  # told of every client read (the daemon's idle_busy)
         self.ledger = OutputLedger(on_over=self._over_budget)
+        self.max_clients = client_capacity()  # connections past it are refused (capacity.py)
         self._cutting = False
         self._soft_timer: asyncio.TimerHandle | None = None
         self._ids = itertools.count(1)

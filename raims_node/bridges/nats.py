@@ -33,6 +33,7 @@ class NatsProtocol(SessionProtocol):
 class NatsServer(BridgeServer):
     kind = "nats"
     default_service = "_nats"
+    full_reply = b"-ERR 'maximum connections exceeded'\r\n"
     protocol = NatsProtocol
 
     config: NatsConfig

@@ -60,6 +60,7 @@ def _address(addr: object) -> str:
 class RedisServer(BridgeServer):
     kind = "redis"
     default_service = "_redis"
+    full_reply = b"-ERR max number of clients reached\r\n"
     protocol = RedisProtocol
     config = RedisConfig()
 

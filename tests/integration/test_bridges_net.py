@@ -56,6 +56,7 @@ class BridgeNet:
     bridges: list[str]  # bridge transports started on every node, in order (a web one last)
     nodes: dict[str, NodeProc] = field(default_factory=dict)
     ports: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> tport -> port
+    prefix: dict[str, list[str]] = field(default_factory=dict)  # node -> command before it (prlimit ...)
 
     def port(self, node: str, tport: str = "nats") -> int:
         return self.ports[node][tport]
@@ -63,7 +64,7 @@ class BridgeNet:
     def start(self, name: str, cfg: Path | None = None) -> NodeProc:
         args = list(self.args[name])
         args[args.index("-d") + 1] = str(cfg or self.cfg)
-        node = self.nodes[name] = NodeProc(name, args, self.tmp)
+        node = self.nodes[name] = NodeProc(name, args, self.tmp, prefix=self.prefix.get(name))
         return node
 
     def read_ports(self, name: str) -> None:
@@ -113,9 +114,11 @@ def _listen_ports(node: NodeProc, count: int, timeout: float = 20.0) -> list[int
 
 def start_network(tmp: Path, graph: str, extra: list[Transport] | None = None,
                   heartbeat: str = "1 sec", params: dict[str, str] | None = None,
-                  node_args: dict[str, list[str]] | None = None) -> BridgeNet:
+                  node_args: dict[str, list[str]] | None = None,
+                  prefix: dict[str, list[str]] | None = None) -> BridgeNet:
     """Every node of `graph` with the nats, redis and `extra` bridge transports (and
-    `params` added to the parameters, `node_args` to a node's command line); converged."""
+    `params` added to the parameters, `node_args` to a node's command line, `prefix`
+    before it); converged."""
     cfg, commands = graph_config(tmp, graph, heartbeat, web=False)
     data = yaml.safe_load(cfg.read_text())
     data.setdefault("parameters", {}).update(params or {})
@@ -124,7 +127,7 @@ def start_network(tmp: Path, graph: str, extra: list[Transport] | None = None,
         bridges.append(WEB)
     data.setdefault("transports", []).extend(bridges)
     cfg.write_text(yaml.safe_dump(data, sort_keys=False))
-    net = BridgeNet(tmp, cfg, graph, {}, [str(b["tport"]) for b in bridges])
+    net = BridgeNet(tmp, cfg, graph, {}, [str(b["tport"]) for b in bridges], prefix=prefix or {})
     for command in commands:
         args = command.split()[1:]
         if "-t" not in args:

@@ -314,3 +314,49 @@ def test_a_big_batch_does_not_stall_another_client(one: BridgeNet) -> None:
         assert len(latencies) > 3
         late = sorted(t for t in latencies if t >= 0.1)
         assert len(late) <= 1 and max(latencies) < 0.25, f"PINGs answered after {late} s"
+
+
+def test_clients_past_the_open_files_limit_are_refused_with_their_protocols_error(tmp_path: Path) -> None:
+    """A node whose hard open-files limit is 300 takes 300 - 128 clients (bridges/
+    capacity.py); the next ones get nats-server's and redis-server's errors and are
+    closed, and once clients leave new ones are served. Before, they waited unanswered
+    in the kernel's queue and nothing was logged or counted."""
+    net = start_network(tmp_path, "node A\n", prefix={"A": ["prlimit", "--nofile=300:300", "--"]})
+    socks: list[socket.socket] = []
+    try:
+        for i in range(190):
+            socks.append(_connect(net.port("A", "nats" if i % 2 else "redis")))
+        served = refused = 0
+        for i, s in enumerate(socks):
+            if i % 2:  # NATS: INFO, or the error and the end
+                head = bytearray()
+                _read_until(s, b"\r\n", head)
+                if head.startswith(b"INFO "):
+                    served += 1
+                    continue
+                assert bytes(head) + _read_to_eof(s) == b"-ERR 'maximum connections exceeded'\r\n"
+            else:
+                s.sendall(b"PING\r\n")
+                reply = bytearray()
+                _read_until(s, b"\r\n", reply)
+                if reply == b"+PONG\r\n":
+                    served += 1
+                    continue
+                assert bytes(reply) + _read_to_eof(s) == b"-ERR max number of clients reached\r\n"
+            refused += 1
+        assert (served, refused) == (300 - 128, 190 - 300 + 128)
+        assert any("refusing clients" in line for line in net.nodes["A"].lines)
+        for s in socks:
+            s.close()
+        socks = []
+        deadline = time.monotonic() + 10
+        while not socks:  # served again once the node has seen them go
+            try:
+                socks.append(_nats(net.port("A")))
+            except ConnectionError:
+                assert time.monotonic() < deadline, "no client is served after the others left"
+                time.sleep(0.05)
+    finally:
+        for s in socks:
+            s.close()
+        net.stop()
