@@ -155,8 +155,8 @@ class OperatorHost:
         if name == "heartbeat":
             from raims_node.daemon import params_from
 
-            with contextlib.suppress(ConfigError):
-                self.daemon.node.params.heartbeat_ns = params_from(self.daemon.tree).heartbeat_ns
+            with contextlib.suppress(ConfigError):  # announced from the next heartbeat (no flapping)
+                self.daemon.node.set_heartbeat(params_from(self.daemon.tree).heartbeat_ns)
 
     def save(self) -> list[str]:
         if self.config_dir is None or not self.config_dir.is_dir():

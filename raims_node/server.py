@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
@@ -160,9 +161,14 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
         from raims_node.daemon import params_from
 
         try:
-            fresh = load(args.config) if args.config != "-" else tree
+            fresh = load(args.config_abs) if args.config != "-" else tree
+            old = daemon.tree.parameters.to_dict()
             daemon.node.set_heartbeat(params_from(fresh).heartbeat_ns)
-            log.info("parameters reloaded")
+            daemon.tree = dataclasses.replace(daemon.tree, parameters=fresh.parameters)  # show running parameter
+            new = fresh.parameters.to_dict()
+            changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+            log.info("parameters reloaded: %s (heartbeat and the ones read at use apply now, "
+                     "the others at the next start)", ", ".join(changed) or "none changed")
         except ConfigError as exc:
             log.error("reload failed: %s", exc)
 
@@ -199,6 +205,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
                 run.bridge.on_idle = stop.set
         for name in [n for n in listen if n in telnet_names]:
             webs.append(await _start_telnet(daemon, tree.transport(name), args.config))
+            _console_port(daemon, name, "telnet", webs[-1].bound)
         for name in [n for n in listen + connect if n in web_names]:
             from raims_node.web.admin import WebAdmin
 
@@ -214,6 +221,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
                 daemon.say(f"listening on {addr}")
             webs.append(admin)
             web_bound += bound
+            _console_port(daemon, name, "web", bound)
         _write_endpoints(daemon, web_bound)
     except DaemonError as exc:
         _fail(args, f"{exc} (config {args.config})")
@@ -253,9 +261,17 @@ class _Closer:
 
     def __init__(self, server: asyncio.Server) -> None:
         self.server = server
+        self.bound: list[str] = []
 
     async def stop(self) -> None:
         self.server.close()
+
+
+def _console_port(daemon: Daemon, name: str, kind: str, bound: list[str]) -> None:
+    """A telnet or web transport's row in `show ports` (and so `running` in show tport)."""
+    row: dict[str, object] = {"tport": name, "type": kind, "cost": "", "fd": "", "bs": "", "br": "", "ms": "",
+                              "mr": "", "lat": "", "idle": "", "fl": "L", "address": ", ".join(bound)}
+    daemon.extra_ports.append(lambda: [row])
 
 
 async def _start_telnet(daemon: Daemon, cfg: TransportConfig, config: str) -> _Closer:
@@ -269,10 +285,12 @@ async def _start_telnet(daemon: Daemon, cfg: TransportConfig, config: str) -> _C
         server = await start_telnet(operator, daemon.on_log, None if host in ("*", "") else host, cfg.port or 0)
     except OSError as exc:
         raise DaemonError(f"transport {cfg.tport!r} listen {host}:{cfg.port} failed: {exc.strerror}") from None
+    closer = _Closer(server)
     for sock in server.sockets:
         name = sock.getsockname()
         daemon.say(f"telnet listening on {name[0]}:{name[1]}")
-    return _Closer(server)
+        closer.bound.append(f"{name[0]}:{name[1]}")
+    return closer
 
 
 async def _console(daemon: Daemon, stop: asyncio.Event, config: str) -> None:
@@ -341,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             text += f" (config {args.config})"
         _fail(args, f"{text}: fix the configuration and start again")
         return EXIT_CONFIG
+    args.config_abs = args.config if args.config == "-" else os.path.abspath(args.config)  # SIGHUP, after -b's chdir
     if args.background:
         _daemonize(tree)
     pid_path = _write_pid(tree)

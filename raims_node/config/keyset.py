@@ -95,6 +95,8 @@ def _secret(tree: ConfigTree, data_param: str, file_param: str, default_file: st
                              f"(configuration from stdin has no directory for {name!r})")
     try:
         text = path.read_text(encoding="ascii")
+    except UnicodeDecodeError:
+        raise KeyConfigError(f"private keys cannot be read: the {what} file {str(path)!r} is not base64 text") from None
     except OSError:
         raise KeyConfigError(f"private keys cannot be read: the {what} file {str(path)!r} is missing "
                              f"(and {data_param} is not set)") from None

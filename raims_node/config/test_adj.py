@@ -176,6 +176,9 @@ def run(argv: Sequence[str], out: TextIO, err: TextIO, stdin: TextIO) -> int:
     except (OSError, GraphError, ConfigError) as exc:
         err.write(f"ms_test_adj: {args.graph}: {exc}\n")
         return 1
+    except UnicodeDecodeError as exc:
+        err.write(f"ms_test_adj: {args.graph}: not UTF-8 text (byte {exc.start})\n")
+        return 1
     return 0
 
 

@@ -136,6 +136,9 @@ class _Builder:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise (loc or Loc(display)).error(f"cannot read {display}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise (loc or Loc(display)).error(f"{display} is not UTF-8 text (byte {exc.start}: "
+                                              f"{exc.object[exc.start:exc.start + 1]!r})") from None
         self.add_text(text, display, path.parent)
 
     def add_text(self, text: str, source: str, base: Path | None) -> None:

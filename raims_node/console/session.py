@@ -55,6 +55,29 @@ _SESSION_VERBS = (
 )
 
 
+# manual "debug I": a mask, or names of its bits (the last four have no bit: accepted, no mask)
+DEBUG_FLAGS = {"tcp": 0x1, "pgm": 0x2, "ibx": 0x4, "transport": 0x8, "user": 0x10, "link_state": 0x20,
+               "peer": 0x40, "auth": 0x80, "session": 0x100, "hb": 0x200, "sub": 0x400, "msg_recv": 0x800,
+               "msg_hex": 0x1000, "telnet": 0x2000, "name": 0x4000, "repeat": 0x8000, "not_sub": 0x10000,
+               "loss": 0x20000, "adj": 0x40000, "conn": 0x80000, "stats": 0x100000,
+               "dist": 0, "kvpub": 0, "kvps": 0, "rv": 0}
+
+
+def debug_mask(args: list[str]) -> int | str:
+    """The mask `debug` args name (an integer, or flag names), or why they do not."""
+    mask = 0
+    for arg in args:
+        try:
+            mask |= int(arg, 0)
+            continue
+        except ValueError:
+            pass
+        if arg not in DEBUG_FLAGS:
+            return f"debug takes a mask or flag names ({', '.join(DEBUG_FLAGS)}), got {arg!r}"
+        mask |= DEBUG_FLAGS[arg]
+    return mask
+
+
 class ConsoleHost(Protocol):
     """What a console session uses of the daemon that runs it."""
 
@@ -227,6 +250,8 @@ class ConsoleSession:
         if name in ("ping", "tping"):
             return await self._ping(args[0] if args else None, trace=name == "tping")
         if name == "mping":
+            if args and not (args[0].isdigit() and int(args[0]) < 4):
+                return CommandResult.failed(f"mping takes a path 0-3, got {args[0]!r}")
             return await self._mping(int(args[0]) if args else 0)
         if name == "cancel":
             return self._cancel()
@@ -257,7 +282,10 @@ class ConsoleSession:
             seed = host.node.bloom.reseed()
             return _done(name, f"seed {seed}")
         if name == "debug":
-            self.debug = int(args[0], 0)
+            mask = debug_mask(args)
+            if isinstance(mask, str):
+                return CommandResult.failed(mask)
+            self.debug = mask
             logging.getLogger("raims").setLevel(logging.DEBUG if self.debug else logging.INFO)
             return _done(name, hex(self.debug))
         if name == "wevents":
@@ -267,6 +295,8 @@ class ConsoleSession:
                     f.write(json.dumps(row, default=str) + "\n")
             return _done(name, f"{len(rows)} events to {args[0]}")
         if name == "die":
+            if args and not (args[0].isdigit() and int(args[0]) <= 255):
+                return CommandResult.failed(f"die takes an exit status 0-255, got {args[0]!r}")
             os._exit(int(args[0]) if args else 1)
         return CommandResult.failed(f"{name} is not available in this console")
 

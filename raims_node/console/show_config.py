@@ -3,12 +3,14 @@ Show the Configuration", "show tport", "show user").
 
 Decisions where the manual is vague:
 - show running prints the loaded configuration tree as YAML, one row per line, without
-  private keys (`pri`): console output is read over telnet and the web. `show running
+  private keys (`pri`) or the secrets that seal them (`salt_data`, `pass_data`, which
+  the manual says to remove to protect the keys): console output is read over telnet
+  and the web. `show running
   transport|service|user|group|parameter X` prints that section, X being a name or
   `*` for all of it.
 - show tport: `state` is `running` when the node has a transport of that name (or, for
   a `type: name` record, when the daemon's `show ports` has a name service of that
-  device), else `-`.
+  device; for telnet and web, a listener of that name), else `-`.
 - show users: the uid is filled for the users that are this node (0) or a live peer.
 """
 
@@ -32,8 +34,14 @@ def _config(ctx: ConsoleContext) -> ConfigTree:
     return ctx.config
 
 
+SECRET_PARAMETERS = ("salt_data", "pass_data")  # the secrets every key is sealed with
+
+
 def _public(tree: ConfigTree) -> dict[str, Any]:
     data = tree.to_dict()
+    params = data.get("parameters")
+    if isinstance(params, dict) and any(k in params for k in SECRET_PARAMETERS):
+        data["parameters"] = {k: v for k, v in params.items() if k not in SECRET_PARAMETERS}
     if tree.services:
         data["services"] = [s.to_dict(include_pri=False) for s in tree.services]
     if tree.users:
@@ -73,7 +81,7 @@ def show_tport(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     cols = ["tport", "type", "state", "listen", "connect", "device"]
     active = {t.name: t for t in ctx.node.tports}
     rows: list[Row] = []
-    names = {str(r.get("tport")) for r in ctx.ports() if r.get("type") == "name"}  # by device
+    names = {str(r.get("tport")) for r in ctx.ports() if r.get("type") in ("name", "telnet", "web")}
     if isinstance(ctx.config, ConfigTree):
         running = set(active) | names
         rows = [{"tport": t.tport, "type": t.type, "state": RUNNING if t.tport in running else NOT_RUNNING,

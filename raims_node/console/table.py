@@ -74,13 +74,15 @@ def _listing(commands: list[Command]) -> str:
 
 def resolve(table: Sequence[Command], words: list[str]) -> tuple[Command, list[str]]:
     """The command `words` name, and the words left for its arguments."""
+    # a word past the first may also be the plural of the command's (the manual types
+    # `show running transports mesh`); the first word may not (`subs` is `show subs`)
     if not words:
         raise UnknownCommand("empty command line; type help")
     full: list[tuple[tuple[str, ...], Command]] = []
     partial: list[Command] = []
     for form, cmd in _forms(table):
         n = min(len(form), len(words))
-        if not all(form[i].startswith(words[i]) for i in range(n)):
+        if not all(form[i].startswith(words[i]) or i and words[i] == form[i] + "s" for i in range(n)):
             continue
         if len(words) >= len(form):
             full.append((form, cmd))

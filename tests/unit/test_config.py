@@ -292,6 +292,15 @@ def test_error_message_of_the_issue(tmp_path: Path) -> None:
     assert info.value.field == "port"
 
 
+def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    """ms_server exits 2 with the file named, and SIGHUP logs `reload failed`, as for
+    every other bad configuration (it was a UnicodeDecodeError traceback)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"tport: x\n\xff\xfe")
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        tree.load(bad)
+
+
 def test_fixture_bad_port() -> None:
     with pytest.raises(ConfigError) as info:
         tree.load_file(CONFIGS / "cfg_bad_port.yaml")

@@ -320,19 +320,25 @@ def test_configuration_commands_read_the_loaded_tree(net: SimNetwork) -> None:
     data["transports"] = [{"tport": "link_ab", "type": "tcp", "route": {"connect": "hostb", "port": 9000}},
                           {"tport": "spare", "type": "tcp", "route": {"listen": "*", "port": 9001}},
                           {"tport": "lo", "type": "name", "route": {"port": 8400}},
-                          {"tport": "idle", "type": "name", "route": {"port": 8401}}]
+                          {"tport": "idle", "type": "name", "route": {"port": 8401}},
+                          {"tport": "tel", "type": "telnet", "route": {"port": 2222}}]
+    data.setdefault("parameters", {}).update({"salt_data": "c2FsdA==", "pass_data": "cGFzcw==", "heartbeat": 5})
     tree = from_dict(data)
     text = [r["running"] for r in rows(net, "A", "show running", config=tree)]
     assert "  - tport: link_ab" in text or "- tport: link_ab" in text
     assert not [line for line in text if "pri:" in line]  # private keys stay out
+    assert not [line for line in text if "_data" in line] and any("heartbeat" in line for line in text)  # their seal too
+    assert rows(net, "A", "show running transports spare", config=tree) == rows(  # the manual's plural
+        net, "A", "show running transport spare", config=tree)
     one = [r["running"] for r in rows(net, "A", "run t spare", config=tree)]
     assert one[0] == "transports:" and any("9001" in line for line in one) and not any("link_ab" in x for x in one)
     assert execute(ctx(net, "A", config=tree), "run t nosuch").error == "no tport 'nosuch' in the configuration"
-    names = [{"tport": "lo", "type": "name", "fd": 1}]  # the daemon's name service of device lo
+    names = [{"tport": "lo", "type": "name", "fd": 1},  # the daemon's name service of device lo
+             {"tport": "tel", "type": "telnet", "fd": ""}]  # a telnet listener (server.py)
     tports = {r["tport"]: r for r in rows(net, "A", "show tport", config=tree, ports=lambda: names)}
     assert (tports["link_ab"]["state"], tports["link_ab"]["connect"]) == ("running", ["hostb"])
     assert (tports["spare"]["state"], tports["spare"]["listen"]) == ("-", ["*"])
-    assert (tports["lo"]["state"], tports["idle"]["state"]) == ("running", "-")
+    assert (tports["lo"]["state"], tports["idle"]["state"], tports["tel"]["state"]) == ("running", "-", "running")
     assert tports["link_ac"]["state"] == "running"  # running, not configured
     users = {r["user"]: r["uid"] for r in rows(net, "A", "show users", config=tree)}
     assert users == {"A": 0, "B": Names(net.nodes["A"].node).uid(net.nodes["B"].node.bridge), "Z": None}
@@ -405,3 +411,25 @@ def test_message_commands_create_and_export_a_log_from_the_console(net: SimNetwo
     bad = execute(ctx(net, "A"), f"message.create {root} ring x notanumber")
     assert bad.error is not None and "notanumber" in bad.error
     assert execute(ctx(net, "A"), "message.prune").error is not None  # too few words: a clear error
+
+
+def test_configure_parameter_heartbeat_is_announced_as_sighup_does(net: SimNetwork) -> None:
+    """The console's heartbeat change goes through Node.set_heartbeat: the interval the
+    node announces changes with the one it keeps (setting only the latter made its
+    neighbours time the link out every few seconds)."""
+    from types import SimpleNamespace
+
+    from raims_node.operator import OperatorHost
+
+    node = net.nodes["A"].node
+    daemon = SimpleNamespace(tree=from_dict(new_network_config("test", ["A", "B"])), node=node)
+    OperatorHost(daemon, None).configure_parameter("heartbeat", "2")  # type: ignore[arg-type]
+    assert (node.state.params.heartbeat_ns, node.state.hs.interval_s) == (2 * NS, 2)
+
+
+def test_debug_takes_a_mask_or_the_manuals_flag_names() -> None:
+    from raims_node.console.session import debug_mask
+
+    assert debug_mask(["0x201"]) == debug_mask(["tcp", "hb"]) == 0x201
+    assert debug_mask(["rv"]) == 0 and debug_mask(["0"]) == 0
+    assert "got 'nosuch'" in str(debug_mask(["nosuch"]))

@@ -104,6 +104,14 @@ def test_errors_are_reported_not_raised(text: str, match: str) -> None:
     assert out.getvalue() == ""
 
 
+def test_a_graph_file_that_is_not_text_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    graph = tmp_path / "bin.txt"
+    graph.write_bytes(b"\xff\xfe")
+    err = io.StringIO()
+    assert run([str(graph)], io.StringIO(), err, io.StringIO()) == 1
+    assert err.getvalue() == f"ms_test_adj: {graph}: not UTF-8 text (byte 0)\n"
+
+
 def test_missing_graph_file(tmp_path: Path) -> None:
     err = io.StringIO()
     assert run([str(tmp_path / "nope.txt")], io.StringIO(), err, io.StringIO()) == 1
