@@ -55,7 +55,7 @@ COMMANDS: tuple[Command, ...] = (
     _c("listen", "T", "Start tport listener"),
     _c("shutdown", "T", "Shutdown tport"),
     _c("network", "S N", "Configure service and join network"),
-    _c("configure transport", "T", "Configure tport T"),
+    _c("configure transport", "T [C]", "Configure tport T: fields K V ..., or one per line until exit"),
     _c("configure parameter", "P V", "Configure parameter P = V"),
     _c("save", "", "Save current config as startup"),
     _c("show subs", "[U] [W]", "Show subscriptions of peers", sbs.show_subs),

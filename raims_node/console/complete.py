@@ -16,9 +16,11 @@ from raims_node.console.session import ConsoleHost
 from raims_node.wire.subjects import bridge_b64
 
 
-def prompt_text(host: ConsoleHost, count: int) -> str:
+def prompt_text(host: ConsoleHost, count: int, mode: str | None = None) -> str:
+    """The manual's prompt; `mode` is the transport a `configure transport` sub-mode sets."""
     node = host.node
-    return f"{node.user}.{node.service}[{bridge_b64(node.bridge)}]@{socket.gethostname()}[{count}]> "
+    tail = f"({mode})" if mode else ""
+    return f"{node.user}.{node.service}[{bridge_b64(node.bridge)}]@{socket.gethostname()}[{count}]{tail}> "
 
 
 def completions(host: ConsoleHost, typed: list[str]) -> Iterable[str]:

@@ -18,7 +18,9 @@ Decisions where the manual is vague:
 - `rpc`, `snap`: the reply subject is a fresh `_INBOX.console.<n>` subscribed by the
   session; the first reply (within REPLY_WAIT_S) is shown and the inbox dropped.
 - `configure transport T K V ...` sets route fields of transport T (a new one needs
-  `type`); `configure parameter P V` sets a parameter; both act on the running
+  `type`); `configure transport T` alone enters the manual's sub-mode, a `field value`
+  per line (`show` prints the record so far) until `exit`, `quit` or `q` applies them;
+  `configure parameter P V` sets a parameter; both act on the running
   configuration, which `save` writes to the config directory (`show running` shows it).
 - `die [I]` exits the process at once with status I (default 1), no BYE.
 """
@@ -34,6 +36,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from raims_node.config.tree import dump_yaml
 from raims_node.console.commands import COMMANDS, execute
 from raims_node.console.context import ConsoleContext
 from raims_node.console.errors import ConsoleError
@@ -152,6 +155,8 @@ class ConsoleSession:
         self._files: dict[str, Path] = {}  # subscription sid -> output file
         self._waits: dict[str, _Wait] = {}  # token or inbox -> the wait for its replies
         self._inbox = 0
+        self.configuring: str | None = None  # the transport whose fields the lines set (sub-mode)
+        self._draft: dict[str, str] = {}
 
     # ------------------------------------------------------------------ output in
 
@@ -198,6 +203,9 @@ class ConsoleSession:
         words = line.split()
         if not words:
             return
+        if self.configuring is not None:
+            self._show(self._configure_line(words))
+            return
         try:
             cmd, args = resolve(COMMANDS, words)
         except ConsoleError:
@@ -211,10 +219,35 @@ class ConsoleSession:
                 result = CommandResult.failed(f"{cmd.name} failed: {exc}")
         else:
             result = execute(self.context(), line)
+        self._show(result)
+
+    def _show(self, result: CommandResult | None) -> None:
         if result is not None:
             text = render_text(result)
             if text:
                 self.write(text)
+
+    def _configure_line(self, words: list[str]) -> CommandResult | None:
+        """A line of `configure transport T`'s sub-mode: `field value`, `show`, or `exit`
+        (`quit`, `q`), which applies the fields and leaves the mode."""
+        name = self.configuring
+        assert name is not None
+        if words[0] in ("exit", "quit", "q"):
+            self.configuring = None
+            try:
+                self.host.configure_transport(name, self._draft)
+            except RuntimeError as exc:
+                return CommandResult.failed(str(exc))
+            return _done("configure transport", name)
+        if words[0] == "show":
+            old = next((t for t in getattr(self.host.tree, "transports", ()) if t.tport == name), None)
+            route = {**(old.route if old else {}), **{k: v for k, v in self._draft.items() if k != "type"}}
+            kind = self._draft.get("type") or (old.type if old else None)
+            return CommandResult.lines("transport", dump_yaml({"tport": name, "type": kind, "route": route}))
+        if len(words) < 2:
+            return CommandResult.failed(f"{words[0]} needs a value (or show, exit)")
+        self._draft[words[0]] = " ".join(words[1:])
+        return None
 
     async def _session_command(self, cmd: Command, args: list[str]) -> CommandResult | None:
         name = cmd.name
@@ -267,8 +300,13 @@ class ConsoleSession:
         if name == "network":
             return _done(name, await host.join_network(args[0], args[1]))
         if name == "configure transport":
-            fields = dict(zip(args[1::2], args[2::2], strict=False))
-            host.configure_transport(args[0], fields)
+            if len(args) == 1:  # the manual's sub-mode: a field per line until exit
+                self.configuring, self._draft = args[0], {}
+                return None
+            words = args[1].split()
+            if len(words) % 2:
+                return CommandResult.failed(f"configure transport {args[0]}: field {words[-1]!r} has no value")
+            host.configure_transport(args[0], dict(zip(words[::2], words[1::2], strict=True)))
             return _done(name, args[0])
         if name == "configure parameter":
             host.configure_parameter(args[0], args[1])

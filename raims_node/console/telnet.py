@@ -229,7 +229,8 @@ class TelnetProtocol(asyncio.Protocol):
 
     def _prompt(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(prompt_text(self.host, self.count).encode())
+            mode = self.session.configuring if self.session is not None else None
+            self.transport.write(prompt_text(self.host, self.count, mode).encode())
 
     async def _serve(self) -> None:
         assert self.session is not None

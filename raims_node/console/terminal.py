@@ -56,7 +56,7 @@ async def run_terminal(host: ConsoleHost, daemon: LogSource, stop: asyncio.Event
         with patch_stdout():
             while not stop.is_set() and not console.quit:
                 try:
-                    line = await session.prompt_async(prompt_text(host, count))
+                    line = await session.prompt_async(prompt_text(host, count, console.configuring))
                 except (EOFError, KeyboardInterrupt):
                     break
                 count += 1

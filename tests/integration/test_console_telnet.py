@@ -16,7 +16,7 @@ import yaml
 from raims_node.console.telnet import DO, ECHO, IAC, SGA, TTYPE, WILL, WONT
 from tests.integration.harness import CONVERGED, MANUAL_GRAPH, NodeProc, graph_config
 
-PROMPT = re.compile(rb"\S+\.\S+\[\S+\]@\S+\[(\d+)\]> ")
+PROMPT = re.compile(rb"\S+\.\S+\[\S+\]@\S+\[(\d+)\](\(\S+\))?> ")  # (T): configuring transport T
 
 
 class TelnetClient:
@@ -25,6 +25,7 @@ class TelnetClient:
     def __init__(self, port: int) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.buf = b""
+        self.prompt = b""  # the last one read
         self.negotiated: list[bytes] = []
 
     def read_until_prompt(self, timeout: float = 10.0) -> str:
@@ -40,6 +41,7 @@ class TelnetClient:
             self.buf += self._options(chunk)
         m = PROMPT.search(self.buf)
         assert m is not None
+        self.prompt = m.group(0)
         out, self.buf = self.buf[: m.start()], self.buf[m.end():]
         return out.decode(errors="replace")
 
@@ -139,3 +141,25 @@ def test_telnet_console_sub_and_pub(abcd_telnet: tuple[dict[str, NodeProc], int]
     a.sock.settimeout(5)
     while a.sock.recv(4096):
         pass  # the server closes the connection
+
+
+def test_telnet_console_configures_a_transport_as_the_manual_shows(abcd_telnet: tuple[dict[str, NodeProc], int]) -> None:
+    """The manual's two forms: `configure transport T` then a field per line, `show` and
+    `exit` (the prompt names T meanwhile), and all fields on one line."""
+    _, port = abcd_telnet
+    t = TelnetClient(port)
+    t.read_until_prompt()
+    t.command("configure transport mytran")
+    assert t.prompt.endswith(b"(mytran)> ")
+    for line in ("type mesh", "listen *", "port 5000"):
+        t.command(line)
+    shown = t.command("show")
+    assert "tport: mytran" in shown and "type: mesh" in shown and "5000" in shown
+    t.command("exit")
+    assert not t.prompt.endswith(b"(mytran)> ")
+    running = t.command("show running transports mytran")
+    assert "tport: mytran" in running and "type: mesh" in running and "listen" in running
+    t.command("configure transport test type tcp port 9000 connect host1")
+    running = t.command("show running transports test")
+    assert "type: tcp" in running and "host1" in running
+    assert "has no value" in t.command("configure transport test port")
