@@ -61,7 +61,7 @@ COMMANDS: tuple[Command, ...] = (
     _c("show subs", "[U] [W]", "Show subscriptions of peers", sbs.show_subs),
     _c("show seqno", "[W]", "Show subject seqno values for pub and sub", sbs.show_seqno),
     _c("show adjacency", "", "Show the adjacency links", rts.show_adjacency),
-    _c("show peers", "[zombie]", "Show active peers", prs.show_peers),
+    _c("show peers", "[O]", "Show active peers", prs.show_peers),  # O: zombie, nonce, start, user, host, ip
     _c("show ports", "[T]", "Show the active ports", loc.show_ports),
     _c("show cost", "[T]", "Show the port costs", more.show_cost),
     _c("show status", "[T]", "Show the port status with any errors", more.show_status),

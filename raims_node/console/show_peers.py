@@ -16,6 +16,8 @@ removed, instead of the live ones), `nonce`, `start` or `user` (the order of the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from raims_node.bloom import BloomFilter
 from raims_node.console.context import ConsoleContext
 from raims_node.console.errors import BadArguments
@@ -41,11 +43,14 @@ def _bloom_count(peer: Peer) -> int | None:
     return peer.bloom.count if isinstance(peer.bloom, BloomFilter) else None
 
 
+BRIDGE_VIEWS: dict[str, Callable[[bytes], str]] = {"host": bytes.hex, "ip": lambda b: ".".join(str(x) for x in b)}
+
 def show_peers(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     node = ctx.node
     names = Names(node)
-    if args and args[0] != ZOMBIE and args[0] not in PEER_ORDERS:
-        raise BadArguments(f"show peers takes {ZOMBIE} or an order ({', '.join(PEER_ORDERS)}), not {args[0]!r}")
+    if args and args[0] != ZOMBIE and args[0] not in PEER_ORDERS and args[0] not in BRIDGE_VIEWS:
+        raise BadArguments(f"show peers takes {ZOMBIE}, an order ({', '.join(PEER_ORDERS)}) or a view of "
+                           f"the bridge ({', '.join(BRIDGE_VIEWS)}), not {args[0]!r}")
     cols = ["user", "bridge", "sub", "seq", "link", "lat", "max", "avg", "time", "tport", "cost"]
     rows: list[Row]
     if args and args[0] == ZOMBIE:
@@ -57,7 +62,11 @@ def show_peers(ctx: ConsoleContext, args: list[str]) -> CommandResult:
             "time": node.start_ns, "tport": None, "cost": None,
         }]
         rows += [_peer_row(node, names, p, live=True) for p in node.peers.values()]
-        if args:
+        if args and args[0] in BRIDGE_VIEWS:  # the manual: the bridge's first 4 bytes, the host id
+            view = BRIDGE_VIEWS[args[0]]
+            for row, bridge in zip(rows, [node.bridge, *node.peers], strict=True):
+                row["bridge"] = view(bridge[:4])
+        elif args:
             col = PEER_ORDERS[args[0]]
             rows.sort(key=lambda r: _sort_key(r[col]))
     kinds = {"lat": Kind.DURATION, "max": Kind.DURATION, "avg": Kind.DURATION, "time": Kind.TIME}

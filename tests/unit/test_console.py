@@ -183,6 +183,9 @@ def test_peers_rows_follow_the_node(net: SimNetwork) -> None:
     by_start = [r["time"] for r in rows(net, "A", "show peers start")]
     assert by_start == sorted(r["time"] for r in got)  # type: ignore[type-var]
     assert "takes zombie" in str(execute(ctx(net, "A"), "peers bogus").error)
+    hosts = {r["user"]: r["bridge"] for r in rows(net, "A", "show peers host")}  # the manual's host id
+    ips = {r["user"]: r["bridge"] for r in rows(net, "A", "show peers ip")}  # its dotted quad
+    assert hosts[label(net, "A", "D")] == d.bridge[:4].hex() and ips["A.*"] == ".".join(map(str, a.bridge[:4]))
 
 
 def test_zombies_are_the_peers_removed() -> None:
