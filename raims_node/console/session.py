@@ -200,12 +200,15 @@ class ConsoleSession:
 
     async def run(self, line: str) -> None:
         """Run one command line, writing its result."""
+        self._show(await self.result_of(line))
+
+    async def result_of(self, line: str) -> CommandResult | None:
+        """Run one command line; its result (None: nothing to show)."""
         words = line.split()
         if not words:
-            return
+            return None
         if self.configuring is not None:
-            self._show(self._configure_line(words))
-            return
+            return self._configure_line(words)
         try:
             cmd, args = resolve(COMMANDS, words)
         except ConsoleError:
@@ -219,7 +222,7 @@ class ConsoleSession:
                 result = CommandResult.failed(f"{cmd.name} failed: {exc}")
         else:
             result = execute(self.context(), line)
-        self._show(result)
+        return result
 
     def _show(self, result: CommandResult | None) -> None:
         if result is not None:

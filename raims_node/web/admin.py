@@ -33,7 +33,7 @@ from urllib.parse import unquote_plus
 from aiohttp import WSMsgType, web
 
 from raims_node.config.records import TransportConfig
-from raims_node.console import ConsoleContext, execute
+from raims_node.console import CommandResult, ConsoleContext, execute
 from raims_node.router.actions import Deliver
 from raims_node.web.digest import DigestAuth
 from raims_node.web.pages import from_dir, graph_html, index_html, page, table_html
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("raims.web")
 
+NOT_HERE = "is not available in this console"
+NOT_OVER_HTTP = ("die", "quit", "exit")  # a page does not end the node or a session it does not have
 WS_BACKLOG_BYTES = 8 * 1024 * 1024  # unsent deliveries that make a websocket a slow consumer
 
 
@@ -118,10 +120,29 @@ class WebAdmin:
             if "text/html" in request.headers.get("Accept", ""):
                 return self._html("index.html", index_html(self.daemon.node))
             return web.json_response({"node": self.daemon.node.user, "usage": "GET /?show peers"})
-        result = execute(self.context(), line)
+        result: CommandResult | None = execute(self.context(), line)
+        if result is not None and result.error and result.error.endswith(NOT_HERE) \
+                and line.split()[0] not in NOT_OVER_HTTP:
+            result = await self._session_command(line)
+        if result is None:
+            return web.json_response([])
         if result.error:
             return web.json_response({"error": result.error}, status=400)
         return web.json_response(result.rows, dumps=_dumps)
+
+    async def _session_command(self, line: str) -> CommandResult | None:
+        """A command that acts on the network (ping, mping, pub, connect, configure, ...),
+        run in a console session of its own for this request (the manual: every console
+        command is exposed on the http endpoint; messages for its subscriptions are the
+        websocket's, /ws)."""
+        from raims_node.console.session import ConsoleSession
+        from raims_node.operator import OperatorHost
+
+        session = ConsoleSession(OperatorHost(self.daemon, None), lambda text: None)
+        try:
+            return await session.result_of(line)
+        finally:
+            session.close()
 
     async def healthz(self, request: web.Request) -> web.Response:
         node = self.daemon.node

@@ -4,6 +4,7 @@ the graph page drawn from the link-state database, and headless Chromium screens
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import urllib.error
@@ -97,6 +98,21 @@ def test_show_pages_and_the_graph(web_ab: tuple[str, Path]) -> None:
     status, body = _get(base + "/index.html", PASSWORD)
     assert status == 200 and "/show/peers" in body
     assert _get(base + "/nothing.html", PASSWORD)[0] == 404
+
+
+def test_the_consoles_network_commands_answer_over_http(web_ab: tuple[str, Path]) -> None:
+    """The manual: every console command is exposed on the http endpoint (a session of
+    its own per request); die, quit and exit are not."""
+    base, _ = web_ab
+    status, body = _get(base + "/?ping", PASSWORD)
+    pinged = {str(r["user"]).split(".")[0] for r in json.loads(body)}
+    assert status == 200 and pinged == {"B", "C"}
+    status, body = _get(base + "/?mping", PASSWORD)
+    assert status == 200 and {str(r["user"]).split(".")[0] for r in json.loads(body)} == {"B", "C"}
+    status, body = _get(base + "/?pub%20web.test%20hello", PASSWORD)
+    assert status == 200 and json.loads(body)
+    status, body = _get(base + "/?die", PASSWORD)
+    assert status == 400 and "not available" in body
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
