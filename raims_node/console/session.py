@@ -40,6 +40,7 @@ from raims_node.config.tree import dump_yaml
 from raims_node.console.commands import COMMANDS, execute
 from raims_node.console.context import ConsoleContext
 from raims_node.console.errors import ConsoleError
+from raims_node.console.names import Names, tport_label
 from raims_node.console.render import render_text
 from raims_node.console.result import CommandResult, Kind, Row
 from raims_node.console.table import Command, resolve
@@ -49,6 +50,7 @@ from raims_node.router.node import Node
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE
 
 REPLY_WAIT_S = 2.0
+PING_COLUMNS = ["user", "cost", "lat", "tport", "peer_tport"]  # the manual's ping, tping and mping
 _LAT = {"lat": Kind.DURATION}
 
 _SESSION_VERBS = (
@@ -165,8 +167,7 @@ class ConsoleSession:
         wait = self._waits.get(d.sid)
         if wait is not None:
             if d.subject.startswith("ping."):
-                lat, _, tport = d.payload.decode(errors="replace").partition(" ")
-                wait.add({"user": d.subject[5:], "lat": int(lat) if lat.isdigit() else None, "tport": tport})
+                wait.add(self._ping_row(d))
             else:
                 wait.add({"subject": d.subject, "reply": d.payload.decode(errors="replace")})
             return
@@ -353,6 +354,17 @@ class ConsoleSession:
             self._waits.pop(key, None)
         return wait.rows
 
+    def _ping_row(self, d: Deliver) -> Row:
+        """The manual's ping row: user, cost and first transport of our route to it, the
+        round trip, and the transport it names in its reply."""
+        node = self.host.node
+        lat, _, peer_tport = d.payload.decode(errors="replace").partition(" ")
+        hops = node.routes.next_hops(d.source, 0)
+        return {"user": Names(node).user(d.source), "cost": node.routes.path_cost(d.source, 0) if hops else None,
+                "lat": int(lat) if lat.isdigit() else None,
+                "tport": tport_label(hops[0].tport_name, hops[0].tport_id) if hops else None,
+                "peer_tport": peer_tport or None}
+
     async def _ping(self, user: str | None, trace: bool) -> CommandResult:
         host = self.host
         users = [user] if user else sorted(p.user for p in host.node.peers.values() if p.session_key)
@@ -362,7 +374,7 @@ class ConsoleSession:
         for u in users:
             token = host.ping(u, self, trace)
             if token is None:
-                rows.append({"user": u, "lat": None, "tport": "no such peer"})
+                rows.append({"user": u, "peer_tport": "no such peer"})
             else:
                 waits[u] = (token, self._waits.setdefault(str(token), _Wait(1)))
         try:
@@ -374,12 +386,12 @@ class ConsoleSession:
                 self._waits.pop(str(token), None)
                 host.cancel(token)
         for u, (_, w) in waits.items():
-            rows += w.rows or [{"user": u, "lat": None, "tport": "no reply"}]
-        if trace:
+            rows += w.rows or [{"user": u, "peer_tport": "no reply"}]
+        if trace:  # a router on the way: its user, and the transport it names
             for kind, u, subject, _, tport, _ in list(host.node.acks)[before:]:
                 if kind == "trace":
-                    rows.append({"user": u, "lat": None, "tport": f"trace {tport} {subject}"})
-        return CommandResult(["user", "lat", "tport"], rows, kinds=_LAT)
+                    rows.append({"user": u, "peer_tport": f"{tport} (trace {subject})"})
+        return CommandResult(PING_COLUMNS, rows, kinds=_LAT)
 
     async def _mping(self, path: int) -> CommandResult:
         host = self.host
@@ -390,9 +402,9 @@ class ConsoleSession:
         rows = await self._collect(str(token), _Wait(expected))
         host.cancel(token)
         answered = {r["user"] for r in rows}
-        rows += [{"user": p.user, "lat": None, "tport": "no reply"} for p in host.node.peers.values()
-                 if p.session_key and p.user not in answered]
-        return CommandResult(["user", "lat", "tport"], rows, kinds=_LAT)
+        rows += [{"user": Names(host.node).user(p.bridge), "peer_tport": "no reply"} for p in host.node.peers.values()
+                 if p.session_key and Names(host.node).user(p.bridge) not in answered]
+        return CommandResult(PING_COLUMNS, rows, kinds=_LAT)
 
     async def _request(self, subject: str, payload: bytes) -> CommandResult:
         self._inbox += 1

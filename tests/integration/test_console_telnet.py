@@ -99,6 +99,7 @@ def test_telnet_console_pings_every_peer_and_path(abcd_telnet: tuple[dict[str, N
     t.read_until_prompt()
     assert bytes([WILL, ECHO]) in t.negotiated and bytes([DO, TTYPE]) in t.negotiated
     out = t.command("ping")
+    assert re.search(r"user\W+cost\W+lat\W+tport\W+peer_tport", out), out  # the manual's columns
     for user in "BCD":
         assert re.search(rf"^\s*{user}\b.*\d+(\.\d+)?(us|ms|s)\b", out, re.M), out
     assert "no reply" not in out

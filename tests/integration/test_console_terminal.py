@@ -93,7 +93,7 @@ def test_terminal_console_completes_remembers_pings_and_controls_transports(
         pane.keys("Enter")
         pane.wait(lambda s: re.search(r"^\s*B\.\d+\s", s, re.M) is not None)
         pane.keys("ping B", "Enter")
-        pane.wait(lambda s: re.search(r"^\s*B\s.*\d(us|ms|s)\b", s, re.M) is not None)
+        pane.wait(lambda s: re.search(r"^\s*B(\.\d+)?\s.*\d(us|ms|s)\b", s, re.M) is not None)
         pane.keys("Up", "Up")  # history: back to "sh peers"
         pane.wait(lambda s: s.rstrip().splitlines()[-1].endswith("> sh peers"))
         pane.keys("C-u", "shutdown link_ab", "Enter")
@@ -138,7 +138,7 @@ def test_debian_telnet_client_gets_an_editing_console(a_b: tuple[Path, list[list
         pane = Pane(f"rtel{os.getpid()}", [str(TELNET), "127.0.0.1", str(port)], tmp_path)
         pane.wait(lambda s: re.search(r"A\.\S+\[\S+\]@\S+\[0\]>", s) is not None)
         pane.keys("pi", "Space", "B", "Enter")  # "pi" is ping
-        pane.wait(lambda s: re.search(r"^\s*B\s.*\d(us|ms|s)\b", s, re.M) is not None)
+        pane.wait(lambda s: re.search(r"^\s*B(\.\d+)?\s.*\d(us|ms|s)\b", s, re.M) is not None)
         pane.keys("sh", "Space", "ad", "Tab")  # server-side completion: "adjacency"
         pane.wait(lambda s: "sh adjacency" in s)
         pane.keys("Enter")
