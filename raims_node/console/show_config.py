@@ -7,7 +7,9 @@ Decisions where the manual is vague:
   the manual says to remove to protect the keys): console output is read over telnet
   and the web. `show running
   transport|service|user|group|parameter X` prints that section, X being a name or
-  `*` for all of it.
+  `*` for all of it. `show startup` (and the same sub-forms) is the configuration the
+  node was started from, read again from its files: `save` changes it, console changes
+  not saved do not.
 - show tport: `state` is `running` when the node has a transport of that name (or, for
   a `type: name` record, when the daemon's `show ports` has a name service of that
   device; for telnet and web, a listener of that name), else `-`.
@@ -16,9 +18,12 @@ Decisions where the manual is vague:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from raims_node.config.tree import ConfigTree, dump_yaml
+from raims_node.config.errors import ConfigError
+from raims_node.config.tree import ConfigTree, dump_yaml, load
 from raims_node.console.context import ConsoleContext, Handler
 from raims_node.console.errors import BadArguments
 from raims_node.console.names import ALL_USERS, Names
@@ -32,6 +37,20 @@ def _config(ctx: ConsoleContext) -> ConfigTree:
     if not isinstance(ctx.config, ConfigTree):
         raise BadArguments("no configuration is loaded")
     return ctx.config
+
+
+def _startup(ctx: ConsoleContext) -> ConfigTree:
+    """The startup configuration: the files the node was started from, read again (what
+    `save` wrote since is in it, console changes not saved are not); the running tree
+    when they cannot be read (stdin, a path relative to a directory left by `-b`)."""
+    running = _config(ctx)
+    source = Path(running.sources[0]) if running.sources else None
+    if source is not None and source.is_file():
+        try:
+            return load(source)
+        except ConfigError:
+            pass
+    return running
 
 
 SECRET_PARAMETERS = ("salt_data", "pass_data")  # the secrets every key is sealed with
@@ -57,16 +76,23 @@ def show_running(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     return CommandResult.lines("running", dump_yaml(_public(_config(ctx))))
 
 
-def _section(key: str, field: str) -> Handler:
+def show_startup(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    if not isinstance(ctx.config, ConfigTree):
+        return CommandResult.lines("startup", "")  # (a node without a configuration, tests)
+    return CommandResult.lines("startup", dump_yaml(_public(_startup(ctx))))
+
+
+def _section(key: str, field: str, tree: Callable[[ConsoleContext], ConfigTree] = _config,
+             column: str = "running") -> Handler:
     def handler(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-        data = _public(_config(ctx))
+        data = _public(tree(ctx))
         if key == "parameters":
             chosen: Any = {k: v for k, v in data.get(key, {}).items() if _wanted(k, args)}
         else:
             chosen = [rec for rec in data.get(key, []) if _wanted(str(rec[field]), args)]
         if not chosen and args:
             raise BadArguments(f"no {field} {args[0]!r} in the configuration")
-        return CommandResult.lines("running", dump_yaml({key: chosen}))
+        return CommandResult.lines(column, dump_yaml({key: chosen}))
     return handler
 
 
@@ -75,6 +101,11 @@ show_running_service = _section("services", "svc")
 show_running_user = _section("users", "user")
 show_running_group = _section("groups", "group")
 show_running_parameter = _section("parameters", "parameter")
+show_startup_transport = _section("transports", "tport", _startup, "startup")
+show_startup_service = _section("services", "svc", _startup, "startup")
+show_startup_user = _section("users", "user", _startup, "startup")
+show_startup_group = _section("groups", "group", _startup, "startup")
+show_startup_parameter = _section("parameters", "parameter", _startup, "startup")
 
 
 def show_tport(ctx: ConsoleContext, args: list[str]) -> CommandResult:

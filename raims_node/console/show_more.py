@@ -26,7 +26,7 @@ Decisions where the manual is vague, or raims has no such state:
 
 from __future__ import annotations
 
-from raims_node.config.tree import ConfigTree, dump_yaml
+from raims_node.config.tree import ConfigTree
 from raims_node.console.context import ConsoleContext
 from raims_node.console.names import Names
 from raims_node.console.result import CommandResult, Kind, Row, as_cell
@@ -169,9 +169,3 @@ def show_rpcs(ctx: ConsoleContext, args: list[str]) -> CommandResult:
                         "tries": p.tries, "deadline": p.deadline_ns}
                        for p in node.state.sync.pending.values()]
     return CommandResult(["kind", "about", "via", "tries", "deadline"], rows)
-
-
-def show_startup(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    if not isinstance(ctx.config, ConfigTree):
-        return CommandResult.lines("startup", "")
-    return CommandResult.lines("startup", dump_yaml({"startup": ctx.config.startup.to_dict()}))

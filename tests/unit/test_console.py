@@ -436,3 +436,26 @@ def test_debug_takes_a_mask_or_the_manuals_flag_names() -> None:
     assert debug_mask(["0x201"]) == debug_mask(["tcp", "hb"]) == 0x201
     assert debug_mask(["rv"]) == 0 and debug_mask(["0"]) == 0
     assert "got 'nosuch'" in str(debug_mask(["nosuch"]))
+
+
+def test_startup_is_the_configuration_files_and_running_adds_what_was_not_saved(net: SimNetwork,
+                                                                               tmp_path: Path) -> None:
+    import dataclasses
+
+    import yaml
+
+    from raims_node.config.records import TransportConfig
+    from raims_node.config.tree import load
+
+    data = new_network_config("test", ["A", "B"])
+    data["transports"] = [{"tport": "saved", "type": "tcp", "route": {"listen": "*", "port": 9001}}]
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(data))
+    started = load(tmp_path / "cfg.yaml")
+    running = dataclasses.replace(started, transports=(*started.transports, TransportConfig("added", "tcp", {})))
+    for line, want in (("show startup", {"saved"}), ("show running", {"saved", "added"})):
+        text = "\n".join(str(r["startup" if "startup" in line else "running"]) for r in rows(net, "A", line, config=running))
+        assert {t for t in ("saved", "added") if f"tport: {t}" in text} == want
+    one = [r["startup"] for r in rows(net, "A", "show startup transports saved", config=running)]
+    assert one[0] == "transports:" and any("9001" in str(x) for x in one)
+    assert execute(ctx(net, "A", config=running), "show startup transport added").error == \
+        "no tport 'added' in the configuration"
