@@ -417,7 +417,7 @@ class BridgeServer:
         self.error_closes = 0  # closed for another error: protocol, authorization, stale, capacity
         self._full_logged = (-LOG_EVERY_S, 0)  # when the last capacity refusal was logged, refusals since
         # totals of the connections already closed
-        self._closed = {"bytes_in": 0, "bytes_out": 0, "msgs_in": 0, "msgs_out": 0}
+        self._closed = {"bytes_in": 0, "bytes_out": 0, "msgs_in": 0, "msgs_out": 0, "payload_in": 0, "payload_out": 0}
 
     def refuse_full(self, transport: asyncio.Transport) -> None:
         """A client past the node's capacity: its protocol's error, closed, counted, logged
@@ -475,6 +475,8 @@ class BridgeServer:
         totals["bytes_out"] += session.bytes_out
         totals["msgs_in"] += session.msgs_in
         totals["msgs_out"] += session.msgs_out
+        totals["payload_in"] += getattr(session, "payload_in", 0)  # (NATS sessions count them)
+        totals["payload_out"] += getattr(session, "payload_out", 0)
 
     def closing(self, session: BridgeSession) -> None:
         """The session ends; count and log why when it is an error."""
@@ -492,6 +494,12 @@ class BridgeServer:
             server.close()
         for proto in list(self.conns):
             proto.close()
+
+    def payload_bytes(self) -> tuple[int, int]:
+        """Message bytes in and out (headers and data) of live and closed clients."""
+        live = [p.session for p in self.conns if p.session is not None]
+        return (self._closed["payload_in"] + sum(getattr(s, "payload_in", 0) for s in live),
+                self._closed["payload_out"] + sum(getattr(s, "payload_out", 0) for s in live))
 
     def port_row(self, label: str) -> dict[str, Any]:
         """The `show ports` row of this transport (counters of live and closed clients)."""

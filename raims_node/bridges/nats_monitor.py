@@ -37,6 +37,8 @@ class MonitoredServer(Protocol):
 
     def port_row(self, label: str) -> dict[str, Any]: ...
 
+    def payload_bytes(self) -> tuple[int, int]: ...
+
 CONNZ_LIMIT = 1024
 
 
@@ -87,13 +89,14 @@ class NatsMonitor:
         s = self.server
         now = time.time_ns()
         row = s.port_row("")
+        payload_in, payload_out = s.payload_bytes()  # nats-server's in/out_bytes: message bytes, not wire
         cfg = s.config
         return web.json_response({
             "server_id": cfg.server_id, "server_name": cfg.server_name, "version": cfg.version,
             "proto": 1, "go": "raims", "host": cfg.host, "port": cfg.port, "http_port": s.settings.http_port,
             "max_payload": cfg.max_payload, "max_control_line": cfg.max_control_line,
             "connections": len(s.conns), "total_connections": self.total_connections,
-            "in_msgs": row["mr"], "out_msgs": row["ms"], "in_bytes": row["br"], "out_bytes": row["bs"],
+            "in_msgs": row["mr"], "out_msgs": row["ms"], "in_bytes": payload_in, "out_bytes": payload_out,
             "slow_consumers": s.slow_consumers, "subscriptions": sum(
                 getattr(p.session, "subscriptions", 0) for p in self._sessions()),
             "start": _iso(self.started_ns), "now": _iso(now), "uptime": _uptime(now - self.started_ns),
@@ -118,7 +121,7 @@ class NatsMonitor:
                 "port": peer[1] if isinstance(peer, tuple) else 0,
                 "start": _iso(sess.started_ns), "uptime": _uptime(now - sess.started_ns),
                 "pending_bytes": sess.buffered, "in_msgs": sess.msgs_in, "out_msgs": sess.msgs_out,
-                "in_bytes": proto.bytes_in, "out_bytes": sess.bytes_out, "subscriptions": sess.subscriptions,
+                "in_bytes": sess.payload_in, "out_bytes": sess.payload_out, "subscriptions": sess.subscriptions,
                 "name": sess.name, "lang": sess.lang, "version": sess.version,
             }
             if subs:

@@ -158,6 +158,7 @@ class NatsSession(SessionOutput):
         self.connected = False  # a CONNECT was accepted
         self.msgs_in = 0
         self.msgs_out = 0
+        self.payload_in = self.payload_out = 0  # message bytes (headers and data): nats-server's in/out_bytes
         self._parser = NatsParser(config.max_payload, config.max_control_line, runs=True)
         # RouterBus.publish_lone, when the bus has it: a PUB read alone, written on at once
         self._publish_lone: Callable[[NatsSession, str, bytes], int] | None = getattr(bus, "publish_lone", None)
@@ -196,6 +197,7 @@ class NatsSession(SessionOutput):
         lone = self._parser.lone_pub(data) if type(data) is bytes else None
         if lone is not None and (lone[0] is self._lone_subject or self._plain_pub(lone[0])):  # written on at once
             self.msgs_in += 1
+            self.payload_in += len(lone[1])
             if self._publish_lone is not None:
                 self._publish_lone(self, lone[0], lone[1])
             else:
@@ -281,6 +283,7 @@ class NatsSession(SessionOutput):
         """The common case, routed once for a pipelined run: no reply, no headers, not
         verbose. A run is published whole even if a delivery closes this session."""
         self.msgs_in += len(payloads)
+        self.payload_in += payloads.count * payloads.size if isinstance(payloads, PackedRun) else sum(map(len, payloads))
         if _matchable(subject):
             self.bus.publish_run(self, subject, payloads)
 
@@ -331,6 +334,7 @@ class NatsSession(SessionOutput):
                        ERR_UNKNOWN_OP)
             return
         self.msgs_in += 1
+        self.payload_in += len(ev.payload) + (len(ev.headers) if ev.headers else 0)
         subject = ev.subject
         refused = self.pedantic and not is_literal_subject(subject)
         if refused:
@@ -396,6 +400,7 @@ class NatsSession(SessionOutput):
             del self._subs[sid]
             self.bus.unsubscribe(self, sid)
         self.msgs_out += 1
+        self.payload_out += len(payload) + (len(headers) if headers is not None and self.headers else 0)
         if headers is None or not self.headers:
             if not reply and subject == sub.subject:
                 self._write(sub.msg_line(len(payload)) + payload + b"\r\n")
@@ -412,6 +417,7 @@ class NatsSession(SessionOutput):
             return
         sub.delivered += len(payloads)
         self.msgs_out += len(payloads)
+        self.payload_out += sum(map(len, payloads))
         if len(set(map(len, payloads))) == 1:
             line = sub.msg_line(len(payloads[0]))  # one size (a stream): joined in one call
             self._write(line + (b"\r\n" + line).join(payloads) + b"\r\n")
@@ -430,6 +436,7 @@ class NatsSession(SessionOutput):
             return
         sub.delivered += run.count
         self.msgs_out += run.count
+        self.payload_out += run.count * run.size
         self._write(run.framed(sub.msg_line(run.size), b"\r\n"))
 
     def lame_duck(self) -> None:

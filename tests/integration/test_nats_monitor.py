@@ -42,17 +42,22 @@ async def test_varz_and_connz_see_the_clients_own_connection(ab: BridgeNet) -> N
     url = _monitor_url(ab, "A")
     nc = await nats.connect(f"nats://127.0.0.1:{ab.port('A', 'natsmon')}", name="monitored-client")
     try:
-        await nc.subscribe("watch.me")
+        sub = await nc.subscribe("watch.me")
         await nc.publish("watch.me", b"x")
-        await nc.flush()
+        await nc.publish("watch.me", b"abc", headers={"K": "V"})  # 18 B of headers: NATS/1.0, K: V, the end
+        await sub.next_msg(timeout=5)
+        await sub.next_msg(timeout=5)
         varz = await asyncio.to_thread(_get, url + "/varz")
         assert varz["connections"] == 1 and varz["total_connections"] >= 1
+        # message bytes (headers and data), as nats-server and nats.py's own tests count them
+        assert (varz["in_msgs"], varz["in_bytes"], varz["out_msgs"], varz["out_bytes"]) == (2, 22, 2, 22)
         assert varz["port"] == ab.port("A", "natsmon") and varz["max_payload"] > 0 and varz["in_msgs"] >= 1
         connz = await asyncio.to_thread(_get, url + "/connz?subs=1")
         assert connz["num_connections"] == 1
         conn = connz["connections"][0]
         assert conn["cid"] == nc.client_id and conn["name"] == "monitored-client" and conn["lang"] == "python3"
         assert conn["subscriptions"] == 1 and conn["subscriptions_list"] == ["watch.me"]
+        assert (conn["in_bytes"], conn["out_bytes"]) == (22, 22)
         subsz = await asyncio.to_thread(_get, url + "/subsz")
         assert subsz["num_subscriptions"] == 1
         assert (await asyncio.to_thread(_get, url + "/healthz")) == {"status": "ok"}
