@@ -417,7 +417,7 @@ class BridgeServer:
         self.error_closes = 0  # closed for another error: protocol, authorization, stale, capacity
         self._full_logged = (-LOG_EVERY_S, 0)  # when the last capacity refusal was logged, refusals since
         # totals of the connections already closed
-        self._closed = {"bytes_in": 0, "bytes_out": 0, "msgs_in": 0, "msgs_out": 0, "payload_in": 0, "payload_out": 0}
+        self._closed = dict.fromkeys(("bytes_in", "bytes_out", "msgs_in", "msgs_out", "payload_in", "payload_out"), 0)
 
     def refuse_full(self, transport: asyncio.Transport) -> None:
         """A client past the node's capacity: its protocol's error, closed, counted, logged

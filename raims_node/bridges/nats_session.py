@@ -283,7 +283,8 @@ class NatsSession(SessionOutput):
         """The common case, routed once for a pipelined run: no reply, no headers, not
         verbose. A run is published whole even if a delivery closes this session."""
         self.msgs_in += len(payloads)
-        self.payload_in += payloads.count * payloads.size if isinstance(payloads, PackedRun) else sum(map(len, payloads))
+        self.payload_in += (payloads.count * payloads.size if isinstance(payloads, PackedRun)
+                            else sum(map(len, payloads)))
         if _matchable(subject):
             self.bus.publish_run(self, subject, payloads)
 
@@ -343,7 +344,8 @@ class NatsSession(SessionOutput):
             self._write(OK)
         if refused or not _matchable(subject):
             return
-        if ev.reply is not None and self.no_responders and not self.bus.has_interest(subject, None if self.echo else self):
+        if ev.reply is not None and self.no_responders \
+                and not self.bus.has_interest(subject, None if self.echo else self):
             self._send_no_responders(subject, ev.reply)
             return
         self.bus.publish(self, subject, ev.reply, ev.headers, ev.payload)

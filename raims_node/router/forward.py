@@ -250,8 +250,8 @@ class Forward:
 
     def relay_set(self, source: bytes, path: int, subject: bytes, h: int, came: int, data: bytes,
                   now_ns: int) -> tuple[int, ...]:
-        """Connections a frame from `source` that arrived on `came` goes on to (after the floods held): the
-        source's tree, or, while the links change, the old routes' or ours (route_grace.py)."""
+        """Connections a frame from `source` that arrived on `came` goes on to, after the
+        floods held: the source's tree, or, while links change, the old routes' or ours."""
         st = self.st
         st.floods_first(now_ns)
         conns = self._forward_set(source, path, subject, h, now_ns)

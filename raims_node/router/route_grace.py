@@ -11,9 +11,9 @@ drop what is already on its way: for `ROUTE_GRACE_NS` after a change of the link
 (`Forward.watch_links`: from `Node._flush`, or from the cache rebuild that sees it
 first), a relayed frame that the new routes send nowhere and no local subscription
 wants, i.e. one that only an old route explains, goes out on the links of the last set
-that sent it somewhere (a link gone since is skipped). Every other frame
-keeps to the new routes: sending it on the old links too would give subscribers two
-copies (measured: 30-70 repeats in D's `show loss` per switch when both were used).
+that sent it somewhere (a link gone since is skipped). Every other frame keeps to the
+new routes: sending it on the old links too would give subscribers two copies
+(measured: 30-70 repeats in D's `show loss` per switch when both were used).
 
 Only the routes of a converged node are kept: a joining node's first trees are partial.
 Without a live old set, such a frame goes on this node's own tree toward the

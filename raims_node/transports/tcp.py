@@ -31,7 +31,7 @@ One message in flight crosses a node with one read, one write and no loop turn.
 
 Refusals (hardening): until the owner says the link authenticated (`link_authenticated`),
 at most PREAUTH_BUFFER bytes of a partial frame are held (a socket that announced a
-64 MiB frame and trickled it on held it all: 1 GB from 60 sockets of one host on a
+16 MiB frame and trickled it on held it all: 1 GB from 60 sockets of one host on a
 `tcp_noencrypt` port); a link closed for what its peer sent (a stream that is not
 frames, a key exchange that fails, that cap) names the cause in `refusal`, which the
 owner counts (`show counters reject`).
