@@ -56,7 +56,8 @@ NUL: Final = b"\x00"
 
 CRED_PREFIX: Final = b"!/cred/"
 WHOAMI: Final = b"!/cred/whoami"
-_CRED_RX: Final = re.compile(rb"!/cred/([0-9]*)/([0-9]*)/([0-9]*)/(.*)", re.DOTALL)
+# ids are 32-bit: at most 10 digits (a longer field is malformed, never a huge int())
+_CRED_RX: Final = re.compile(rb"!/cred/([0-9]{0,10})/([0-9]{0,10})/([0-9]{0,10})/(.*)", re.DOTALL)
 
 
 class SbusProtocolError(BridgeError):

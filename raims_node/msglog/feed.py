@@ -19,6 +19,7 @@ per message of a large catch-up.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import Final
@@ -28,6 +29,8 @@ from raims_node.msglog.errors import MsgLogError
 from raims_node.msglog.log import MessageLog, Position
 from raims_node.msglog.reader import LogReader
 from raims_node.msglog.state import State
+
+log = logging.getLogger("raims.msglog")
 
 READ_BYTES: Final = 128 * 1024
 MIN_BULK: Final = 16 * 1024
@@ -154,7 +157,11 @@ class Feed:
         try:
             while not self.paused and not self.closed and pos.offset < self._bulk_end:
                 data = os.pread(fd, min(READ_BYTES, self._bulk_end - pos.offset), pos.offset)
-                if not data:
+                if not data:  # the file ends before the log said: end this feed, never spin on it
+                    log.error("feed: %s ends at %d, before %d", paths.numbered(pos.file_no), pos.offset,
+                              self._bulk_end)
+                    self._bulk_end = 0
+                    self.close()
                     break
                 pos = Position(pos.file_no, pos.offset + len(data))
                 self.reader.pos = pos

@@ -30,6 +30,7 @@ Rollover and create always fsync (a file and its directory entry), whatever the 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import time
@@ -86,6 +87,24 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _write_all(fd: int, data: bytes, end: int) -> None:
+    """Write all of `data` at the file's `end`, or none of it: a short write (a full disk)
+    is cut back off and raised, so no torn record is left before later ones and no state
+    counts what is not on disk."""
+    view = memoryview(data)
+    try:
+        while view:
+            n = os.write(fd, view)
+            if n <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            view = view[n:]
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, end)
+            os.lseek(fd, end, os.SEEK_SET)
+        raise MsgLogError(f"message log write failed ({exc.strerror or exc}); nothing of it was logged") from None
 
 
 def _write_new(path: Path, data: bytes) -> None:
@@ -159,8 +178,12 @@ def read_file_header(path: Path) -> FileHeader:
 def _is_torn(buf: bytes, bad: record.Bad) -> bool:
     """A bad record that can only be the tail of an interrupted write: it runs to (or
     past) the end of the file, or only zero bytes follow it (space the file system
-    allocated but the write never filled)."""
-    return bad.extent >= len(buf) or not any(buf[bad.extent :]) or not any(buf[bad.offset :])
+    allocated but the write never filled), and no whole record follows it (a write is
+    cut short at its end: a valid record after the bad one means the bad one was
+    damaged, e.g. a flipped length, not torn)."""
+    if not (bad.extent >= len(buf) or not any(buf[bad.extent :]) or not any(buf[bad.offset :])):
+        return False
+    return not record.valid_record_after(buf, bad.offset)
 
 
 def scan_file(path: Path) -> tuple[FileHeader, State, int, bool, record.Bad | None, int]:
@@ -353,7 +376,7 @@ class MessageLog:
         if self.end + len(raw) > self.max_file_size and self.end > self._file_start:
             self.roll_over()
         start = Position(self.active_no, self.end)
-        os.write(self._fd, raw)
+        _write_all(self._fd, raw, self.end)
         ids_of = self.state.ids
         for origin, mid in ids:
             if mid > ids_of[origin]:

@@ -102,7 +102,7 @@ class PeerLink(asyncio.Protocol):
                     self._hello(ev.fields)
                 elif isinstance(ev, Messages):
                     self.node.receive(ev.data, ev.spans)
-        except (ProtocolError, MsgLogError) as exc:
+        except (ProtocolError, MsgLogError, RecursionError) as exc:  # (a hello nested too deep)
             self.node.counters["protocol_errors"] += 1
             self.node.mark_dirty()
             log.warning("link %s %s: %s", self.id, self.peer or "?", exc)
@@ -258,10 +258,11 @@ class CabalNode:
     def receive(self, data: bytes, spans: list[RawSpan]) -> None:
         """Log what is new, exactly once (seed 1.7)."""
         ids = self.log.state.ids  # State.offer, inlined: this loop runs per message
+        ahead: dict[int, int] = {}  # this batch's ids; the state moves only once they are written
         keep: list[RawSpan] = []
         for s in spans:
             origin, mid = s[0], s[1]
-            last = ids[origin]
+            last = ahead.get(origin, ids[origin])
             if mid <= last:
                 continue  # Verdict.DUPLICATE
             if mid != last + 1:  # Verdict.GAP
@@ -269,7 +270,7 @@ class CabalNode:
                 log.warning(
                     "%s: gap before %d:%d (the server's log lacks it)", self.conf.name, origin, mid
                 )
-            ids[origin] = mid
+            ahead[origin] = mid
             keep.append(s)
         self.counters["duplicates"] += len(spans) - len(keep)
         if not keep:

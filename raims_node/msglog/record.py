@@ -155,6 +155,22 @@ def scan_heads(
         offset = stop
 
 
+def valid_record_after(buf: bytes, start: int, window: int = 1 << 20) -> bool:
+    """Whether a whole record with a good checksum starts within `window` bytes after
+    `start` (a damaged record is followed by good ones; a torn write's tail is not)."""
+    view = memoryview(buf)
+    end = len(view)
+    kinds = bytes(sorted(_KINDS))
+    for p in range(start + 1, min(end - HEAD_SIZE, start + window) + 1):
+        if view[p + 4] not in kinds:
+            continue
+        crc, kind, _origin, _flags, length, _mid, _time = HEAD.unpack_from(view, p)
+        stop = p + HEAD_SIZE + length
+        if length <= MAX_DATA and stop <= end and zlib.crc32(view[p + 4 : stop]) == crc:
+            return True
+    return False
+
+
 def scan(
     buf: bytes | memoryview, offset: int = 0, verify: bool = True
 ) -> Iterator[tuple[int, Record] | Bad]:

@@ -121,6 +121,51 @@ def test_bad_record_in_the_middle_is_corruption_not_a_tear(tmp_path: Path) -> No
         MessageLog.open(tmp_path, "c", "n")
 
 
+def test_a_flipped_length_in_the_middle_is_corruption_not_a_torn_tail(tmp_path: Path) -> None:
+    """A length that points past the end looks like a torn last record; the whole records
+    after it say otherwise (it cut 991 of 1,000 messages silently)."""
+    d = create_log(tmp_path, "c", "n", 1)
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        first = log.position.offset
+        for i in range(100):
+            log.originate(b"payload %03d" % i)
+    size = record.HEAD_SIZE + len(b"payload 000")
+    with open(d / "00000001.msg", "r+b") as fh:
+        fh.seek(first + 10 * size + 8 + 2)  # record 10's length field, its third byte
+        fh.write(b"\x40")
+    with pytest.raises(CorruptLog):
+        MessageLog.open(tmp_path, "c", "n")
+
+
+def test_a_full_disk_logs_nothing_of_a_write_and_the_log_stays_whole(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short write (ENOSPC part way) is cut back off and raised: no torn record before
+    later ones, no state for what is not on disk, and the log reopens and goes on."""
+    from raims_node.msglog import log as log_module
+    from raims_node.msglog.errors import MsgLogError
+
+    d = create_log(tmp_path, "c", "n", 1)
+    real_write = os.write
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        log.originate(b"before")
+        end = log.position
+
+        def half(fd: int, data: bytes) -> int:
+            if len(data) > 20:
+                return real_write(fd, bytes(data)[:10])  # then the disk is full
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(log_module.os, "write", half)
+        with pytest.raises(MsgLogError, match="nothing of it was logged"):
+            log.originate(b"lost on a full disk")
+        monkeypatch.setattr(log_module.os, "write", real_write)
+        assert log.state[1] == 1 and (d / "00000001.msg").stat().st_size == end.offset
+        assert log.originate(b"after") == 2
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        assert log.state[1] == 2
+    assert [r.data for r in LogReader(d).all_records()][-2:] == [b"before", b"after"]
+
+
 def test_state_only_log_keeps_just_the_state(tmp_path: Path) -> None:
     d = create_log(tmp_path, "c", "s", 0, LogKind.STATE)
     with MessageLog.open(tmp_path, "c", "s") as log:

@@ -71,6 +71,10 @@ def test_cred_pattern() -> None:
     assert sp.key_creds(b"!/cred/1/2/3/x") == sp.Creds(1, 2, 3)
     assert sp.key_creds(b"!/cred//2/3/x") is None
     assert me.key() == b"!/cred/10/20/30"
+    huge = b"1" * 5000  # past int()'s digit limit: malformed, never a ValueError in the read loop
+    with pytest.raises(sp.CredRefused):
+        sp.cred_pattern(b"!/cred/" + huge + b"//1/x", me)
+    assert sp.key_creds(b"!/cred/" + huge + b"/1/1/x") is None
 
 
 keys = st.lists(st.binary(min_size=0, max_size=6), min_size=1, max_size=4).map(b"/".join)
