@@ -238,6 +238,7 @@ class IpcServer(BridgeServer):
             client.close()
 
     def dropped(self, client: IpcClient) -> None:
+        self.bus.drop_client(client)  # type: ignore[arg-type]  # its service names are withdrawn
         self.clients.pop(client.fd, None)
         self.hub.gate.remove(client)
         for text, _ in client.patterns:
@@ -248,9 +249,8 @@ class IpcServer(BridgeServer):
     # ------------------------------------------------------------ packets
 
     def packets(self, client: IpcClient, packets: list[bytes | None]) -> None:
-        """A batch of packets from `client`, in order (None: one too large; b"": the end).
-        Consecutive MSGs on one routing key form a run, handed at once to the local
-        receivers' pending batches and to the network (`_run`)."""
+        """A batch of packets from `client`, in order (None: one too large; b"": the end);
+        consecutive MSGs on one key form a run for local receivers and the network (`_run`)."""
         routes = self._routes
         run: list[bytes] = []
         run_key: bytes | None = None
@@ -269,14 +269,14 @@ class IpcServer(BridgeServer):
                         key = packet[4:nul]
                         if key != run_key:
                             if run:
-                                self._run(run_route, run, len(run_key or b""))
+                                self._run(run_route, run, len(run_key or b""), client)
                                 run = []
                             run_key, run_route = key, routes.get(key) or self._route(key)
                         if run_route is not None:
                             run.append(packet)
                         continue
                 if run:  # what was published before goes first
-                    self._run(run_route, run, len(run_key or b""))
+                    self._run(run_route, run, len(run_key or b""), client)
                     run = []
                 run_key = None
                 if not packet:
@@ -284,13 +284,14 @@ class IpcServer(BridgeServer):
                     break
                 self.packet(client, packet)
             if run:
-                self._run(run_route, run, len(run_key or b""))
+                self._run(run_route, run, len(run_key or b""), client)
         finally:
             self._in_batch = False
 
-    def _run(self, route: tuple[tuple[IpcClient, ...], str | None] | None, run: list[bytes], key_len: int) -> None:
-        """MSG packets on one routing key (of `key_len` bytes): to the local receivers, and
-        their payloads into the network as one run when the key maps to a subject."""
+    def _run(self, route: tuple[tuple[IpcClient, ...], str | None] | None, run: list[bytes], key_len: int,
+             client: IpcClient) -> None:
+        """`client`'s MSG packets on one key (`key_len` bytes): to the local receivers, and as
+        one run into the network if the key has a subject (`_NAMES.*` as the client's own)."""
         if route is None:
             return
         receivers, subject = route
@@ -298,7 +299,8 @@ class IpcServer(BridgeServer):
             receiver.send_many(run)
         if subject is not None:
             body = key_len + 5  # b"MSG " + key + b"\x00"
-            self.bus.publish_run(self, subject, [packet[body:] for packet in run])
+            owner: Any = client if subject.startswith("_NAMES.") else self
+            self.bus.publish_run(owner, subject, [packet[body:] for packet in run])
 
     def packet(self, client: IpcClient, packet: bytes) -> None:
         """One packet from `client` other than a well-formed MSG."""
@@ -317,8 +319,7 @@ class IpcServer(BridgeServer):
             self.control(client, event.key, event.payload)
 
     def dirty(self, client: IpcClient) -> None:
-        """`client` has its first pending delivery: flush it at the end of the current
-        read batch, or soon when the delivery came from elsewhere (the bus)."""
+        """`client`'s first pending delivery: flushed at the end of the read batch, or soon."""
         self._dirty.append(client)
         if not self._in_batch and not self._flush_soon:
             self._flush_soon = True
@@ -484,8 +485,7 @@ class IpcServer(BridgeServer):
             self.bus.unsubscribe(self, entry[0])
 
     def _canonical(self, subject: str) -> str:
-        """The sid of ours that delivers `subject`: the smallest whose pattern (and shard)
-        takes it."""
+        """The sid of ours that delivers `subject`: the smallest whose pattern (and shard) takes it."""
         h: int | None = None
         sids = []
         for (net, shard), (sid, _, compiled) in self._net.items():

@@ -599,3 +599,41 @@ def test_graph_redis_on_d_to_sbus_on_a(graph: dict[str, dict[str, object]]) -> N
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-x"]))
+
+
+def test_an_sbus_clients_names_are_withdrawn_when_it_goes(bus: OneNode) -> None:
+    """Seed 002 2.2.10: a binder's names go with it. An sbus client's `_NAMES` requests
+    were owned by the ipc server, so its names outlived it (lookups kept answering with
+    its dead port)."""
+    import asyncio
+    import json
+
+    import nats
+
+    from raims_node.names.client import NamesClient, NamesRequestError
+
+    s = bus.client()
+    s.sub(b"r/1")
+    s.sub(b"srv/in")
+    s.drain()
+    s.pub(b"_NAMES/BIND", json.dumps({"type": 4200, "instance": 7, "inbox": "srv.in", "reply": "r.1"}).encode())
+    assert b'"port"' in s.recv()
+
+    async def lookups() -> tuple[dict[str, object], str]:
+        nc = await nats.connect(f"nats://127.0.0.1:{bus.nats}", connect_timeout=5, max_reconnect_attempts=0)
+        try:
+            names = NamesClient(nc, timeout=3)
+            bound = await names.lookup(4200, 7)
+            s.close()
+            for _ in range(50):  # until the node has seen the client go
+                try:
+                    await names.lookup(4200, 7)
+                except NamesRequestError as exc:
+                    return bound, str(exc)
+                await asyncio.sleep(0.05)
+            return bound, "still bound"
+        finally:
+            await nc.close()
+
+    bound, after = asyncio.run(asyncio.wait_for(lookups(), 30))
+    assert bound and "no publication" in after
