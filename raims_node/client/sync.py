@@ -71,11 +71,23 @@ class Message:
         self.client.publish(self.reply, payload)
 
 
+def _own_cred_fields(pattern: bytes) -> bytes:
+    """A secret-key pattern with its empty fields filled with this process's credentials,
+    as the server fills them (seed 001: empty fields "match the client's credentials"), so
+    that the messages it delivers match here too; any other pattern as it is."""
+    if not pattern.startswith(sp.CRED_PREFIX):
+        return pattern
+    try:
+        return sp.cred_pattern(pattern, sp.Creds(os.getgid(), os.getuid(), os.getpid()))
+    except sp.CredRefused:
+        return pattern
+
+
 class Subscription:
     def __init__(self, client: Client, pattern: bytes, callback: Callable[[Message], Any] | None) -> None:
         self.client = client
         self.pattern = pattern
-        self.compiled: Pattern = compile_pattern(subject_text(pattern), "sbus")
+        self.compiled: Pattern = compile_pattern(subject_text(_own_cred_fields(pattern)), "sbus")
         self.callback = callback
         self.queue: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
         self.active = True

@@ -90,6 +90,17 @@ def test_pubsub_iterator_callback_flush_visible(node: Node) -> None:
             c.wait_visible("nobody/listens", timeout=0.3)
 
 
+def test_a_secret_key_subscription_with_empty_fields_delivers(node: Node) -> None:
+    """Seed 001: empty `!/cred/` fields match the client's own credentials. The server
+    filled them in and delivered; the library matched the unfilled pattern and dropped."""
+    with connect() as c, connect() as d:
+        sub = c.subscribe("!/cred////sec/")
+        c.flush()
+        d.publish(f"!/cred/{os.getgid()}/{os.getuid()}/{os.getpid()}/sec/1", b"for me")
+        d.flush()
+        assert sub.next(5).payload == b"for me"
+
+
 def test_request(node: Node) -> None:
     with connect() as server, connect() as c:
         server.subscribe("svc/echo", callback=lambda m: m.respond(b"re:" + m.payload))
