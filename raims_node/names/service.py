@@ -206,12 +206,15 @@ class NameService:
             port = self._ports[inbox] = len(self._ports) + 1
         same = next((p for p in self.table.overlapping(type_, lower, upper)
                      if p.node == self.node and p.port == port and (p.lower, p.upper) == (lower, upper)), None)
-        if same is not None:  # bound already: a repeated request changes nothing
+        if same is not None and same.scope == scope:  # bound already: a repeated request changes nothing
             return self._answer(answer_to, {"port": port, "key": same.key, "node": self.user})
+        # bound with another scope: the name moves to the scope asked for (withdrawn, published again)
+        out = self._withdraw_own([same.key]) if same is not None else []
         if len(self._local) >= MAX_LOCAL_PUBLICATIONS:
             raise LimitExceeded(f"this node holds {len(self._local)} bound names, the limit")
         pub = Publication(type_, lower, upper, scope, self.node, port, next(self._keys), inbox, self.user)
-        return self._answer(answer_to, {"port": port, "key": pub.key, "node": self.user}) + self._add_own(pub, owner)
+        return out + self._answer(answer_to, {"port": port, "key": pub.key, "node": self.user}) + \
+            self._add_own(pub, owner)
 
     def _unbind(self, owner: object, prefix: str, body: dict[str, object], answer_to: str | None,
                 now_ns: int) -> list[Out]:

@@ -41,6 +41,17 @@ def test_bind_lookup_unbind_with_errors() -> None:
     assert "error" in answers(req(svc, "LOOKUP", {"type": 17, "instance": 4}))[0][1]
 
 
+def test_binding_again_with_another_scope_moves_the_name_to_it() -> None:
+    """Node scope, then cluster: it was answered as bound and kept node scope (never
+    replicated); now it is withdrawn and published again, replicated."""
+    svc = NameService(ME, "A", 0)
+    out = req(svc, "BIND", {"type": 17, "instance": 3, "inbox": "ibx", "scope": "node"})
+    assert not any(isinstance(o, Flood) for o in out)  # node scope stays here
+    out = req(svc, "BIND", {"type": 17, "instance": 3, "inbox": "ibx", "scope": "cluster"})
+    assert answers(out)[0][1]["key"] != 2 and any(isinstance(o, Flood) for o in out)
+    assert [p.scope.name for p in svc.table.of_node(ME) if p.type == 17] == ["CLUSTER"]
+
+
 def test_redis_style_reply_in_the_body() -> None:
     svc = NameService(ME, "A", 0)
     out = req(svc, "BIND", {"type": 5, "instance": 1, "inbox": "i", "reply": "back"}, reply=None)
