@@ -283,7 +283,7 @@ class NameService:
         sub_id = body.get("sub")
         if not isinstance(sub_id, int) or isinstance(sub_id, bool):
             raise BadRequest(f"sub {sub_id!r} is not an integer")
-        return self._answer(answer_to, {"cancelled": self.topology.cancel(sub_id)})
+        return self._answer(answer_to, {"cancelled": self.topology.cancel(sub_id, owner)})  # its own only
 
     def _send(self, verb: str, answer_to: str | None, reply: str | None, headers: bytes | None,
               payload: bytes) -> list[Out]:

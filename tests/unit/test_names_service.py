@@ -80,6 +80,7 @@ def test_subscription_events_and_client_gone() -> None:
     out = req(svc, "BIND", {"type": 17, "lower": 10, "upper": 19, "inbox": "p"}, owner="b")
     ev = [a for a in answers(out) if a[0] == "_nats.ev"]
     assert ev[0][1]["event"] == "published" and (ev[0][1]["found_lower"], ev[0][1]["found_upper"]) == (10, 13)
+    assert answers(req(svc, "UNSUBSCRIBE", {"sub": 1}, owner="other"))[0][1] == {"cancelled": False}  # not its own
     out = svc.client_gone("b")  # binding client left: withdrawn
     assert [a[1]["event"] for a in answers(out)] == ["withdrawn"]
     assert any(isinstance(o, Flood) for o in out)
