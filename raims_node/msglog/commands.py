@@ -145,6 +145,8 @@ def prune(words: list[str], now: float | None = None) -> list[str]:
         raise LogNotFound(f"no message log {d}")
     active = paths.file_number(os.readlink(named))
     files = paths.numbered_files(d)
+    if not files:
+        raise LogNotFound(f"message log {d} has no numbered files ({named.name} links to {os.readlink(named)})")
     if read_file_header(d / paths.numbered(files[-1])).node_number != number:
         raise BadArgument(f"message log {d} is not node number {number}")
     cutoff_ns = int(((time.time() if now is None else now) - keep) * 1e9)

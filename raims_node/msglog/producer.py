@@ -171,6 +171,8 @@ class Consumer:
                     )
                 except TimeoutError:
                     continue
+                if len(packet) < PACKET.size:  # not the producer's (anyone may write to the socket)
+                    continue
                 magic, seq, file_no, offset, nxt = PACKET.unpack_from(packet, 0)
                 if magic != PACKET_MAGIC:
                     continue
@@ -180,7 +182,7 @@ class Consumer:
                 expected = seq + 1
                 if (file_no, offset) < here and not missed:
                     continue  # already read from the log
-                if (file_no, offset) == here and body and not missed:
+                if (file_no, offset) == here and len(body) >= HEAD_SIZE and not missed:
                     head = HEAD.unpack_from(body, 0)
                     deliver(Record(head[1], head[2], head[5], head[6], body[HEAD_SIZE:]))
                     self.reader.pos = Position(file_no, nxt)

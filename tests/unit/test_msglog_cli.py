@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import pytest
 
 from raims_node.msglog import commands, paths
 from raims_node.msglog.cli import main
-from raims_node.msglog.errors import BadArgument
+from raims_node.msglog.errors import BadArgument, LogNotFound
 from raims_node.msglog.log import MessageLog, create_log
 from raims_node.msglog.producer import Consumer, Producer
 
@@ -76,6 +77,11 @@ def test_prune_retires_old_closed_files_only(tmp_path: Path) -> None:
     assert commands.parse_retention("12h") == 43200 and commands.parse_retention("30m") == 1800
     assert main(["create", root, "c", "s", "0", "state"]) == 0
     assert "state-only" in commands.prune([root, "c", "s", "0", "1s"])[0]
+    assert main(["create", root, "c", "gone", "3"]) == 0  # its numbered files removed by hand
+    for f in paths.numbered_files(paths.log_dir(root, "c", "gone")):
+        os.unlink(paths.log_dir(root, "c", "gone") / paths.numbered(f))
+    with pytest.raises(LogNotFound, match="no numbered files"):  # not an IndexError
+        commands.prune([root, "c", "gone", "3", "1s"])
 
 
 def test_console_table_and_trace() -> None:
@@ -127,6 +133,9 @@ async def test_consumer_takes_the_live_stream_and_reads_the_log_on_a_gap(tmp_pat
             break
         await asyncio.sleep(0.01)
     assert "live" in producer.consumers
+    stray = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # anyone may write to its socket
+    stray.sendto(b"short", str(paths.consumer_socket(d, "live")))  # (it killed the stream: struct.error)
+    stray.close()
     for i in range(20):
         log.originate(b"live %d" % i)
         await asyncio.sleep(0)
