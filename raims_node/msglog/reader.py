@@ -22,7 +22,7 @@ from typing import Final, NamedTuple
 from raims_node.msglog import paths, record
 from raims_node.msglog.errors import CorruptLog, LogNotFound
 from raims_node.msglog.log import Position, read_file_header
-from raims_node.msglog.record import HEAD, HEAD_SIZE, Kind, Record
+from raims_node.msglog.record import HEAD, HEAD_SIZE, MAX_DATA, Kind, Record
 from raims_node.msglog.state import State
 
 READ_SIZE: Final = 1 << 20
@@ -114,6 +114,9 @@ class LogReader:
                 if need > len(data) and len(data) == max_bytes:
                     max_bytes = need  # one record bigger than the read size
                     continue
+                if any(n > pos.file_no for n in paths.numbered_files(self.directory)):  # not being written
+                    raise CorruptLog(str(self.directory / paths.numbered(pos.file_no)), pos.offset,
+                                     "a record runs past the end of a closed file")
                 return None
             nxt = (
                 Position(pos.file_no + 1, 0) if footer else Position(pos.file_no, pos.offset + used)
@@ -131,6 +134,9 @@ class LogReader:
         view = memoryview(data)
         while end - off >= HEAD_SIZE:
             crc, kind, origin, _f, length, mid, _t = unpack(data, off)
+            if length > MAX_DATA:  # never read that much for it
+                raise CorruptLog(str(self.directory / paths.numbered(pos.file_no)), pos.offset + off,
+                                 f"record length {length}")
             stop = off + HEAD_SIZE + length
             if stop > end:
                 return spans, off, False, stop - off

@@ -137,6 +137,23 @@ def test_a_flipped_length_in_the_middle_is_corruption_not_a_torn_tail(tmp_path: 
         MessageLog.open(tmp_path, "c", "n")
 
 
+def test_a_damaged_record_in_a_closed_file_is_an_error_to_readers_not_a_wait(tmp_path: Path) -> None:
+    """A reader took a record running past the end of a rolled-over file for one still
+    being written and returned nothing more, ever (feeds and consumers stalled)."""
+    create_log(tmp_path, "c", "n", 1)
+    with MessageLog.open(tmp_path, "c", "n", max_file_size=4096) as log:
+        for i in range(300):
+            log.originate(b"m%04d" % i)
+    d = paths.log_dir(tmp_path, "c", "n")
+    f = d / "00000002.msg"
+    buf = bytearray(f.read_bytes())
+    first = record.HEAD_SIZE + int.from_bytes(buf[8:12], "little")  # after the file header
+    buf[first + 5 * (record.HEAD_SIZE + 5) + 8 + 1] = 0x10  # the 6th message's length: 4 KiB more
+    f.write_bytes(bytes(buf))
+    with pytest.raises(CorruptLog, match="closed file"):
+        LogReader(d).all_records()
+
+
 def test_a_full_disk_logs_nothing_of_a_write_and_the_log_stays_whole(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A short write (ENOSPC part way) is cut back off and raised: no torn record before
