@@ -219,7 +219,7 @@ def deploy_task(settings: DeploySettings) -> Any:
         wrong = [s.node.name for s in specs if s.node.slot != host.partition]
         if wrong:
             report.errors.append(f"task of slot {host.partition} received nodes {wrong} of other slots")
-        stopped, errors = stop_on_host(settings.run_dir, settings.service, host)
+        stopped, errors = stop_on_host(settings.run_dir, settings.service, host, ctx.barrier)
         report.stopped += [(s.node, s.pid) for s in stopped if s.pid is not None]
         report.errors += errors
         failed = any(r["errors"] for r in gather(ctx, {"errors": report.errors}))

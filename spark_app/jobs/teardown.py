@@ -11,7 +11,7 @@ before it starts new ones.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,13 +33,24 @@ class Stopped:
     log: str
 
 
-def stop_on_host(run_dir: str, service: str, host: TaskHost) -> tuple[list[Stopped], list[str]]:
+def stop_on_host(run_dir: str, service: str, host: TaskHost,
+                 barrier: Callable[[], object]) -> tuple[list[Stopped], list[str]]:
     """Stop this task's share of the machine's daemons of `service`, strays first (they
-    are told apart from the others by the pid files, which stopping removes)."""
+    are told apart from the others by the pid files). `barrier` returns once every task
+    of the stage has listed the strays: a daemon removes its pid file when told to stop
+    and lives on a moment, so a task listing them later took one another task was
+    stopping for a stray and stopped it twice."""
     stopped: list[Stopped] = []
     errors: list[str] = []
     try:
-        for stray, nd in host.share(daemons.strays(run_dir, service)):
+        found = daemons.strays(run_dir, service)
+    except OSError as exc:
+        found, errors = [], [f"host {host.machine}: {exc}"]
+    barrier()
+    if errors:
+        return stopped, errors
+    try:
+        for stray, nd in host.share(found):
             stopped.append(Stopped(host.machine, nd.name, daemons.stop_stray(stray, nd), str(nd.log)))
         strays = {s.node for s in stopped}
         for nd in host.share(daemons.node_dirs(run_dir, service)):
@@ -55,7 +66,7 @@ def teardown(spark: SparkSession, hosts: int, run_dir: str, service: str) -> tup
     """Stop the service's daemons on every host: (what was found, errors)."""
 
     def task(host: TaskHost, ctx: BarrierTaskContext, _: list[Any]) -> Iterator[tuple[list[Stopped], list[str]]]:
-        yield stop_on_host(run_dir, service, host)
+        yield stop_on_host(run_dir, service, host, ctx.barrier)
 
     results = run_per_host(spark, [[] for _ in range(hosts)], task)
     stopped = sorted((s for r in results for s in r[0]), key=lambda s: (s.machine, s.node))
