@@ -60,6 +60,15 @@ _SESSION_VERBS = (
 )
 
 
+def session_verb(words: list[str]) -> str | None:
+    """The name of the session command `words` run (ping, pub, ...; abbreviated or not), or None."""
+    try:
+        cmd, _ = resolve(COMMANDS, words)
+    except ConsoleError:
+        return None
+    return cmd.name if cmd.name in _SESSION_VERBS else None
+
+
 # manual "debug I": a mask, or names of its bits (the last four have no bit: accepted, no mask)
 DEBUG_FLAGS = {"tcp": 0x1, "pgm": 0x2, "ibx": 0x4, "transport": 0x8, "user": 0x10, "link_state": 0x20,
                "peer": 0x40, "auth": 0x80, "session": 0x100, "hb": 0x200, "sub": 0x400, "msg_recv": 0x800,

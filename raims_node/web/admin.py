@@ -34,6 +34,7 @@ from aiohttp import WSMsgType, web
 
 from raims_node.config.records import TransportConfig
 from raims_node.console import CommandResult, ConsoleContext, execute
+from raims_node.console.session import session_verb
 from raims_node.router.actions import Deliver
 from raims_node.web.digest import DigestAuth
 from raims_node.web.pages import from_dir, graph_html, index_html, page, table_html
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("raims.web")
 
-NOT_HERE = "is not available in this console"
 NOT_OVER_HTTP = ("die", "quit", "exit")  # a page does not end the node or a session it does not have
 WS_BACKLOG_BYTES = 8 * 1024 * 1024  # unsent deliveries that make a websocket a slow consumer
 
@@ -120,10 +120,12 @@ class WebAdmin:
             if "text/html" in request.headers.get("Accept", ""):
                 return self._html("index.html", index_html(self.daemon.node))
             return web.json_response({"node": self.daemon.node.user, "usage": "GET /?show peers"})
-        result: CommandResult | None = execute(self.context(), line)
-        if result is not None and result.error and result.error.endswith(NOT_HERE) \
-                and line.split()[0] not in NOT_OVER_HTTP:
+        verb = session_verb(line.split())
+        result: CommandResult | None
+        if verb is not None and verb not in NOT_OVER_HTTP:
             result = await self._session_command(line)
+        else:  # die, quit and exit are refused as commands of no console here
+            result = execute(self.context(), line)
         if result is None:
             return web.json_response([])
         if result.error:
