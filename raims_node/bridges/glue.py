@@ -69,6 +69,7 @@ from raims_node.bridges.capacity import LOG_EVERY_S
 from raims_node.bridges.errors import BridgeError, SlowConsumer
 from raims_node.bridges.flow import OutputLedger, SessionOutput
 from raims_node.bridges.gate import BridgeSession, FlowGate
+from raims_node.lograte import RateLimitedLog
 
 if TYPE_CHECKING:
     from raims_node.bridges.host import NodeHost
@@ -415,7 +416,7 @@ class BridgeServer:
         self.conns: set[SessionProtocol] = set()
         self.slow_consumers = 0
         self.error_closes = 0  # closed for another error: protocol, authorization, stale, capacity
-        self._full_logged = (-LOG_EVERY_S, 0)  # when the last capacity refusal was logged, refusals since
+        self._full_log = RateLimitedLog(self.log.log, window_s=LOG_EVERY_S, burst=1)
         # totals of the connections already closed
         self._closed = dict.fromkeys(("bytes_in", "bytes_out", "msgs_in", "msgs_out", "payload_in", "payload_out"), 0)
 
@@ -426,14 +427,8 @@ class BridgeServer:
         if self.full_reply:
             transport.write(self.full_reply)
         transport.close()
-        now = time.monotonic()
-        last, since = self._full_logged
-        if now - last >= LOG_EVERY_S:
-            self.log.warning("refusing clients: %d connections, the open-files limit allows %d (%d refused)",
-                             len(self.hub.gate.conns), self.hub.max_clients, since + 1)
-            self._full_logged = (now, 0)
-        else:
-            self._full_logged = (last, since + 1)
+        self._full_log.log("full", logging.WARNING, f"refusing clients: {len(self.hub.gate.conns)} connections, "
+                           f"the open-files limit allows {self.hub.max_clients}")
 
     async def listen(self) -> list[str]:
         """Bind every listen address; the bound "host:port" strings."""
