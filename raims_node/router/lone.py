@@ -74,7 +74,7 @@ class LonePath:
                 no_echo: object | None) -> tuple[bytes, tuple[int, ...]] | None:
         """(frame, connections to write it on) of one message published alone, local
         deliveries queued for `take_actions`; None: use `Node.publish`."""
-        if len(payload) > LONE_PUBLISH_MAX or self.st.batch.holding or self.st.bloom_due_ns is not None:
+        if len(payload) > LONE_PUBLISH_MAX or self.st.floods_held:
             return None  # (floods held go first: the general path sends them, batch.py)
         tmpl = self._templates.get(subject)
         if tmpl is None:
@@ -155,7 +155,7 @@ class LonePath:
         off = SUBJECT_OFFSET + slen + (slen & 1)
         end = len(data)
         if conn is None or word & _SLOW_OPTS or ddesc != DIGEST_DESC or sdesc != SUBJECT_DESC or off > end \
-                or not conn.active or st.batch.holding or st.bloom_due_ns is not None:  # floods go first
+                or not conn.active or st.floods_held:  # floods go first
             return None
         key = st.mac_key(source)
         if key is None or source == st.bridge:

@@ -234,9 +234,14 @@ class NodeState:
                 return
         self.batch.clear_log()
 
+    @property
+    def floods_held(self) -> bool:
+        """Whether a flood waits: in the batcher, or a bloom update due (batch.py)."""
+        return self.batch.holding or self.bloom_due_ns is not None
+
     def floods_first(self, now_ns: int) -> None:
-        """Before a data frame goes out: every flood held goes first (batch.py)."""
-        if self.batch.holding or self.bloom_due_ns is not None:
+        """Before a data frame goes out: every flood held goes first."""
+        if self.floods_held:
             self.flush_floods(now_ns, force=True)
 
     def flush_floods(self, now_ns: int, force: bool = False) -> None:
