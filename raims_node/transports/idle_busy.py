@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 
 _yield = getattr(os, "sched_yield", None)
 POLL_MAX_NS = 200_000  # the longest a window grows to, in time (haltpoll's default)
@@ -71,9 +72,10 @@ class IdleBusy:
     """The idle turns of one event loop; `activity` is called on every read that matters."""
 
     __slots__ = ("count", "window", "turns", "_left", "_busy", "_loop", "_spun_from", "_blocked_at",
-                 "_turn_ns")
+                 "_turn_ns", "_clock")
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        self._clock = clock  # monotonic ns (a test's own, so the gaps it measures are the test's)
         self.count = count if _yield is not None else 0
         self.window = self.count  # idle turns before the loop blocks, adapted between count and POLL_MAX_NS
         self.turns = 0  # idle turns taken, in all
@@ -87,7 +89,7 @@ class IdleBusy:
     def activity(self) -> None:
         if self._left <= 0 and self.count > 0:
             if self._blocked_at:  # it blocked: was the window too short, or too long?
-                blocked_ns = time.monotonic_ns() - self._blocked_at
+                blocked_ns = self._clock() - self._blocked_at
                 self.window = next_window(self.window, self.count, self._turn_ns, blocked_ns)
                 self._blocked_at = 0
             self._loop = asyncio.get_running_loop()
@@ -107,12 +109,12 @@ class IdleBusy:
             self._loop.call_soon(self._turn)
             return
         if self._left == self.window:  # the first idle turn since activity
-            self._spun_from = time.monotonic_ns()
+            self._spun_from = self._clock()
         self.turns += 1
         self._left -= 1
         if self._left > 0:
             _yield()
             self._loop.call_soon(self._turn)
         else:  # the loop blocks in its next poll
-            self._blocked_at = time.monotonic_ns()
+            self._blocked_at = self._clock()
             self._turn_ns = max(1.0, (self._blocked_at - self._spun_from) / self.window)

@@ -135,20 +135,24 @@ def test_next_window_never_goes_below_the_count() -> None:
 @pytest.mark.parametrize("loop", RUNNERS)
 def test_the_window_follows_the_gaps_between_activity(loop: str) -> None:
     """Activity right after each block (a short gap) grows the window beyond the count;
-    after long gaps it is back at the count."""
+    after long gaps it is back at the count. The gaps are the test's clock's: a test
+    descheduled on a loaded machine measures its own delays, not the rule."""
+    now = [10**9]  # 0 would mean "no block to measure"
 
     async def main() -> None:
-        idle = IdleBusy(4)
-        for _ in range(50):  # a few tries: a descheduled test can make one gap long
+        idle = IdleBusy(4, clock=lambda: now[0])
+        windows = []
+        for _ in range(3):
             idle.activity()
             await until_still(idle)
-            if idle.window > 4:
-                break
-        assert idle.window > 4
-        for _ in range(10):
-            await asyncio.sleep(0.005)  # far over POLL_MAX_NS, and over uvloop's 1 ms timer grain
+            now[0] += 10_000  # 10 us: within POLL_MAX_NS with the window's turns
+            windows.append(idle.window)
+        assert windows == [4, 8, 16]
+        for _ in range(3):
+            now[0] += 2 * POLL_MAX_NS
             idle.activity()
             await until_still(idle)
-        assert idle.window == 4
+            windows.append(idle.window)
+        assert windows[3:] == [8, 4, 4]
 
     RUNNERS[loop](main())
