@@ -231,11 +231,12 @@ def test_glob_wild_pieces_are_bounded() -> None:
 ])
 def test_glob_worst_cases_are_fast(pattern: str, subject: str, expected: bool) -> None:
     """Python's backtracking regex took 11 s on the first; a linear matcher takes far
-    below a millisecond for short subjects, a few ms for 10,000 characters."""
+    below a millisecond for short subjects, a few ms for 10,000 characters. CPU time, with
+    room: a loaded machine's scheduler is not what this measures."""
     p = compile_pattern(pattern, "glob")
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     assert p.matches(subject) is expected
-    assert time.perf_counter() - t0 < (0.005 if len(subject) < 100 else 0.25)
+    assert time.process_time() - t0 < (0.05 if len(subject) < 100 else 0.5)
 
 
 def test_local_table_owners_queues_and_shards() -> None:
