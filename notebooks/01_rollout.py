@@ -16,8 +16,9 @@
 
 # COMMAND ----------
 
-from spark_app.controller import Rollout, RolloutFailed, load_settings
+from spark_app.controller import Rollout, RolloutFailed
 from spark_app.jobs.audit import TABLE_OF, run_audits
+from spark_app.settings import load_settings
 
 import _raims as nb
 

@@ -8,9 +8,8 @@ metadata), write (one commit per table of the snapshot), validate (the quality s
 `validations` table); then one `rollouts` row for the run, whether it succeeded or not.
 
 Decisions where the issue is silent:
-- Settings come from a YAML file (conf/rollout.yaml); command-line options override it.
-  Relative paths (lake, run_dir, keys_dir, a graph file) are relative to the driver's
-  current directory and made absolute, so every host uses the same run directory path.
+- Settings come from a YAML file (conf/rollout.yaml); command-line options override it
+  (spark_app/settings.py checks them).
 - Nodes per host: given, else on a local master LOCAL_NODES in all (2 per executor on
   local-cluster[2,...], 4 on local[N]), else 1 per host but at least MIN_NODES in all.
 - Bridges: those of the settings that this ms_server runs (raims_node.daemon); the traffic
@@ -39,111 +38,36 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
 from pyspark.sql import SparkSession
 
 from raims_node import __version__ as raims_version
-from raims_node.linkstate import DEFAULT_COST
 from spark_app.errors import SparkAppError
 from spark_app.jobs import deploy, keys, topology
 from spark_app.jobs.collect import Snapshot, collect, observers_of, staged_snapshot
 from spark_app.jobs.converge import converge
-from spark_app.jobs.errors import DaemonError, DeployError, PlanError, ValidationFailed
+from spark_app.jobs.errors import DaemonError, DeployError, ValidationFailed
 from spark_app.jobs.hosts import executor_hosts
 from spark_app.jobs.teardown import Stopped, teardown
 from spark_app.jobs.traffic import VIA_NATS, VIA_WEBSOCKET, TrafficResult, TrafficSettings, traffic
 from spark_app.lake import Lake
 from spark_app.session import is_local_master
+from spark_app.settings import Settings
 
 LOCAL_NODES: Final = 4
 MIN_NODES: Final = 2
-BRIDGE_KINDS: Final = ("nats", "redis", "ipc")
 PROBE_MODULE: Final = "raims_node.server"
 NOT_IMPORTABLE_HELP: Final = (
     "run `make dist` and pass --archive dist/raims-env.tar.gz (or spark-submit --archives "
     "dist/raims-env.tar.gz#environment --conf spark.pyspark.python=./environment/bin/python), "
     "or install the wheel with deploy/databricks-init.sh"
 )
-
-
-@dataclass(frozen=True)
-class Settings:
-    service: str = "raims"
-    topology: str = topology.MESH_TOPOLOGY  # "mesh", or a graph file
-    nodes_per_host: int | None = None
-    lake: str = "lake"
-    keys_dir: str | None = None
-    run_dir: str = "run"
-    master: str | None = None
-    mesh_cost: int = DEFAULT_COST
-    ports: Mapping[str, int] = field(default_factory=dict)  # base ports: mesh, web, nats, redis
-    bridges: tuple[str, ...] = BRIDGE_KINDS
-    parameters: Mapping[str, Any] = field(default_factory=lambda: {"heartbeat": "1 sec"})
-    start_timeout_s: float = 30.0
-    converge_timeout_s: float = 60.0
-    traffic_timeout_s: float = 30.0
-    traffic_messages: int = 20
-    keep_running: bool = False
-    queries: bool = True
-    observers: int | None = None  # nodes reporting the network views (None: all; see jobs.collect)
-
-
-_TOP_KEYS: Final = ("service", "topology", "nodes_per_host", "lake", "keys_dir", "run_dir", "master",
-                    "transports", "parameters", "timeouts", "traffic", "queries", "observers")
-_TRANSPORT_KINDS: Final = ("mesh", "web", *BRIDGE_KINDS)
-
-
-def _absolute(path: str) -> str:
-    return path if "://" in path or path.startswith("dbfs:") else str(Path(path).resolve())
-
-
-def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
-    """Settings from a rollout YAML file (None: the defaults), then `overrides` that are
-    not None; PlanError naming the file and key for anything unknown."""
-    raw: dict[str, Any] = {}
-    if path is not None:
-        try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise PlanError(f"rollout config {str(path)!r}: {exc}") from None
-        if not isinstance(raw, dict):
-            raise PlanError(f"rollout config {str(path)!r} is not a mapping")
-    unknown = sorted(set(raw) - set(_TOP_KEYS))
-    transports = raw.get("transports") or {}
-    unknown += [f"transports.{k}" for k in sorted(set(transports) - set(_TRANSPORT_KINDS))]
-    if unknown:
-        raise PlanError(f"rollout config {str(path)!r}: unknown key(s) {unknown} (known: {', '.join(_TOP_KEYS)})")
-    timeouts, check = raw.get("timeouts") or {}, raw.get("traffic") or {}
-    values: dict[str, Any] = {k: raw[k] for k in ("service", "topology", "nodes_per_host", "lake", "keys_dir",
-                                                  "run_dir", "master", "queries", "observers")
-                              if raw.get(k) is not None}
-    if "mesh" in transports:
-        values["mesh_cost"] = int((transports["mesh"] or {}).get("cost", DEFAULT_COST))
-    if transports:
-        values["ports"] = {k: int((v or {}).get("port", 0)) for k, v in transports.items()}
-        values["bridges"] = tuple(k for k in BRIDGE_KINDS if k in transports)
-    if raw.get("parameters") is not None:
-        values["parameters"] = dict(raw["parameters"])
-    for key, name in (("start", "start_timeout_s"), ("converge", "converge_timeout_s"),
-                      ("traffic", "traffic_timeout_s")):
-        if key in timeouts:
-            values[name] = float(timeouts[key])
-    if "messages" in check:
-        values["traffic_messages"] = int(check["messages"])
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    for name in ("lake", "run_dir", "keys_dir"):
-        if values.get(name):
-            values[name] = _absolute(values[name])
-    if values.get("topology", topology.MESH_TOPOLOGY) != topology.MESH_TOPOLOGY:
-        values["topology"] = str(Path(values["topology"]).resolve())
-    return Settings(**values)
 
 
 def runnable_bridges(wanted: Sequence[str]) -> tuple[str, ...]:

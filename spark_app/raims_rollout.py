@@ -110,27 +110,27 @@ def resolve_master(cli: str | None, configured: str | None) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.audit_only:
-        from spark_app.controller import load_settings
-        from spark_app.jobs.audit import audit_only
-
-        settings = load_settings(args.config, lake=args.lake)
-        args.lake = str(settings.lake)
-        args.master = resolve_master(args.master, settings.master)
-        return audit_only(args)
-    from spark_app.controller import Rollout, RolloutFailed, load_settings, progress_line
     from spark_app.errors import SparkAppError
-    from spark_app.session import build_session
+    from spark_app.settings import load_settings
 
+    args = parse_args(argv)
     try:
-        settings = load_settings(args.config, nodes_per_host=args.nodes_per_host, topology=args.topology,
-                                 lake=args.lake, keys_dir=args.keys_dir, run_dir=args.run_dir,
-                                 keep_running=args.keep_running or None,
-                                 queries=False if args.no_queries else None)
+        settings = load_settings(args.config, lake=args.lake) if args.audit_only else load_settings(
+            args.config, nodes_per_host=args.nodes_per_host, topology=args.topology, lake=args.lake,
+            keys_dir=args.keys_dir, run_dir=args.run_dir, keep_running=args.keep_running or None,
+            queries=False if args.no_queries else None)
     except SparkAppError as exc:
         print(f"raims_rollout: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.audit_only:
+        from spark_app.jobs.audit import audit_only
+
+        args.lake = str(settings.lake)
+        args.master = resolve_master(args.master, settings.master)
+        return audit_only(args)
+    from spark_app.controller import Rollout, RolloutFailed, progress_line
+    from spark_app.session import build_session
+
     master = resolve_master(args.master, settings.master)
     print(f"raims rollout: service {settings.service}, master {master or '(as launched)'}, "
           f"topology {settings.topology}, lake {settings.lake}, run dir {settings.run_dir}"

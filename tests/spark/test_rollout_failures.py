@@ -19,10 +19,11 @@ import pytest
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
-from spark_app.controller import Rollout, RolloutFailed, Settings
+from spark_app.controller import Rollout, RolloutFailed
 from spark_app.jobs import deploy, keys, topology
 from spark_app.jobs.hosts import run_per_host
 from spark_app.lake import Lake
+from spark_app.settings import Settings
 
 SERVER = b"raims_node.server"
 

@@ -22,7 +22,7 @@ from raims_node.console import ConsoleContext, execute
 from raims_node.linkstate import Graph, GraphLink
 from raims_node.router.node import NS
 from raims_node.router.sim import SimNetwork
-from spark_app.controller import default_nodes_per_host, format_table, load_settings
+from spark_app.controller import default_nodes_per_host, format_table
 from spark_app.errors import SessionError
 from spark_app.jobs import daemons
 from spark_app.jobs.collect import PER_PATH, SOURCES, table_rows
@@ -34,6 +34,7 @@ from spark_app.jobs.keys import ensure_master_keys, keys_dir
 from spark_app.jobs.topology import graph_plan, make_plan, mesh_plan
 from spark_app.jobs.traffic import senders_of, tally
 from spark_app.schemas import load_schemas
+from spark_app.settings import load_settings
 from tests.spark.test_rollout_failures import raims_processes
 
 REPO = Path(__file__).resolve().parents[2]

@@ -58,7 +58,7 @@ def test_rollout_config_matches_the_firewall_rule() -> None:
     first, last = (int(p) for p in cluster()["spark_env_vars"]["RAIMS_MESH_PORTS"].split(":"))
     assert config["transports"]["mesh"]["port"] == first < last
     assert all(config["transports"][k]["port"] > 0 for k in config["transports"])  # no ephemeral ports
-    from spark_app.controller import load_settings
+    from spark_app.settings import load_settings
 
     settings = load_settings(DEPLOY / config_name)  # the rollout accepts every key
     assert settings.ports["mesh"] == first and settings.lake.startswith("dbfs:")
