@@ -1,5 +1,5 @@
 """Introspection and server commands of the Redis transport (issue 23 item 6): CLIENT
-LIST | INFO | KILL | REPLY, COMMAND COUNT | DOCS, INFO, AUTH, HELLO, TIME, ROLE (MONITOR
+LIST | INFO | KILL | REPLY, COMMAND COUNT | DOCS, INFO, AUTH, HELLO, TIME, ROLE, REPLICAOF (MONITOR
 in redis_monitor.py), in redis-server 7's reply formats.
 
 A session reaches the transport's other connections through its `RedisHost` (one per
@@ -29,7 +29,8 @@ session through `ClientView`, so this module imports no session code.
   entries (redis_docs.py), with the subcommands raims answers; COMMAND, COMMAND INFO |
   LIST | GETKEYS | GETKEYSANDFLAGS are redis_command_info.py.
 - AUTH (as HELLO AUTH: the `default` user with any password), TIME and ROLE (a master
-  without replicas), MONITOR (redis_monitor.py).
+  without replicas), REPLICAOF | SLAVEOF NO ONE (+OK: it is one already; another server
+  to follow is refused), MONITOR (redis_monitor.py).
 - INFO [section...]: server, clients, memory (the resident set only), stats,
   replication (a standalone master), cpu, cluster (disabled: tools such as redis-py's
   own test suite read `cluster_enabled`), and with a map persistence and keyspace (from
@@ -389,7 +390,7 @@ def command_docs(s: ClientView, args: list[bytes]) -> None:
     s._write(encode(Map(pairs), s.resp))
 
 
-# ------------------------------------------------------------ AUTH, HELLO, TIME, ROLE
+# ------------------------------------------------------------ AUTH, HELLO, TIME, ROLE, REPLICAOF
 
 def auth(s: ClientView, args: list[bytes]) -> None:
     """AUTH as a redis-server without requirepass or ACL users answers it: the `default`
@@ -463,6 +464,16 @@ def server_time(s: ClientView, args: list[bytes]) -> None:
 def role(s: ClientView, args: list[bytes]) -> None:
     """A node's Redis transport is a master with no replicas."""
     s._write(encode([b"master", 0, []], s.resp))
+
+
+def replicaof(s: ClientView, args: list[bytes]) -> None:
+    """REPLICAOF (SLAVEOF) NO ONE: already a master, +OK as redis-server answers it; a
+    master to follow is refused, as the map is the node's own (no replication)."""
+    if args[1].lower() == b"no" and args[2].lower() == b"one":
+        s._write(OK)
+    else:
+        s._error(f"{args[0].decode(errors='replace').upper()} to another server is not supported: "
+                 "a raims node's Redis transport is a master with no replicas")
 
 
 # ------------------------------------------------------------ INFO

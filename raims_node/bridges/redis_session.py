@@ -568,6 +568,8 @@ _COMMANDS = _table(
     _Command("auth", -2, admin.auth),
     _Command("time", 1, admin.server_time),
     _Command("role", 1, admin.role),
+    _Command("replicaof", 3, admin.replicaof),
+    _Command("slaveof", 3, admin.replicaof),
     _Command("monitor", 1, monitor.start),
     _Command("pubsub", -2, None, subcommands=_table(
         _Command("pubsub|channels", -2, _S._pubsub_channels),

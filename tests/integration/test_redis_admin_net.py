@@ -107,6 +107,10 @@ def test_command_count_docs_and_info(net: BridgeNet, clients: list[redis.Redis])
     sec, usec = r.time()
     assert abs(sec + usec / 1e6 - time.time()) < 5 and 0 <= usec < 1_000_000
     assert r.execute_command("ROLE") == [b"master", 0, []] == r3.execute_command("ROLE")
+    assert r.replicaof("NO", "ONE") == b"OK" and r.execute_command("SLAVEOF", "no", "one") is True
+    for args in (("NO ONE",), ("127.0.0.1", "6379")):  # redis-py's test_replicaof; no replication
+        with pytest.raises(redis.ResponseError):
+            r.execute_command("REPLICAOF", *args)
     assert r.info("clients")["connected_clients"] >= 2 and "tcp_port" not in r.info("clients")
 
 
