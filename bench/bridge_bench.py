@@ -398,7 +398,7 @@ def servers() -> Iterator[tuple[BridgeNet, BridgeNet, Peer, Peer]]:
         started.append(nats_peer)
         rport = free_port()
         redis_peer = Peer(["redis-server", "--bind", "127.0.0.1", "--port", str(rport), "--save", "",
-                           "--appendonly", "no"], None, rport)
+                           "--appendonly", "no", "--dir", tempfile.gettempdir()], None, rport)
         started.append(redis_peer)
         # the default heartbeat: a flood queues heartbeats behind data, 1 s would time links out
         single = start_network(one, "node A\n", heartbeat=HEARTBEAT)

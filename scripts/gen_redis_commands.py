@@ -20,6 +20,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,7 @@ def main() -> None:
     port = probe.getsockname()[1]
     probe.close()
     proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no"], stdout=subprocess.DEVNULL)
+                             "--appendonly", "no", "--dir", tempfile.gettempdir()], stdout=subprocess.DEVNULL)
     try:
         for _ in range(100):
             try:
