@@ -8,7 +8,10 @@ live peers by uid. Cells the node has no value for are empty (None):
   link_sum and sub_sum of a peer are those its last heartbeat carried, so only
   directly connected peers have them, as the manual says;
 - skew: ref and ping (the node keeps the pong estimate only), and hb/lat while they are 0;
-- inbox: send_type and recv_type (the node counts inbox sequences, not their types).
+- inbox: the last INBOX_TYPES_KEPT (32) inbox messages each way, by seqno and publish
+  type (router/peer.py), as the manual's example; a peer with none logged yet shows its
+  seqnos without types. The auth answering a peer's first hello leaves before the peer
+  is known, so the log of a link's first handshake may start at seqno 2.
 
 Decision where the manual is vague: `show peers` accepts one of `zombie` (the peers
 removed, instead of the live ones), `nonce`, `start` or `user` (the order of the rows).
@@ -165,6 +168,13 @@ def show_inbox(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     peers = ctx.node.peers
     for b in [b for b in names.find(args[0]) if b in peers] if args else list(peers):
         p = peers[b]
-        rows.append(dict.fromkeys(cols) | {"user": names.user(b), "send_seqno": p.inbox_sent,
-                                           "recv_seqno": p.inbox_recv})
+        sent: list[tuple[int, str | None]] = sorted(p.inbox_sent_types)  # auth frames are logged late
+        recv: list[tuple[int, str | None]] = sorted(p.inbox_recv_types)
+        if not sent and not recv:
+            sent, recv = [(p.inbox_sent, None)], [(p.inbox_recv, None)]
+        for i in range(max(len(sent), len(recv))):  # the manual's columns: a sent and a received side by side
+            s_seqno, s_type = sent[i] if i < len(sent) else (None, None)
+            r_seqno, r_type = recv[i] if i < len(recv) else (None, None)
+            rows.append({"user": names.user(b), "send_seqno": s_seqno, "send_type": s_type,
+                         "recv_seqno": r_seqno, "recv_type": r_type})
     return CommandResult(cols, rows, group="user", blank_repeats=True)

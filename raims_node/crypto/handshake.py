@@ -130,6 +130,7 @@ class Send:
 
     frame: bytes
     dest: bytes | None = None
+    seqno: int = 0  # the inbox seqno an auth frame took (show inbox)
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,7 +506,7 @@ class Handshake:
                 return []
         assert user is not None
         frame = self._auth_frame(now_ns, p, STAGE_AUTH, _Sent(seqno, t, nonce), pub, (seqno, t), user)
-        return [Send(bytes(frame), f.bridge)]
+        return [Send(bytes(frame), f.bridge, p.out_seqno)]
 
     def _on_auth(self, now_ns: int, raw: bytes, f: Frame) -> list[Event]:
         user = _str(f, Fid.USER)
@@ -574,7 +575,7 @@ class Handshake:
             out.append(Confirmed(f.bridge, user) if stage == STAGE_REPLY else Fresh(f.bridge, user))
         reply_stage = STAGE_REPLY if stage == STAGE_AUTH else STAGE_OK
         frame = self._auth_frame(now_ns, p, reply_stage, _Sent(seqno, t, nonce), pub, (seqno, t), user)
-        out.append(Send(bytes(frame), f.bridge))
+        out.append(Send(bytes(frame), f.bridge, p.out_seqno))
         return out
 
     def _check_signature(self, raw: bytes, sig: bytes, user: str, now_ns: int) -> Signer | str:

@@ -185,6 +185,9 @@ class Links:
                 if not conn.active and state is not None and state.session_key is not None:
                     # a known session proved live on this new link (its challenge answered)
                     self._authenticated(conn, ev.bridge, ev.user, state.start_ns, state.session_key, now_ns)
+        for ev in events:  # the auth frames sent, once the peer is known (show inbox)
+            if isinstance(ev, HsSend) and ev.seqno and ev.dest in st.peers:
+                st.peers[ev.dest].inbox_sent_types.append((ev.seqno, "u_inbox_auth"))
 
     def _authenticated(self, conn: Conn, b: bytes, user: str, start_ns: int, key: bytes, now_ns: int) -> None:
         st = self.st

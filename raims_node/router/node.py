@@ -410,7 +410,7 @@ class Node:
             seqno = frame.get(Fid.SEQNO)
             if peer is not None and isinstance(seqno, int) and peer.session_key == self.links.session_key_of(
                     frame.bridge):
-                st.inbox_accept(peer, seqno, now_ns)  # auth shares the inbox stream
+                st.inbox_accept(peer, seqno, now_ns, "u_inbox_auth")  # auth shares the inbox stream
             return
         if conn.peer is None or not conn.active:
             st.counters.unauthenticated += 1
@@ -434,16 +434,16 @@ class Node:
             return
         if head.msg_type == MsgType.MCAST:
             st.counters.mcast_recv += 1
-        else:
-            count(st.counters.pub_recv, S.publish_type_name(head.subject.decode(errors="replace")))
-        if head.msg_type == MsgType.MCAST:
             self.forward.on_mcast(conn, data, head, now_ns)
-        elif head.msg_type == MsgType.INBOX:
-            self._on_inbox(conn, data, head, peer, now_ns)
+            return
+        kind = S.publish_type_name(head.subject.decode(errors="replace"))
+        count(st.counters.pub_recv, kind)
+        if head.msg_type == MsgType.INBOX:
+            self._on_inbox(conn, data, head, peer, now_ns, kind)
         else:
             self.flood.on_bcast(conn, data, head, peer, now_ns)
 
-    def _on_inbox(self, conn: Conn, data: bytes, head: Header, peer: Peer, now_ns: int) -> None:
+    def _on_inbox(self, conn: Conn, data: bytes, head: Header, peer: Peer, now_ns: int, kind: str) -> None:
         st = self.state
         dest, suffix = S.parse_inbox(head.subject.decode("utf-8", "replace"))  # bad bytes: BadSubject
         if dest != st.bridge:
@@ -456,7 +456,7 @@ class Node:
                                                      (Fid.TPORT, conn.tport.name)], now_ns)
             return
         d = dict(peeked_fields(data, head, lazy=True))  # nested records decoded when wanted
-        if not st.inbox_accept(peer, get_int(d, Fid.SEQNO), now_ns):
+        if not st.inbox_accept(peer, get_int(d, Fid.SEQNO), now_ns, kind):
             st.counters.ibx_repeat += 1
             return
         via = conn.peer or peer.bridge

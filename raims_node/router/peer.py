@@ -8,9 +8,16 @@ the inbox sequence numbers in both directions, and the counters of `show loss`,
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from raims_node.router.seqwin import LossCounters
+
+INBOX_TYPES_KEPT = 32  # show inbox: the manual's "last 32 system RPC messages" each way
+
+
+def _type_log() -> deque[tuple[int, str]]:
+    return deque(maxlen=INBOX_TYPES_KEPT)
 
 
 @dataclass(slots=True)
@@ -29,6 +36,8 @@ class Peer:
     inbox_sent: int = 0
     inbox_recv: int = 0
     inbox_seen: int = 0  # bit i: seqno inbox_recv - i arrived
+    inbox_sent_types: deque[tuple[int, str]] = field(default_factory=_type_log)  # (seqno, publish type)
+    inbox_recv_types: deque[tuple[int, str]] = field(default_factory=_type_log)
     hb_seqno: int = 0
     hb_time_ns: int = 0
     hb_link_sum: int = 0

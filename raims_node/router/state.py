@@ -297,7 +297,9 @@ class NodeState:
         body += tail
         frame = frame_with_body(MsgType.INBOX, subject.encode("utf-8", "surrogateescape"), self.bridge, body, opt)
         self.mac.sign(frame)
-        count(self.counters.pub_send, S.publish_type_name(subject))
+        kind = S.publish_type_name(subject)
+        count(self.counters.pub_send, kind)
+        peer.inbox_sent_types.append((peer.inbox_sent, kind))
         self.route_inbox(dest, bytes(frame))
 
     def route_inbox(self, dest: bytes, data: bytes) -> None:
@@ -348,12 +350,14 @@ class NodeState:
         return cached
 
     @staticmethod
-    def inbox_accept(peer: Peer, seqno: int, now_ns: int) -> bool:
+    def inbox_accept(peer: Peer, seqno: int, now_ns: int, kind: str) -> bool:
         """Replay check of a peer's inbox stream with a window of INBOX_WINDOW seqnos:
         routes change while a network converges, so inbox messages may arrive out of
-        order; a gap counts as loss until (unless) the late message arrives."""
+        order; a gap counts as loss until (unless) the late message arrives. `kind`, the
+        message's publish type, is logged when accepted (show inbox)."""
         high = peer.inbox_recv
         if seqno > high:
+            peer.inbox_recv_types.append((seqno, kind))
             shift = seqno - high
             peer.inbox_seen = ((peer.inbox_seen << shift) | 1) & INBOX_MASK if shift < INBOX_WINDOW else 1
             if high and shift > 1:
@@ -366,6 +370,7 @@ class NodeState:
             return False
         peer.inbox_seen |= 1 << off
         peer.loss.ibx_loss = max(0, peer.loss.ibx_loss - 1)
+        peer.inbox_recv_types.append((seqno, kind))
         return True
 
     # ------------------------------------------------------------------ lookups
