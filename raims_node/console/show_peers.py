@@ -7,7 +7,8 @@ live peers by uid. Cells the node has no value for are empty (None):
 - sync: mc_req, mc_res, req_adj, res_adj (the node has no `_M.sync` RPC);
   link_sum and sub_sum of a peer are those its last heartbeat carried, so only
   directly connected peers have them, as the manual says;
-- skew: ref and ping (the node keeps the pong estimate only), and hb/lat while they are 0;
+- skew: hb and ref for peers that are not neighbours (hb is measured on the node's own
+  links, so ref is always 0, this node), lat before the first pong;
 - inbox: the last INBOX_TYPES_KEPT (32) inbox messages each way, by seqno and publish
   type (router/peer.py), as the manual's example; a peer with none logged yet shows its
   seqnos without types. The auth answering a peer's first hello leaves before the peer
@@ -152,10 +153,11 @@ def show_skew(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     cols = ["user", "lat", "hb", "ref", "ping", "pong", "time"]
     rows: list[Row] = []
     for b, p in ctx.node.peers.items():
-        rows.append(dict.fromkeys(cols) | {
-            "user": names.user(b), "lat": _nonzero(p.latency_ns), "hb": _nonzero(p.skew_ns),
-            "pong": p.pong_skew_ns if p.pong_recv else None,
-            "time": ctx.now_ns() + p.pong_skew_ns if p.pong_recv else None,
+        rows.append({
+            "user": names.user(b), "lat": _nonzero(p.latency_ns), "hb": p.skew_ns if p.hb_seqno else None,
+            "ref": 0 if p.hb_seqno else None,  # the uid whose link measured hb: this node's own
+            "ping": p.ping_skew_ns if p.ping_recv else None, "pong": p.pong_skew_ns if p.pong_recv else None,
+            "time": p.skew_time_ns or None,
         })
     kinds = {c: Kind.DURATION for c in ("lat", "hb", "ping", "pong")} | {"time": Kind.TIME}
     return CommandResult(cols, rows, kinds=kinds)

@@ -141,6 +141,9 @@ class Links:
         d = frame.as_dict()
         peer.hb_seqno = get_int(d, Fid.SEQNO)
         peer.hb_time_ns = now_ns
+        sent = get_int(d, Fid.TIME)
+        if sent > 0:
+            peer.skew_ns, peer.skew_time_ns = sent + peer.latency_ns // 2 - now_ns, now_ns
         peer.hb_link_sum = get_int(d, Fid.LINK_SUM)
         peer.hb_sub_sum = get_int(d, Fid.SUB_SUM)
         agree = get_int(d, Fid.UID_CNT) == len(st.peers) and d.get(Fid.UID_CSUM) == st.uid_csum()

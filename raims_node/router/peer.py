@@ -51,7 +51,9 @@ class Peer:
     lat_max_ns: int = 0
     lat_sum_ns: int = 0  # over pong_recv round trips
     pong_skew_ns: int = 0  # its clock minus ours, from the last pong
+    ping_skew_ns: int = 0  # the same from the last ping it sent (half the last round trip added)
+    skew_time_ns: int = 0  # when one of the skews was last taken (show skew)
     ping_adj: int = 0  # adjacency requests a ping's seqnos caused
-    skew_ns: int = 0
+    skew_ns: int = 0  # the same from its last heartbeat on our own link
     loss: LossCounters = field(default_factory=LossCounters)
     zombie_since_ns: int = 0

@@ -77,6 +77,9 @@ class Remote:
     def in_ping(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         st = self.st
         peer.ping_recv += 1
+        stamp = get_int(d, Fid.STAMP)
+        if stamp > 0:
+            peer.ping_skew_ns, peer.skew_time_ns = stamp + peer.latency_ns // 2 - now_ns, now_ns
         token = d.get(Fid.TOKEN)
         st.send_inbox(peer.bridge, "pong", [(Fid.STAMP, get_int(d, Fid.STAMP)), (Fid.TIME, now_ns),
                                             *([(Fid.TOKEN, token)] if isinstance(token, int) else [])], now_ns)
@@ -96,7 +99,7 @@ class Remote:
         peer.lat_max_ns = max(peer.lat_max_ns, lat)
         peer.lat_sum_ns += lat
         # their clock at the midpoint of the round trip, against ours
-        peer.pong_skew_ns = get_int(d, Fid.TIME) - (sent + lat // 2)
+        peer.pong_skew_ns, peer.skew_time_ns = get_int(d, Fid.TIME) - (sent + lat // 2), now_ns
         token = d.get(Fid.TOKEN)
         owner = self._rem_waiters.get(token) if isinstance(token, int) else None
         if owner is not None:

@@ -294,6 +294,12 @@ def test_counters_sync_inbox_skew_follow_the_peers(net: SimNetwork) -> None:
         r = skew[label(net, "A", name)]
         assert r["lat"] == (p.latency_ns or None)
         assert r["pong"] == (p.pong_skew_ns if p.pong_recv else None)
+        assert r["ping"] == (p.ping_skew_ns if p.ping_recv else None)
+        assert r["time"] == (p.skew_time_ns or None)
+    near, far = skew[label(net, "A", "B")], skew[label(net, "A", "D")]
+    assert near["ref"] == 0 and far["hb"] is None and far["ref"] is None  # hb: a neighbour's heartbeats
+    assert near["hb"] is not None and abs(near["hb"]) < 10_000_000  # one clock in the simulator: no skew
+    assert near["time"] is not None and near["time"] <= net.now
 
 
 def test_pubtype_and_events_are_the_node_counters(net: SimNetwork) -> None:
