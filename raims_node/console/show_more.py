@@ -7,7 +7,9 @@ Decisions where the manual is vague, or raims has no such state:
 - `show status [T]`: the transports with their state (the port rows: connections, flags,
   address) and, for configured transports not running, "not running".
 - `show urls`: one row per neighbour: the user, the transport and the address of the link.
-- `show reachable`: per transport, the users reached through it on path 0 (next hop).
+- `show reachable`: per peer, each transport that is the first hop of one of its four
+  paths, with those paths ("0,1,2,3") and the transport's fd, as the manual's columns;
+  a peer no path reaches has one empty row.
 - `show fds` / `show buffers`: the port rows' connection counts and byte counters (a
   Python process has no per-fd buffer pools; `bs`/`br` are what was sent and received).
 - `show windows`: the publish and subscribe sequence windows: entries and rotation.
@@ -30,6 +32,7 @@ from raims_node.config.tree import ConfigTree
 from raims_node.console.context import ConsoleContext
 from raims_node.console.names import Names
 from raims_node.console.result import CommandResult, Kind, Row, as_cell
+from raims_node.linkstate.records import NUM_PATHS
 from raims_node.wire.subjects import bridge_b64
 
 
@@ -95,14 +98,21 @@ def show_pgm(ctx: ConsoleContext, args: list[str]) -> CommandResult:
 def show_reachable(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     node = ctx.node
     names = Names(node)
-    reach: dict[str, list[str]] = {}
+    tports = {t.tport_id: f"{t.name}.{t.tport_id}" for t in node.tports}
+    fds = {str(r.get("tport")): r.get("fd") for r in ctx.ports()}
+    rows: list[Row] = []
     for b in node.peers:
-        for link in node.routes.next_hops(b, 0):
-            t = next((t for t in node.tports if t.tport_id == link.tport_id), None)
-            if t is not None:
-                reach.setdefault(f"{t.name}.{t.tport_id}", []).append(names.user(b))
-    rows: list[Row] = [{"tport": t, "reachable": sorted(users)} for t, users in sorted(reach.items())]
-    return CommandResult(["tport", "reachable"], rows)
+        paths: dict[str, list[int]] = {}  # tport -> the paths whose first hop it is
+        for path in range(NUM_PATHS):
+            hops = node.routes.next_hops(b, path)
+            if hops and hops[0].tport_id in tports:
+                paths.setdefault(tports[hops[0].tport_id], []).append(path)
+        if not paths:
+            rows.append({"user": names.user(b), "path": None, "fd": None, "tport": None})
+        for tport, on in sorted(paths.items()):
+            rows.append({"user": names.user(b), "path": ",".join(map(str, on)), "fd": as_cell(fds.get(tport)),
+                         "tport": tport})
+    return CommandResult(["user", "path", "fd", "tport"], rows)
 
 
 def show_fds(ctx: ConsoleContext, args: list[str]) -> CommandResult:

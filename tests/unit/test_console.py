@@ -389,9 +389,14 @@ def test_cost_lists_each_transport_with_its_four_costs(net: SimNetwork) -> None:
 
 
 def test_reachable_names_the_users_behind_each_transport(net: SimNetwork) -> None:
-    got = {r["tport"]: set(r["reachable"]) for r in rows(net, "A", "show reachable")}  # type: ignore[arg-type]
-    assert set().union(*got.values()) == {label(net, "A", u) for u in "BCD"}
-    assert all(t.startswith("link_") for t in got)
+    got = rows(net, "A", "show reachable")  # the manual's: user, path, fd, tport
+    assert {r["user"] for r in got} == {label(net, "A", u) for u in "BCD"}
+    assert all(str(r["tport"]).startswith("link_") for r in got)
+    for u in "BCD":  # each of the four paths starts on exactly one transport
+        paths = [int(p) for r in got if r["user"] == label(net, "A", u) for p in str(r["path"]).split(",")]
+        assert sorted(paths) == [0, 1, 2, 3], u
+    b = next(r for r in got if r["user"] == label(net, "A", "B"))
+    assert b["tport"] == tport(net, "A", "link_ab")
 
 
 def test_windows_count_the_subjects_in_each(net: SimNetwork) -> None:
