@@ -56,7 +56,7 @@ _LAT = {"lat": Kind.DURATION}
 _SESSION_VERBS = (
     "ping", "tping", "mping", "remote", "connect", "listen", "shutdown", "network", "configure transport",
     "configure parameter", "save", "sub", "unsub", "psub", "punsub", "gsub", "gunsub", "snap", "pub", "trace",
-    "ack", "rpc", "any", "cancel", "mute", "unmute", "reseed", "debug", "wevents", "die", "quit", "exit",
+    "ack", "rpc", "any", "cancel", "show rpcs", "mute", "unmute", "reseed", "debug", "wevents", "die", "quit", "exit",
 )
 
 
@@ -164,6 +164,8 @@ class ConsoleSession:
         self.debug = 0
         self.quit = False
         self._files: dict[str, Path] = {}  # subscription sid -> output file
+        self._subs: dict[str, str] = {}  # subscription sid -> its command, sub, psub or gsub (show rpcs)
+        self._received: dict[str, int] = {}  # subscription sid -> messages delivered
         self._waits: dict[str, _Wait] = {}  # token or inbox -> the wait for its replies
         self._inbox = 0
         self.configuring: str | None = None  # the transport whose fields the lines set (sub-mode)
@@ -183,6 +185,8 @@ class ConsoleSession:
         if d.subject.startswith("rem."):
             self.write(f"from {d.subject[4:]}:\n{d.payload.decode(errors='replace')}")
             return
+        if d.sid in self._subs:
+            self._received[d.sid] = self._received.get(d.sid, 0) + 1
         loss = f" (lost {d.loss})" if d.loss else ""
         line = f"{d.subject}: {d.payload.decode(errors='replace')}{loss}"
         path = self._files.get(d.sid)
@@ -276,11 +280,19 @@ class ConsoleSession:
                 host.psubscribe(self, subject, subject, "rv" if name == "psub" else "glob")
             if len(args) > 1:
                 self._files[subject] = Path(args[1])
+            self._subs[subject] = name
             return _done(name, subject)
         if name in ("unsub", "punsub", "gunsub"):
             host.unsubscribe(self, args[0])
             self._files.pop(args[0], None)
+            self._subs.pop(args[0], None)
+            self._received.pop(args[0], None)
             return _done(name, args[0])
+        if name == "show rpcs":
+            node_rpcs = execute(self.context(), "show rpcs")
+            mine: list[Row] = [{"type": kind, "arg": sid, "recv": self._received.get(sid, 0), "count": None}
+                               for sid, kind in self._subs.items()]
+            return CommandResult(node_rpcs.columns, mine + node_rpcs.rows)
         if name in ("pub", "trace", "ack", "any"):
             opt = {"pub": 0, "trace": OPT_TRACE, "ack": OPT_ACK, "any": OPT_ANY}[name]
             before = len(host.node.acks)

@@ -19,8 +19,10 @@ Decisions where the manual is vague, or raims has no such state:
   user, daemon port, start, the service's clients, bytes and messages each way,
   inbound loss; `odl` is 0: publishers lose nothing before the network) and per
   subject it listens to (`p` marks a wildcard), from the `rv` transports' port rows.
-- `show rpcs`: the sync and adjacency requests outstanding (the manual's "rpcs and subs
-  running"), with their target, neighbour asked and tries.
+- `show rpcs`: the manual's columns (type, arg, recv, count): a console session's
+  subscriptions (sub, psub, gsub: the messages received; console/session.py), then the
+  node's sync and adjacency requests outstanding (`sync_req`/`adj_req`, the peer asked
+  about, 1 reply expected).
 - `show startup [section [N]]`: the startup section of the configuration (the transports
   started at launch), and `show startup transport|service|user|group|parameter` as the
   running ones (raims keeps the loaded configuration as the startup one).
@@ -34,6 +36,8 @@ from raims_node.console.names import Names
 from raims_node.console.result import CommandResult, Kind, Row, as_cell
 from raims_node.linkstate.records import NUM_PATHS
 from raims_node.wire.subjects import bridge_b64
+
+RPC_COLUMNS = ["type", "arg", "recv", "count"]
 
 
 def _match(t: object, args: list[str]) -> bool:
@@ -175,7 +179,6 @@ def show_rvsub(ctx: ConsoleContext, args: list[str]) -> CommandResult:
 def show_rpcs(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     node = ctx.node
     names = Names(node)
-    rows: list[Row] = [{"kind": p.kind, "about": names.user(p.about), "via": names.user(p.via),
-                        "tries": p.tries, "deadline": p.deadline_ns}
+    rows: list[Row] = [{"type": f"{p.kind}_req", "arg": names.user(p.about), "recv": 0, "count": 1}
                        for p in node.state.sync.pending.values()]
-    return CommandResult(["kind", "about", "via", "tries", "deadline"], rows)
+    return CommandResult(RPC_COLUMNS, rows)

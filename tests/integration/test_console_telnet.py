@@ -135,6 +135,11 @@ def test_telnet_console_sub_and_pub(abcd_telnet: tuple[dict[str, NodeProc], int]
     a.command("sub hello.world")
     out = a.command("pub hello.world hi-there")  # delivered locally before the prompt returns
     assert "hello.world: hi-there" in out
+    a.command("psub hello.>")
+    out = a.command("show rpcs")  # the manual's columns; recv counts what each subscription got
+    assert re.search(r"type\W+arg\W+recv\W+count", out), out
+    assert re.search(r"^\s*sub\W+hello\.world\W+1\b", out, re.M) and re.search(r"^\s*psub\W+hello\.>\W+0\b", out, re.M), out
+    a.command("punsub hello.>")
     out = a.command("unsub hello.world") + a.command("pub hello.world again")
     assert "again" not in out.replace("pub hello.world again", "")
     assert "unknown command" in a.command("frobnicate")
