@@ -12,7 +12,10 @@ Decisions where the manual is vague, or raims has no such state:
   a peer no path reaches has one empty row.
 - `show fds` / `show buffers`: the port rows' connection counts and byte counters (a
   Python process has no per-fd buffer pools; `bs`/`br` are what was sent and received).
-- `show windows`: the publish and subscribe sequence windows: entries and rotation.
+- `show windows`: the manual's rows and columns for the subscribe and publish sequence
+  windows and their old generations (sizes are the entries' estimate the rotation uses),
+  the route cache's entries, and the peers' bloom filters (count, bytes encoded); no
+  inbox route cache or rv table rows (raims keeps neither as a table).
 - `show cache`: the route table's cached trees (per source and path).
 - `show poll`: the event loop's lag is not sampled: one row saying so, not invented data.
 - `show hosts` / `show rvsub`: one row per RV client session (its service, session,
@@ -30,6 +33,7 @@ Decisions where the manual is vague, or raims has no such state:
 
 from __future__ import annotations
 
+from raims_node.bloom import BloomFilter
 from raims_node.config.tree import ConfigTree
 from raims_node.console.context import ConsoleContext
 from raims_node.console.names import Names
@@ -38,6 +42,7 @@ from raims_node.linkstate.records import NUM_PATHS
 from raims_node.wire.subjects import bridge_b64
 
 RPC_COLUMNS = ["type", "arg", "recv", "count"]
+WINDOW_COLUMNS = ["tab", "count", "size", "win_size", "max_size", "rotate_time", "interval"]
 
 
 def _match(t: object, args: list[str]) -> bool:
@@ -133,13 +138,21 @@ def show_buffers(ctx: ConsoleContext, args: list[str]) -> CommandResult:
 
 def show_windows(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     node = ctx.node
-    rows: list[Row] = [
-        {"window": "pub", "subjects": len(node.pub_window), "size": node.params.pub_window_size,
-         "time": node.params.pub_window_time_ns},
-        {"window": "sub", "subjects": len(node.sub_window), "size": node.params.sub_window_size,
-         "time": node.params.sub_window_time_ns},
-    ]
-    return CommandResult(["window", "subjects", "size", "time"], rows)
+    rows: list[Row] = []
+    for tab, window in (("sub", node.sub_window), ("pub", node.pub_window)):
+        w = window.stats()
+        rows.append({"tab": tab, "count": w.count, "size": w.size, "win_size": w.win_size, "max_size": w.max_size,
+                     "rotate_time": w.rotate_ns, "interval": w.interval_ns // 1_000_000_000})
+        rows.append({"tab": f"{tab}_old", "count": w.old_count, "size": w.old_size, "win_size": None,
+                     "max_size": None, "rotate_time": w.old_rotate_ns or None, "interval": None})
+    cached = getattr(node.routes, "cache_size", None)
+    if callable(cached):
+        rows.append(dict.fromkeys(WINDOW_COLUMNS) | {"tab": "route", "count": cached()})
+    filters = [p.bloom for p in node.peers.values() if p.bloom is not None]
+    rows.append(dict.fromkeys(WINDOW_COLUMNS) | {
+        "tab": "bloom", "count": len(filters),
+        "size": sum(len(f.to_bytes()) for f in filters if isinstance(f, BloomFilter))})
+    return CommandResult(WINDOW_COLUMNS, rows, kinds={"rotate_time": Kind.TIME})
 
 
 def show_cache(ctx: ConsoleContext, args: list[str]) -> CommandResult:

@@ -65,6 +65,9 @@ class _Window(Generic[K, V]):
         self.cur_bytes = 0
         self.started_ns = now_ns
         self.rotations = 0
+        self.old_bytes = 0
+        self.old_started_ns = 0
+        self.max_bytes = 0
 
     def get(self, key: K, size: int) -> V | None:
         v = self.cur.get(key)
@@ -72,21 +75,30 @@ class _Window(Generic[K, V]):
             v = self.old.pop(key, None)
             if v is not None:
                 self.cur[key] = v
-                self.cur_bytes += size + self.overhead
+                self._grow(size)
         return v
 
     def put(self, key: K, size: int, value: V) -> None:
         if key not in self.cur:
-            self.cur_bytes += size + self.overhead
+            self._grow(size)
         self.cur[key] = value
+
+    def _grow(self, size: int) -> None:
+        self.cur_bytes += size + self.overhead
+        if self.cur_bytes > self.max_bytes:
+            self.max_bytes = self.cur_bytes
 
     def maybe_rotate(self, now_ns: int) -> None:
         if self.cur_bytes > self.size_limit and now_ns - self.started_ns >= self.time_ns:
-            self.old = self.cur
+            self.old, self.old_bytes, self.old_started_ns = self.cur, self.cur_bytes, self.started_ns
             self.cur = {}
             self.cur_bytes = 0
             self.started_ns = now_ns
             self.rotations += 1
+
+    def stats(self) -> WindowStats:
+        return WindowStats(len(self.cur), self.cur_bytes, len(self.old), self.old_bytes if self.old else 0,
+                           self.size_limit, self.max_bytes, self.started_ns, self.old_started_ns, self.time_ns)
 
     def __len__(self) -> int:
         return len(self.cur) + len(self.old)
@@ -134,6 +146,9 @@ class PubWindow:
     def __len__(self) -> int:
         return len(self._w)
 
+    def stats(self) -> WindowStats:
+        return self._w.stats()
+
 
 class Verdict(Enum):
     OK = "ok"
@@ -141,6 +156,21 @@ class Verdict(Enum):
     RESTART = "restart"  # the publisher started a new stream (stamp)
     LOSS = "loss"  # delivered, with `lost` messages missing before it
     REPEAT = "repeat"  # already seen: drop
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    """A window's two generations as `show windows` prints them (bytes: the entries' estimate)."""
+
+    count: int
+    size: int
+    old_count: int
+    old_size: int
+    win_size: int  # the size past which the current generation rotates
+    max_size: int  # the largest the current generation has been
+    rotate_ns: int  # when the current generation started
+    old_rotate_ns: int  # when the old one did (0: never rotated)
+    interval_ns: int  # the least age at which it rotates
 
 
 @dataclass(slots=True)
@@ -214,6 +244,9 @@ class SubWindow:
 
     def __len__(self) -> int:
         return len(self._w)
+
+    def stats(self) -> WindowStats:
+        return self._w.stats()
 
 
 @dataclass(slots=True)

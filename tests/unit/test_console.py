@@ -400,9 +400,13 @@ def test_reachable_names_the_users_behind_each_transport(net: SimNetwork) -> Non
 
 
 def test_windows_count_the_subjects_in_each(net: SimNetwork) -> None:
-    by = {r["window"]: r for r in rows(net, "D", "show windows")}
-    assert by["sub"]["subjects"] == len(net.nodes["D"].node.sub_window) and by["sub"]["subjects"] >= 1
-    assert by["pub"]["size"] == net.nodes["D"].node.params.pub_window_size
+    by = {r["tab"]: r for r in rows(net, "D", "show windows")}  # the manual's rows and columns
+    d = net.nodes["D"].node
+    assert {"sub", "sub_old", "pub", "pub_old", "bloom"} <= set(by)
+    assert by["sub"]["count"] + by["sub_old"]["count"] == len(d.sub_window) and by["sub"]["count"] >= 1
+    assert by["pub"]["win_size"] == d.params.pub_window_size and by["sub"]["win_size"] == d.params.sub_window_size
+    assert 0 < by["sub"]["size"] <= by["sub"]["max_size"] and by["sub"]["rotate_time"] <= net.now
+    assert by["bloom"]["count"] == 3 and by["bloom"]["size"] > 0  # A, B and C's filters
 
 
 def test_urls_and_rpcs_and_the_rv_tables(net: SimNetwork) -> None:

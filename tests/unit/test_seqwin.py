@@ -44,6 +44,20 @@ def test_publisher_window_rotates_by_size_and_time() -> None:
     assert restarted and seq2 >> FRAME_SHIFT > seq >> FRAME_SHIFT
 
 
+def test_window_stats_follow_the_generations() -> None:
+    """show windows: the current and old generations, the largest size, the rotations' times."""
+    w = PubWindow(1000, 10 * NS, T0)
+    for i in range(50):
+        w.next_seqno(f"subject.{i}", T0)
+    before = w.stats()
+    assert (before.count, before.old_count, before.old_size, before.rotate_ns) == (50, 0, 0, T0)
+    assert before.size == before.max_size > 1000 and before.win_size == 1000 and before.interval_ns == 10 * NS
+    w.next_seqno("new.one", T0 + 11 * NS)  # rotates: the 50 are the old generation
+    after = w.stats()
+    assert (after.count, after.old_count, after.old_size) == (0, 51, after.max_size)
+    assert (after.rotate_ns, after.old_rotate_ns) == (T0 + 11 * NS, T0) and after.max_size > before.size
+
+
 def test_restart_in_the_same_time_frame_moves_to_the_next_frame() -> None:
     w = PubWindow(4 << 20, 10 * NS, T0)
     s, _ = w.next_seqno("a", T0)
