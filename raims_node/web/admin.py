@@ -35,9 +35,17 @@ from aiohttp import WSMsgType, web
 from raims_node.config.records import TransportConfig
 from raims_node.console import CommandResult, ConsoleContext, execute
 from raims_node.console.session import session_verb
+from raims_node.linkstate import graph_from_db
 from raims_node.router.actions import Deliver
 from raims_node.web.digest import DigestAuth
-from raims_node.web.pages import from_dir, graph_html, index_html, page, table_html
+from raims_node.web.pages import (
+    from_dir,
+    graph_html,
+    graph_nodes_html,
+    index_html,
+    page,
+    table_html,
+)
 from raims_node.wire.subjects import bridge_b64
 
 if TYPE_CHECKING:
@@ -109,6 +117,10 @@ class WebAdmin:
         name = request.match_info["name"]
         if name == "index.html":
             return self._html(name, index_html(self.daemon.node))
+        if name == "graph_nodes.html":
+            node = self.daemon.node
+            graph = request.query.get("graph") or graph_from_db(node.db, node.bridge).text()
+            return self._html(name, graph_nodes_html(graph))
         text = from_dir(self.http_dir, name, None) if self.http_dir is not None else None
         if text is None:
             raise web.HTTPNotFound()

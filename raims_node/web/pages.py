@@ -7,6 +7,8 @@ network access unless `http_dir` is set).
   an HTML table, the same rows `GET /?show peers` answers as JSON.
 - `/graph`: the network drawn from the link-state database as inline SVG: users on a
   circle (this node filled), one line per link with its path-0 cost.
+- `/graph_nodes.html`: the manual's page to paste a graph's text (`show graph`, or
+  ms_test_adj's input) into and draw it the same way; it opens with the network's own.
 - `http_dir`: a file there overrides the page of the same name; in an `.html` file
   `@(show ports)` is replaced by that command's table (the manual's templating).
 """
@@ -21,6 +23,8 @@ from pathlib import Path
 from raims_node.console.commands import COMMANDS
 from raims_node.console.render import format_cell
 from raims_node.console.result import CommandResult
+from raims_node.linkstate import parse_graph
+from raims_node.linkstate.errors import GraphError
 from raims_node.router.node import Node
 
 TEMPLATE = re.compile(r"@\(([^)]*)\)")
@@ -56,34 +60,53 @@ def index_html(node: Node) -> str:
 def graph_svg(node: Node, size: int = 640) -> str:
     """The link-state database as SVG: every known user on a circle, links with costs."""
     names = {node.bridge: node.user, **{b: p.user for b, p in node.peers.items()}}
-    order = sorted(names, key=lambda b: (b != node.bridge, names[b]))
-    n = max(1, len(order))
+    edges = [(names[b], names[link.peer_bridge], link.cost[0])
+             for b in names for link in node.db.links(b) if link.peer_bridge in names]
+    return draw_graph(sorted(names.values(), key=lambda u: (u != node.user, u)), edges, node.user, size)
+
+
+def draw_graph(users: list[str], edges: list[tuple[str, str, int]], me: str | None, size: int = 640) -> str:
+    """`users` on a circle (`me` filled, first at the top), one line per pair of `edges`
+    (user, user, path-0 cost) with its cost, as SVG."""
+    n = max(1, len(users))
     c, r = size / 2, size / 2 - 70
-    pos = {b: (c + r * math.cos(2 * math.pi * i / n - math.pi / 2),
-               c + r * math.sin(2 * math.pi * i / n - math.pi / 2)) for i, b in enumerate(order)}
-    seen: set[tuple[bytes, bytes]] = set()
+    pos = {u: (c + r * math.cos(2 * math.pi * i / n - math.pi / 2),
+               c + r * math.sin(2 * math.pi * i / n - math.pi / 2)) for i, u in enumerate(users)}
+    seen: set[tuple[str, str]] = set()
     lines = []
-    for b in order:
-        for link in node.db.links(b):
-            other = link.peer_bridge
-            key = (min(b, other), max(b, other))
-            if other not in pos or key in seen:
-                continue
-            seen.add(key)
-            (x1, y1), (x2, y2) = pos[b], pos[other]
-            lines.append(f"<line x1='{x1:.1f}' y1='{y1:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' stroke='#5b7fa6' "
-                         f"stroke-width='2'/><text x='{(x1 + x2) / 2:.1f}' y='{(y1 + y2) / 2 - 4:.1f}' "
-                         f"font-size='12' fill='#444'>{link.cost[0]}</text>")
+    for a, b, cost in edges:
+        key = (min(a, b), max(a, b))
+        if a not in pos or b not in pos or key in seen:
+            continue
+        seen.add(key)
+        (x1, y1), (x2, y2) = pos[a], pos[b]
+        lines.append(f"<line x1='{x1:.1f}' y1='{y1:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' stroke='#5b7fa6' "
+                     f"stroke-width='2'/><text x='{(x1 + x2) / 2:.1f}' y='{(y1 + y2) / 2 - 4:.1f}' "
+                     f"font-size='12' fill='#444'>{cost}</text>")
     circles = []
-    for b in order:
-        x, y = pos[b]
-        fill = "#1a5fb4" if b == node.bridge else "#ffffff"
-        text = "#ffffff" if b == node.bridge else "#222222"
+    for u in users:
+        x, y = pos[u]
+        fill, text = ("#1a5fb4", "#ffffff") if u == me else ("#ffffff", "#222222")
         circles.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='26' fill='{fill}' stroke='#1a5fb4' stroke-width='2'/>"
                        f"<text x='{x:.1f}' y='{y + 5:.1f}' text-anchor='middle' font-size='14' "
-                       f"fill='{text}'>{html.escape(names[b])}</text>")
+                       f"fill='{text}'>{html.escape(u)}</text>")
     return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{size}' height='{size}' "
             f"viewBox='0 0 {size} {size}'>{''.join(lines)}{''.join(circles)}</svg>")
+
+
+def graph_nodes_html(text: str) -> str:
+    """The manual's /graph_nodes.html: a text box holding a graph in `show graph`'s text
+    (the network's own unless one was submitted) and the drawing of it, or why not."""
+    form = (f"<form method='get' action='/graph_nodes.html'><textarea name='graph' rows='12' cols='60'>"
+            f"{html.escape(text)}</textarea><br><button type='submit'>show graph</button></form>")
+    try:
+        graph = parse_graph(text)
+    except GraphError as exc:
+        return page("graph nodes", form + f"<p class='err'>{html.escape(str(exc))}</p>")
+    edges = [(a, b, link.cost[0]) for link in graph.links for a in link.nodes for b in link.nodes if a < b]
+    users = sorted(graph.nodes, key=lambda u: (u != graph.start, graph.nodes.index(u)))
+    return page("graph nodes", form + draw_graph(users, edges, graph.start) +
+                f"<p>{len(graph.nodes)} users, {len(graph.links)} links</p>")
 
 
 def graph_html(node: Node) -> str:

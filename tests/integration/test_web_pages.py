@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +96,13 @@ def test_show_pages_and_the_graph(web_ab: tuple[str, Path]) -> None:
         assert f">{user}</text>" in body
     assert ">100</text>" in body and ">300</text>" in body  # the links' costs
     assert body.count("<line ") == 2
+    status, body = _get(base + "/graph_nodes.html", PASSWORD)  # opens with the network's own graph
+    assert status == 200 and "<textarea name='graph'" in body and "node A B C" in body and body.count("<line ") == 2
+    pasted = "node X Y Z\ntcp_xy X Y : 7\nmesh_m X Y Z : 9\n"
+    status, body = _get(base + "/graph_nodes.html?graph=" + urllib.parse.quote(pasted), PASSWORD)
+    assert status == 200 and ">X</text>" in body and ">7</text>" in body and body.count("<line ") == 3
+    status, body = _get(base + "/graph_nodes.html?graph=" + urllib.parse.quote("tcp_q A B\n"), PASSWORD)
+    assert status == 200 and "class='err'" in body and "<svg" not in body  # why, not a drawing
     status, body = _get(base + "/index.html", PASSWORD)
     assert status == 200 and "/show/peers" in body
     assert _get(base + "/nothing.html", PASSWORD)[0] == 404
