@@ -14,8 +14,8 @@ Decisions where the manual is vague, or raims has no such state:
   Python process has no per-fd buffer pools; `bs`/`br` are what was sent and received).
 - `show windows`: the manual's rows and columns for the subscribe and publish sequence
   windows and their old generations (sizes are the entries' estimate the rotation uses),
-  the route cache's entries, and the peers' bloom filters (count, bytes encoded); no
-  inbox route cache or rv table rows (raims keeps neither as a table).
+  and the peers' bloom filters (count, bytes encoded); no inbox, route or rv rows (show
+  cache has the route table's; raims keeps no inbox cache or rv table).
 - `show cache`: the route table's cached trees (per source and path).
 - `show poll`: the event loop's lag is not sampled: one row saying so, not invented data.
 - `show hosts` / `show rvsub`: one row per RV client session (its service, session,
@@ -145,9 +145,6 @@ def show_windows(ctx: ConsoleContext, args: list[str]) -> CommandResult:
                      "rotate_time": w.rotate_ns, "interval": w.interval_ns // 1_000_000_000})
         rows.append({"tab": f"{tab}_old", "count": w.old_count, "size": w.old_size, "win_size": None,
                      "max_size": None, "rotate_time": w.old_rotate_ns or None, "interval": None})
-    cached = getattr(node.routes, "cache_size", None)
-    if callable(cached):
-        rows.append(dict.fromkeys(WINDOW_COLUMNS) | {"tab": "route", "count": cached()})
     filters = [p.bloom for p in node.peers.values() if p.bloom is not None]
     rows.append(dict.fromkeys(WINDOW_COLUMNS) | {
         "tab": "bloom", "count": len(filters),
