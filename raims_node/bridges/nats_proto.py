@@ -31,6 +31,7 @@ events are frozen dataclasses (two NamedTuples without fields would compare equa
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -145,6 +146,15 @@ _new = tuple.__new__  # builds a Pub for a third of what its generated __new__ c
 
 def _text(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
+
+
+_UNFRAMABLE = re.compile(r"[\x00-\x20\x7f]")  # whitespace and controls end a MSG line's fields
+
+
+def framable(s: str) -> bool:
+    """Whether a subject or reply from another protocol (RV, Redis, a remote node) can go
+    into a MSG line as one field: one that cannot would forge the client's protocol."""
+    return _UNFRAMABLE.search(s) is None
 
 
 def wire(s: str) -> bytes:

@@ -38,6 +38,7 @@ Checked byte for byte against nats-server 2.9.10 (tests/unit/test_nats_session.p
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ from raims_node.bridges.nats_proto import (
     encode_hmsg,
     encode_info,
     encode_msg,
+    framable,
     has_wildcard,
     is_literal_subject,
     is_valid_subject,
@@ -83,6 +85,8 @@ from raims_node.bridges.nats_proto import (
 )
 from raims_node.subject import SubjectError, compile_pattern
 from raims_node.wire.batch import PackedRun, Run
+
+log = logging.getLogger("raims.bridge.nats")
 
 SERVER_VERSION = "2.10.0"
 PROTO_VERSION = 1
@@ -159,6 +163,7 @@ class NatsSession(SessionOutput):
         self.msgs_in = 0
         self.msgs_out = 0
         self.payload_in = self.payload_out = 0  # message bytes (headers and data): nats-server's in/out_bytes
+        self.unframable = 0  # deliveries skipped: a subject or reply NATS cannot carry (nats_proto.framable)
         self._parser = NatsParser(config.max_payload, config.max_control_line, runs=True)
         # RouterBus.publish_lone, when the bus has it: a PUB read alone, written on at once
         self._publish_lone: Callable[[NatsSession, str, bytes], int] | None = getattr(bus, "publish_lone", None)
@@ -396,6 +401,12 @@ class NatsSession(SessionOutput):
                 headers: bytes | None, payload: bytes) -> None:
         sub = self._subs.get(sid)
         if sub is None:  # unsubscribed meanwhile, or closed (which clears them all)
+            return
+        if (reply or subject != sub.subject) and not (framable(subject) and (not reply or framable(reply))):
+            self.unframable += 1  # a wildcard's match or a reply from RV or Redis with spaces or CR LF
+            if self.unframable == 1:
+                log.warning("nats client %d: skipped a message on %r: not a NATS subject", self.client_id,
+                            subject + (f" reply {reply}" if reply else ""))
             return
         sub.delivered += 1  # counted from the start: UNSUB max compares with it, as nats-server
         if sub.max_msgs and sub.delivered >= sub.max_msgs:

@@ -199,6 +199,22 @@ def test_wildcard_delivery_carries_the_published_subject() -> None:
     assert sub.msgs_out == 1 and pub.msgs_in == 1
 
 
+@pytest.mark.parametrize(("subject", "reply"), [
+    ("X 1 5\r\nEVIL!\r\nMSG Y", None),  # an RV or Redis subject: would forge a second MSG
+    ("orders.eu", "R 2\r\nPING"), ("orders.a\tb", None), ("orders.\x00", None),
+])
+def test_a_subject_nats_cannot_frame_is_skipped_not_written(subject: str, reply: str | None) -> None:
+    """Subjects from other protocols reach NATS wildcards; one with spaces, CR LF or
+    controls is skipped and counted (the RV probe forged messages in nats-py with one)."""
+    s = fresh()
+    s.data_received(b"SUB > 5\r\n")
+    s.pending_output()
+    s.deliver("5", subject, reply, None, b"real")
+    s.deliver("5", "orders.ok", None, None, b"fine")
+    assert s.pending_output() == b"MSG orders.ok 5 4\r\nfine\r\n"
+    assert (s.unframable, s.msgs_out) == (1, 1)
+
+
 def test_queue_group_members_share_the_messages_and_plain_subscribers_get_all() -> None:
     bus = MemoryBus()
     members = [nats(bus, i) for i in (1, 2, 3)]
