@@ -92,8 +92,14 @@ class _NatsClient:
     async def open(self) -> _NatsClient:
         import nats
 
-        self.nc = await nats.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S, allow_reconnect=False,
-                                     max_reconnect_attempts=0)
+        # max_reconnect_attempts=0 is "for ever" to nats-py's first connect (a node killed
+        # after converging held the stage past its timeout); one try, bounded as a whole
+        try:
+            self.nc = await asyncio.wait_for(nats.connect(
+                self.url, connect_timeout=CONNECT_TIMEOUT_S, allow_reconnect=False, max_reconnect_attempts=1),
+                2 * CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError, nats.errors.Error) as exc:
+            raise TrafficError(f"cannot connect to NATS at {self.url}: {type(exc).__name__} {exc}".rstrip()) from None
         return self
 
     async def _on_msg(self, msg: Any) -> None:

@@ -351,3 +351,23 @@ def test_observer_sampling_is_a_fixed_subset() -> None:
     sample = observers_of(names, 5)
     assert len(sample) == 5 and sample <= set(names)
     assert observers_of(list(reversed(names)), 5) == sample  # the same whatever the order
+
+
+def test_the_traffic_checks_nats_client_gives_up_on_a_dead_node() -> None:
+    """nats-py's first connect retried for ever with max_reconnect_attempts=0: a node
+    killed after converging held the traffic stage past its timeout (the Spark probe)."""
+    import asyncio
+    import socket
+
+    from spark_app.jobs.errors import TrafficError
+    from spark_app.jobs.traffic import CONNECT_TIMEOUT_S, _NatsClient
+
+    with socket.socket() as s:  # a port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def attempt() -> None:
+        await asyncio.wait_for(_NatsClient(f"nats://127.0.0.1:{port}").open(), 4 * CONNECT_TIMEOUT_S)
+
+    with pytest.raises(TrafficError, match=f"cannot connect to NATS at nats://127.0.0.1:{port}"):
+        asyncio.run(attempt())
