@@ -352,7 +352,11 @@ class Rollout:
             self.pipeline()
         except Exception as exc:  # recorded in the rollouts row, then raised as RolloutFailed
             o.error = str(exc) if isinstance(exc, SparkAppError) else _first_lines(exc)
-            cause: Exception | None = exc
+            cause: BaseException | None = exc
+        except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (raims_rollout.py): a failed run, torn down
+            done = list(o.stages)
+            o.error = f"interrupted ({exc or 'SIGINT'})" + (f" after stage {done[-1]}" if done else "")
+            cause = exc
         else:
             cause = None
         finally:
@@ -393,8 +397,9 @@ class Rollout:
         does not hide the rollout's own error."""
         try:
             self.outcome.written["rollouts"] = self.lake.write("rollouts", [self.rollout_row()])
-        except SparkAppError as exc:
-            self.say(f"the rollouts row could not be written: {exc}")
+        except Exception as exc:  # delta-rs's and the OS's errors too: the teardown must still run
+            self.say(f"the rollouts row could not be written to {self.settings.lake}: "
+                     f"{exc if isinstance(exc, SparkAppError) else _first_lines(exc)}")
 
     # ------------------------------------------------------------------ reporting
 

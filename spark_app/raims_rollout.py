@@ -34,6 +34,7 @@ elif str(_HERE.parent) not in sys.path:
 
 import argparse  # noqa: E402
 import os  # noqa: E402
+import signal  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import Final  # noqa: E402
@@ -147,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rollout.outcome.stages["session"] = round(seconds, 3)
     print(progress_line("session", seconds, f"{spark.sparkContext.master}, Spark {spark.version}"), flush=True)
     status = EXIT_OK
+    signal.signal(signal.SIGTERM, _interrupt)  # as Ctrl-C: the run is recorded failed and torn down
     try:
         if args.teardown:
             rollout.stop_all()
@@ -170,6 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not os.environ.get("DATABRICKS_RUNTIME_VERSION"):  # Databricks owns its context
             spark.stop()
     return status
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 if __name__ == "__main__":

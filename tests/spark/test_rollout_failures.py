@@ -125,3 +125,29 @@ def test_a_second_rollout_reuses_the_keys_and_replaces_the_daemons(
     stopped = Rollout(quiet, spark, say=lambda _: None).stop_all().stopped
     assert {(s.node, s.pid) for s in stopped} == set(new.items())
     assert raims_processes(tmp_path) == []
+
+
+def test_an_interrupt_is_a_failed_run_torn_down_even_when_the_lake_cannot_take_its_row(
+        spark: SparkSession, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Spark probe: a Ctrl-C (or SIGTERM) mid-run was recorded `ok`, and a rollouts
+    row the lake refused raised past the teardown, leaving every daemon running."""
+
+    def interrupted(self: Rollout) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    monkeypatch.setattr(Rollout, "traffic", interrupted)
+    said: list[str] = []
+    with pytest.raises(RolloutFailed, match=r"interrupted \(SIGTERM\) after stage converge"):
+        Rollout(settings, spark, say=said.append).run()
+    (row,) = Lake(settings.lake, spark).read("rollouts").collect()
+    assert row.status == "failed" and "interrupted" in row.message
+    assert raims_processes(tmp_path) == []
+
+    def refused(self: Lake, table: str, rows: object) -> int:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(Lake, "write", refused)
+    with pytest.raises(RolloutFailed, match="interrupted"):
+        Rollout(settings, spark, say=said.append).run()
+    assert any("rollouts row could not be written" in line and "Read-only" in line for line in said)
+    assert raims_processes(tmp_path) == []  # torn down all the same
