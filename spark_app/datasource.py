@@ -15,16 +15,18 @@ Spark ships the source and its reader to Python workers with cloudpickle; `regis
 pickles this module (and spark_app.errors) by value, so executors need pyarrow, deltalake
 and raims_node (for the root error class) but not spark_app.
 Decision: a task reads whole files, grouped up to TARGET_PARTITION_BYTES, since Delta
-files are the unit delta-rs lists. Filters on `snapshot_id` and `date` (=, IN, <, <=, >,
->=) are pushed down (`pushFilters`, which needs `spark.sql.python.filterPushdown.enabled`,
-set by `register`): files whose partition value or min/max statistics exclude them are
-not planned, and the scan applies them exactly; other filters run in Spark after it.
+files are the unit delta-rs lists. No filter is pushed down: with Python filter pushdown
+(`spark.sql.python.filterPushdown.enabled`) Spark 4 reused the reader one query had
+pushed its filters into for the next query on the same view, so a notebook's
+`WHERE snapshot_id = ...` made the next `GROUP BY snapshot_id` over the view lose every
+other snapshot (the Spark probe, 2026-11-26; tests/spark/test_lake.py). Every filter
+runs in Spark, after a scan of the version's files.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -32,14 +34,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
     InputPartition,
-    LessThan,
-    LessThanOrEqual,
 )
 from pyspark.sql.types import StructType
 
@@ -51,8 +46,6 @@ if TYPE_CHECKING:
 SOURCE_NAME: Final = "raims_delta"
 TARGET_PARTITION_BYTES: Final = 128 * 1024 * 1024
 BATCH_ROWS: Final = 64 * 1024
-PUSHDOWN_COLUMNS: Final = ("snapshot_id", "date")  # what the lake's queries select on
-PUSHDOWN_CONF: Final = "spark.sql.python.filterPushdown.enabled"
 
 
 def spark_arrow_type(t: pa.DataType) -> pa.DataType:
@@ -109,126 +102,17 @@ def plan_partitions(sizes: Sequence[tuple[str, int]], target_bytes: int) -> list
     return parts
 
 
-# A pushed filter: (column, operator, values); operators of `_OPS`.
-Pushed = tuple[str, str, tuple[Any, ...]]
-_OPS: Final = {
-    EqualTo: "==", In: "in", GreaterThan: ">", GreaterThanOrEqual: ">=",
-    LessThan: "<", LessThanOrEqual: "<=",
-}
-
-
-def _pushable(f: Filter, columns: Sequence[str]) -> Pushed | None:
-    op = _OPS.get(type(f))
-    attr: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
-    if op is None or len(attr) != 1 or attr[0] not in columns or attr[0] not in PUSHDOWN_COLUMNS:
-        return None
-    value: Any = getattr(f, "value", None)
-    values: tuple[Any, ...] = tuple(value) if op == "in" else (value,)
-    if any(v is None or isinstance(v, float | bool) for v in values):
-        return None
-    return attr[0], op, values
-
-
-def _key(v: Any) -> str:
-    """Comparable text of a filter value, a partition value or a min/max statistic:
-    strings as they are, dates as ISO dates (the lake's pushable columns are both)."""
-    return v.isoformat() if hasattr(v, "isoformat") else str(v)
-
-
-def _compare(op: str, lo: str, hi: str, keys: Sequence[str]) -> bool:
-    """Whether some value in [lo, hi] can pass `op` against `keys`."""
-    if op == "==":
-        return lo <= keys[0] <= hi
-    if op == "in":
-        return any(lo <= k <= hi for k in keys)
-    if op == ">":
-        return hi > keys[0]
-    if op == ">=":
-        return hi >= keys[0]
-    if op == "<":
-        return lo < keys[0]
-    return lo <= keys[0]  # "<="
-
-
-def may_match(pushed: Sequence[Pushed], bounds: dict[str, tuple[Any, Any]]) -> bool:
-    """Whether a file whose columns lie within `bounds` (column -> (min, max); a column
-    absent or with a null bound: unknown) can hold rows passing every pushed filter."""
-    for col, op, values in pushed:
-        lo, hi = bounds.get(col, (None, None))
-        if lo is not None and hi is not None and not _compare(op, _key(lo), _key(hi), [_key(v) for v in values]):
-            return False
-    return True
-
-
-def _one(col: str, op: str, values: tuple[Any, ...]) -> Any:
-    import pyarrow.compute as pc
-
-    field = pc.field(col)
-    if op == "in":
-        return field.isin(list(values))
-    v = values[0]
-    if op == "==":
-        return field == v
-    if op == ">":
-        return field > v
-    if op == ">=":
-        return field >= v
-    if op == "<":
-        return field < v
-    return field <= v
-
-
-def _expression(pushed: Sequence[Pushed]) -> Any:
-    """The pushed filters as one pyarrow dataset expression (None: no filter)."""
-    expr = None
-    for col, op, values in pushed:
-        one = _one(col, op, values)
-        expr = one if expr is None else expr & one
-    return expr
-
-
 class DeltaReader(DataSourceReader):
     def __init__(self, path: str, version: int, arrow_schema: pa.Schema) -> None:
         self.path = path
         self.version = version
         self.arrow_schema = arrow_schema
-        self.pushed: tuple[Pushed, ...] = ()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 (Spark's name)
-        """Filters on `PUSHDOWN_COLUMNS` prune files (partition values and min/max
-        statistics from the Delta log) and are applied exactly in the scan; the others
-        are left to Spark."""
-        pushed = []
-        for f in filters:
-            p = _pushable(f, self.arrow_schema.names)
-            if p is None:
-                yield f
-            else:
-                pushed.append(p)
-        self.pushed = tuple(pushed)
 
     def partitions(self) -> Sequence[InputPartition]:
         actions = pa.table(_open(self.path, self.version).get_add_actions(flatten=True))
-        names = actions.column_names
         paths = actions.column("path").to_pylist()
         sizes = actions.column("size_bytes").to_pylist()
-        keep = [True] * len(paths)
-        if self.pushed:
-            cols = {c for c, _, _ in self.pushed}
-            bounds: list[dict[str, tuple[Any, Any]]] = [{} for _ in paths]
-            for col in cols:
-                if f"partition.{col}" in names:
-                    vals = actions.column(f"partition.{col}").to_pylist()
-                    for b, v in zip(bounds, vals, strict=True):
-                        b[col] = (v, v)
-                elif f"min.{col}" in names and f"max.{col}" in names:
-                    lows = actions.column(f"min.{col}").to_pylist()
-                    highs = actions.column(f"max.{col}").to_pylist()
-                    for b, lo, hi in zip(bounds, lows, highs, strict=True):
-                        b[col] = (lo, hi)
-            keep = [may_match(self.pushed, b) for b in bounds]
-        sized = [(p, n) for p, n, k in zip(paths, sizes, keep, strict=True) if k]
-        return plan_partitions(sized, TARGET_PARTITION_BYTES)
+        return plan_partitions(list(zip(paths, sizes, strict=True)), TARGET_PARTITION_BYTES)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         import pyarrow.dataset as pads
@@ -248,7 +132,7 @@ class DeltaReader(DataSourceReader):
             fragments, dataset.schema, dataset.format, dataset.filesystem
         )
         for batch in files.to_batches(
-            columns=self.arrow_schema.names, filter=_expression(self.pushed), batch_size=BATCH_ROWS
+            columns=self.arrow_schema.names, batch_size=BATCH_ROWS
         ):
             yield batch.cast(self.arrow_schema)
 
@@ -289,5 +173,4 @@ def register(spark: SparkSession) -> None:
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     cloudpickle.register_pickle_by_value(sys.modules[LakeError.__module__])
-    spark.conf.set(PUSHDOWN_CONF, "true")  # the reader pushes filters: Spark refuses it otherwise
     spark.dataSource.register(RaimsDeltaSource)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 from datetime import UTC, datetime, timedelta
@@ -267,17 +265,20 @@ def test_writing_a_snapshot_again_replaces_its_rows(spark: SparkSession, tmp_pat
     assert (ids.count("s1"), ids.count("s2")) == (len(rows), len(rows))
 
 
-def test_snapshot_queries_push_their_filters_into_the_scan(spark: SparkSession, lake: Lake) -> None:
+def test_a_filtered_query_on_a_view_leaves_the_next_query_every_row(spark: SparkSession, lake: Lake) -> None:
+    """With filters pushed into the Python reader, Spark reused the reader of a filtered
+    query for the next query on the same view: a GROUP BY after `WHERE snapshot_id = 's1'`
+    saw only s1 (the Spark probe; notebook 03 lost a snapshot from its charts)."""
     for i, day in enumerate((DAY1, DAY2, DAY2 + timedelta(days=1))):
         lake.write("links", snapshot_rows(f"s{i}", day)["links"])
-    query = lake.read("links").where("snapshot_id = 's1' AND date >= DATE'2026-03-21'")
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        query.explain("formatted")
-    pushed = [line for line in out.getvalue().splitlines() if line.startswith("PushedFilters")]
-    assert pushed and "EqualTo(snapshot_id,s1)" in pushed[0] and "date" in pushed[0], out.getvalue()
-    assert query.count() == len(snapshot_rows("s1", DAY2)["links"])
-    assert lake.read("links").where("snapshot_id IN ('s0', 's2')").count() == 2 * query.count()
+    lake.register_views(["links"])
+    every = "SELECT snapshot_id, count(*) AS n FROM links GROUP BY snapshot_id"
+    before = {r.snapshot_id: r.n for r in spark.sql(every).collect()}
+    assert set(before) == {"s0", "s1", "s2"}
+    one = spark.sql("SELECT count(*) FROM links WHERE snapshot_id = 's1' AND date >= DATE'2026-03-21'").collect()
+    assert one[0][0] == before["s1"]
+    assert {r.snapshot_id: r.n for r in spark.sql(every).collect()} == before
+    assert lake.read("links").where("snapshot_id IN ('s0', 's2')").count() == before["s0"] + before["s2"]
 
 
 def test_lake_maintain_compacts_and_keeps_every_row(spark: SparkSession, lake: Lake) -> None:
