@@ -28,6 +28,7 @@ Decisions where the manual is vague:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,6 +88,16 @@ class _Plan:
                 staged.append((tmp, op.path))
         for tmp, path in staged:
             tmp.replace(path)
+
+
+def write_private(path: Path, text: str) -> None:
+    """`text` to `path`, readable by its owner only from the start: a single-file config
+    holds the sealed private keys and the pass_data and salt_data that open them."""
+    tmp = path.with_name(path.name + ".new")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    tmp.replace(path)
 
 
 def _svc_file(d: Path, svc: str) -> Path:
@@ -217,7 +228,7 @@ def run(argv: Sequence[str], out: TextIO, err: TextIO, stdin: TextIO) -> int:
         whole = single.to_dict()
         params = {k: v for k, v in single.parameters.items() if k not in PARAM_FILES}
         whole["parameters"] = {**params, "salt_data": secrets.salt_text, "pass_data": secrets.pass_text}
-        Path(args.output).write_text(dump_yaml(whole), encoding="utf-8")
+        write_private(Path(args.output), dump_yaml(whole))
         out.write(f'- Output config to "{args.output}"\n')
     return 0
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from raims_node.config.errors import ConfigError
-from raims_node.config.gen_key import new_network_config
+from raims_node.config.gen_key import new_network_config, write_private
 from raims_node.config.tree import dump_yaml
 from raims_node.linkstate import DEFAULT_COST, Graph, GraphError, GraphLink, parse_graph
 
@@ -170,7 +170,7 @@ def run(argv: Sequence[str], out: TextIO, err: TextIO, stdin: TextIO) -> int:
             config_file = args.output
         result = render(parse_graph(text), args.service, config_file)
         if args.output:
-            Path(args.output).write_text(result, encoding="utf-8")
+            write_private(Path(args.output), result)
         else:
             out.write(result)
     except (OSError, GraphError, ConfigError) as exc:

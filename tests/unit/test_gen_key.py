@@ -189,6 +189,7 @@ def test_rvd_example_has_no_prompt_with_y(cwd: Path) -> None:
     assert doc["services"][0]["svc"] == "rvd"
     assert set(doc["services"][0]) == {"svc", "create", "pri", "pub"}
     assert set(doc["parameters"]) == {"salt_data", "pass_data"}
+    assert (cwd / "rv.yaml").stat().st_mode & 0o777 == 0o600  # the keys and what opens them: owner only
     # rv.yaml alone (no .salt/.pass next to it) holds everything needed
     (cwd / "elsewhere").mkdir()
     (cwd / "elsewhere" / "rv.yaml").write_text((cwd / "rv.yaml").read_text())

@@ -48,6 +48,7 @@ def test_config_has_signed_users_and_one_transport_per_link(tmp_path: Path) -> N
     graph.write_text(ABCD)
     assert main([str(graph), "-o", str(tmp_path / "net.yaml")]) == 0
     text = (tmp_path / "net.yaml").read_text()
+    assert (tmp_path / "net.yaml").stat().st_mode & 0o777 == 0o600  # sealed keys and pass_data: owner only
     assert commands(text)[0] == f"ms_server -d {tmp_path / 'net.yaml'} -u A -t link_ab.listen link_ac.listen"
     tree = load_file(tmp_path / "net.yaml")
     keys = ServiceKeys.from_tree(tree, "test")  # verifies every user's signature
