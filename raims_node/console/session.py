@@ -423,8 +423,9 @@ class ConsoleSession:
         rows = await self._collect(str(token), _Wait(expected))
         host.cancel(token)
         answered = {r["user"] for r in rows}
-        rows += [{"user": Names(host.node).user(p.bridge), "peer_tport": "no reply"} for p in host.node.peers.values()
-                 if p.session_key and Names(host.node).user(p.bridge) not in answered]
+        names = Names(host.node)  # once: it numbers every peer
+        rows += [{"user": names.user(p.bridge), "peer_tport": "no reply"} for p in host.node.peers.values()
+                 if p.session_key and names.user(p.bridge) not in answered]
         return CommandResult(PING_COLUMNS, rows, kinds=_LAT)
 
     async def _request(self, subject: str, payload: bytes) -> CommandResult:

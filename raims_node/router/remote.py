@@ -81,7 +81,7 @@ class Remote:
         if stamp > 0:
             peer.ping_skew_ns, peer.skew_time_ns = stamp + peer.latency_ns // 2 - now_ns, now_ns
         token = d.get(Fid.TOKEN)
-        st.send_inbox(peer.bridge, "pong", [(Fid.STAMP, get_int(d, Fid.STAMP)), (Fid.TIME, now_ns),
+        st.send_inbox(peer.bridge, "pong", [(Fid.STAMP, stamp), (Fid.TIME, now_ns),
                                             *([(Fid.TOKEN, token)] if isinstance(token, int) else [])], now_ns)
         rec = st.db.peer(peer.bridge)
         if rec is not None and (get_int(d, Fid.LINK_STATE) > rec.link_seqno
