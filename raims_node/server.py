@@ -66,7 +66,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _setup_logging(logfile: str | None, verbose: bool) -> None:
-    handler: logging.Handler = logging.FileHandler(logfile) if logfile else logging.StreamHandler(sys.stderr)
+    """The log on stderr, or in `logfile`; a log file that cannot be opened is a ConfigError."""
+    try:
+        handler: logging.Handler = logging.FileHandler(logfile) if logfile else logging.StreamHandler(sys.stderr)
+    except OSError as exc:
+        raise ConfigError(f"log file {logfile!r} cannot be opened: {exc.strerror}") from None
     handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d  %(message)s", "%H:%M:%S"))
     root = logging.getLogger("raims")
     root.handlers[:] = [handler]
@@ -111,29 +115,76 @@ def _default_user(tree: ConfigTree, user: str | None) -> tuple[str, str | None]:
     return socket.gethostname(), None
 
 
-def _daemonize(tree: ConfigTree, announce: bool = False) -> None:
-    """Detach (double fork, own session); `announce` prints the daemon's pid first (rvd)."""
+class _Starter:
+    """The pipe from a detached daemon back to the process that ran `ms_server -b` (or
+    rvd), which waits on it and exits with what the daemon tells it: 0 once every
+    transport is listening, or the daemon's exit code when it could not start (a port in
+    use, a pid_file that cannot be written). Until then the daemon keeps the terminal's
+    stdout and stderr, so its one-line error reaches the person who started it (the
+    manual: an rvd that finds its port taken "will fail to start and exit"); after it,
+    they point at /dev/null. A daemon that dies without a word (killed, a crash) closes
+    the pipe empty, and the starter says so and exits EXIT_START."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd  # None: running in the foreground, no one waits
+
+    def tell(self, code: int) -> None:
+        """Report `code` once (later calls do nothing); 0 also detaches stdio."""
+        if self.fd is None:
+            return
+        fd, self.fd = self.fd, None
+        with contextlib.suppress(OSError):
+            os.write(fd, b"%d" % code)
+        os.close(fd)
+        if code == 0:
+            sys.stdout.flush()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for std in (0, 1, 2):
+                os.dup2(devnull, std)
+            os.close(devnull)
+
+
+def _await_daemon(fd: int, prog: str) -> int:
+    """In the starting process: the daemon's report (see _Starter), as an exit code."""
+    with os.fdopen(fd, "rb") as pipe:
+        said = pipe.read(16)
+    if said.strip().isdigit():
+        return int(said)
+    print(f"{prog}: the daemon exited before it was serving (see its log)", file=sys.stderr, flush=True)
+    return EXIT_START
+
+
+def _daemonize(tree: ConfigTree, announce: bool = False, prog: str = "ms_server") -> _Starter:
+    """Detach (double fork, own session) after moving to `working_directory`; the first
+    process waits for the daemon's start (see _Starter). `announce` prints the daemon's
+    pid first (rvd). OSError: the working directory or the fork failed, before detaching."""
+    wd = tree.parameters.text("working_directory")
+    if wd:
+        os.chdir(wd)
+    sys.stdout.flush()
+    read_fd, write_fd = os.pipe()
     if os.fork() > 0:
-        os._exit(0)
+        os.close(write_fd)
+        os._exit(_await_daemon(read_fd, prog))
+    os.close(read_fd)
     os.setsid()
     if os.fork() > 0:
         os._exit(0)
     if announce:
         print(f"running in the background, pid {os.getpid()}", flush=True)
-    wd = tree.parameters.text("working_directory")
-    if wd:
-        os.chdir(wd)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
+    return _Starter(write_fd)
 
 
 def _write_pid(tree: ConfigTree) -> Path | None:
+    """`pid_file`, when set; one that cannot be written is a ConfigError."""
     pid_file = tree.parameters.text("pid_file")
     if not pid_file:
         return None
     path = Path(pid_file)
-    path.write_text(f"{os.getpid()}\n")
+    try:
+        path.write_text(f"{os.getpid()}\n")
+    except OSError as exc:
+        raise ConfigError(f"pid_file {pid_file!r} cannot be written: {exc.strerror}") from None
     return path
 
 
@@ -223,6 +274,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
             web_bound += bound
             _console_port(daemon, name, "web", bound)
         _write_endpoints(daemon, web_bound)
+        args.starter.tell(0)
     except DaemonError as exc:
         _fail(args, f"{exc} (config {args.config})")
         await daemon.stop()
@@ -342,7 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     if wants_rvd(sys.argv[0] if argv is None else "", raw):  # rvd compatibility mode (rvd.py)
         return _rvd(raw, sys.argv[0] if argv is None else "rvd")
     args = parse_args(argv)
-    _setup_logging(args.logfile, args.verbose)
+    try:
+        _setup_logging(args.logfile, args.verbose)
+    except ConfigError as exc:
+        print(f"ms_server: {exc}: fix the -l argument and start again", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
     try:
         tree = load(args.config, stdin=sys.stdin) if args.config == "-" else load(args.config)
         _split_tports(tree, args.tports)
@@ -360,15 +416,34 @@ def main(argv: list[str] | None = None) -> int:
         _fail(args, f"{text}: fix the configuration and start again")
         return EXIT_CONFIG
     args.config_abs = args.config if args.config == "-" else os.path.abspath(args.config)  # SIGHUP, after -b's chdir
-    if args.background:
-        _daemonize(tree)
-    pid_path = _write_pid(tree)
+    return _start(tree, args, args.background, False, "ms_server")
+
+
+def _start(tree: ConfigTree, args: argparse.Namespace, background: bool, announce: bool, prog: str) -> int:
+    """Detach when asked, write the pid file, serve; the exit code (reported to the
+    starting process too when detached)."""
+    args.starter = _Starter(None)
+    code = EXIT_CONFIG
+    pid_path = None
     try:
-        return _run(_serve(tree, args))
+        if background:
+            try:
+                args.starter = _daemonize(tree, announce, prog)
+            except OSError as exc:
+                wd = tree.parameters.text("working_directory")
+                raise ConfigError(f"cannot detach (working_directory {wd!r}): {exc.strerror}") from None
+        pid_path = _write_pid(tree)
+        code = _run(_serve(tree, args))
+    except ConfigError as exc:
+        print(f"{prog}: {exc}: fix the configuration and start again", file=sys.stderr, flush=True)
+        if getattr(args, "logfile", None):
+            log.error("%s", exc)
     finally:
+        args.starter.tell(code)
         if pid_path is not None:
             with contextlib.suppress(OSError):
                 pid_path.unlink()
+    return code
 
 
 def rvd_main() -> int:
@@ -380,18 +455,18 @@ def _rvd(argv: list[str], prog: str) -> int:
     from raims_node import rvd
 
     args = rvd.parse_args(argv)
-    _setup_logging(args.log, False)
-    rvd.rotate_log(args)
     try:
+        _setup_logging(args.log, False)
+        rvd.rotate_log(args)
         tree, ns = rvd.prepare(args, prog)
         _set_timestamp(tree)
     except (ConfigError, CryptoError) as exc:
         print(f"rvd: {exc}: fix the configuration and start again", file=sys.stderr, flush=True)
         return EXIT_CONFIG
-    if not args.foreground and not args.console:
+    background = not args.foreground and not args.console
+    if background:
         print("moving to background daemon", flush=True)
-        _daemonize(tree, announce=True)
-    return _run(_serve(tree, ns))
+    return _start(tree, ns, background, True, "rvd")
 
 
 GC_GEN0 = 50_000  # allocations between young collections (CPython's default: 700)

@@ -1,0 +1,94 @@
+"""Start-up errors of ms_server and rvd reach the person who started them as one line and
+a non-zero exit, in the foreground and when detached (-b, rvd's default): a port in use,
+a log file, pid_file or working_directory that cannot be used. A detached daemon's
+starter exits only once the daemon is listening (server._Starter)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from raims_node.config.test_adj import free_port
+from tests.integration.harness import PYTHON, graph_config, poll
+
+AB = "node A B\ntcp_link_ab A B : 100\n"
+
+
+def _config(tmp: Path, **params: str) -> tuple[Path, int]:
+    cfg, _ = graph_config(tmp, AB, web=False)
+    data = yaml.safe_load(cfg.read_text())
+    data["parameters"].update(params)
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    return cfg, int(data["transports"][0]["route"]["port"])
+
+
+def _ms_server(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PYTHON, "-m", "raims_node.server", *args], capture_output=True, text=True,
+                          timeout=60, cwd=tmp)
+
+
+def _one_line_error(run: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
+    assert run.returncode == code, (run.returncode, run.stdout, run.stderr)
+    assert "Traceback" not in run.stderr, run.stderr
+    assert all(w in run.stderr for w in words), run.stderr
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_detached_server_with_its_port_taken_fails_with_the_error(tmp_path: Path) -> None:
+    pid_file = tmp_path / "ms.pid"
+    cfg, port = _config(tmp_path, pid_file=str(pid_file))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen()
+        run = _ms_server(tmp_path, "-d", str(cfg), "-u", "A", "-t", "link_ab.listen", "-b")
+    _one_line_error(run, 3, "link_ab", "in use")
+    assert not pid_file.exists()  # the daemon is gone and took its pid file with it
+
+
+def test_detached_server_returns_once_listening(tmp_path: Path) -> None:
+    pid_file = tmp_path / "ms.pid"
+    cfg, port = _config(tmp_path, pid_file=str(pid_file))
+    run = _ms_server(tmp_path, "-d", str(cfg), "-u", "A", "-t", "link_ab.listen", "-b")
+    assert run.returncode == 0, run.stderr
+    pid = int(pid_file.read_text())
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # no wait: the starter returned after the daemon bound its port
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        assert poll(lambda: _gone(pid), 10), "the daemon did not stop"
+
+
+def test_log_file_pid_file_and_working_directory_errors_are_one_line(tmp_path: Path) -> None:
+    cfg, _ = _config(tmp_path)
+    start = ("-d", str(cfg), "-u", "A", "-t", "link_ab.listen")
+    _one_line_error(_ms_server(tmp_path, *start, "-l", str(tmp_path / "no" / "ms.log")), 2, "log file", "no/ms.log")
+    _one_line_error(_ms_server(tmp_path, *start, "-l", str(tmp_path)), 2, "log file")  # a directory
+    for background in ((), ("-b",)):
+        bad_pid, _ = _config(tmp_path, pid_file=str(tmp_path / "no" / "ms.pid"))
+        _one_line_error(_ms_server(tmp_path, "-d", str(bad_pid), *start[2:], *background), 2, "pid_file", "no/ms.pid")
+    bad_wd, _ = _config(tmp_path, working_directory=str(tmp_path / "no"))
+    _one_line_error(_ms_server(tmp_path, "-d", str(bad_wd), *start[2:], "-b"), 2, "working_directory", "/no")
+
+
+def test_detached_rvd_with_its_port_taken_fails_with_the_error(tmp_path: Path) -> None:
+    port = free_port()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen()
+        run = _ms_server(tmp_path, "-listen", f"127.0.0.1:{port}", "-no-http", "-log", str(tmp_path / "rvd.log"))
+    assert "moving to background daemon" in run.stdout
+    _one_line_error(run, 3, "rvd", "in use")
+    _one_line_error(_ms_server(tmp_path, "-listen", str(port), "-log", str(tmp_path / "no" / "rvd.log")), 2, "log file")
