@@ -64,7 +64,7 @@ class _Plan:
 
     def file(self, path: Path, content: str, description: str) -> None:
         if path.is_file():
-            if path.read_text(encoding="utf-8") == content:
+            if path.read_bytes() == content.encode():  # bytes: a file that is not UTF-8 is just different
                 return
             self.ops.append(_Op("update file", path, description, content))
         else:

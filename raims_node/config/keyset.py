@@ -97,9 +97,11 @@ def _secret(tree: ConfigTree, data_param: str, file_param: str, default_file: st
         text = path.read_text(encoding="ascii")
     except UnicodeDecodeError:
         raise KeyConfigError(f"private keys cannot be read: the {what} file {str(path)!r} is not base64 text") from None
-    except OSError:
+    except FileNotFoundError:
         raise KeyConfigError(f"private keys cannot be read: the {what} file {str(path)!r} is missing "
                              f"(and {data_param} is not set)") from None
+    except OSError as exc:  # there, but not readable by this user (or not a file)
+        raise KeyConfigError(f"private keys cannot be read: the {what} file {str(path)!r}: {exc.strerror}") from None
     try:
         return b64decode(text, what=str(path))
     except CryptoError as exc:

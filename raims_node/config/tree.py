@@ -434,12 +434,17 @@ def from_dict(data: Mapping[str, Any], source: str = "<dict>", base_dir: str | P
 
 
 def load(source: str | Path, stdin: TextIO | None = None) -> ConfigTree:
-    """`-d` semantics: "-" reads stdin, a directory loads config.yaml, else one file."""
+    """`-d` semantics: "-" reads stdin, a directory loads config.yaml, else one file.
+    What the operating system refuses (a directory this user may not list, a file it may
+    not read) is a ConfigError naming the path, as a missing file is."""
     if str(source) == "-":
         return load_text((stdin or sys.stdin).read(), "<stdin>")
-    if Path(source).is_dir():
-        return load_dir(source)
-    return load_file(source)
+    try:
+        if Path(source).is_dir():
+            return load_dir(source)
+        return load_file(source)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the configuration {str(exc.filename or source)!r}: {exc.strerror}") from None
 
 
 # ---------------------------------------------------------------- saving

@@ -85,6 +85,8 @@ def parse_graph(text: str) -> Graph:
                 raise GraphError(f"link name {link.name!r} used twice", number)
             names.add(link.name)
             links.append(link)
+    if not nodes:  # nothing to run: an empty file, or only comments
+        raise GraphError("no 'node' line: a graph declares its nodes first (node A B C ...)")
     if start is not None and start[0] not in nodes:
         raise GraphError(f"start node {start[0]!r} is not declared", start[1])
     return Graph(tuple(nodes), tuple(links), None if start is None else start[0])

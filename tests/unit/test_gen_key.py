@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from raims_node.config import gen_key, tree
-from raims_node.config.errors import KeyConfigError
+from raims_node.config.errors import ConfigError, KeyConfigError
 from raims_node.config.keyset import ServiceKeys, credentials, read_secrets
 from raims_node.crypto.credentials import Signer
 from raims_node.crypto.keys import PublicKeys, b64decode, verify_user
@@ -250,3 +250,28 @@ def test_library_new_network_config_and_export() -> None:
     # an exported tree cannot export another node: it has no other private key
     with pytest.raises(KeyConfigError, match='"n1" is not configured with a private key'):
         gen_key.export_user_config(exported, "n1")
+
+
+def test_export_over_a_file_that_is_not_utf8_replaces_it(master: Path, cwd: Path) -> None:
+    (cwd / "A").mkdir()
+    (cwd / "A" / "param.yaml").write_bytes(b"\xff\xfe not yaml")
+    code, out, err = run("-x", "A", "-s", "test", answer="y\n")
+    assert code == 0, err
+    assert "update file" in out
+    assert tree.load_dir(cwd / "A").users[0].user == "A"
+
+
+def test_a_password_file_that_cannot_be_read_says_why(master: Path) -> None:
+    (master / ".pass").rename(master / "pass.bak")
+    (master / ".pass").mkdir()  # there, but not a file it can read (as a file of mode 000 for a user)
+    with pytest.raises(KeyConfigError, match=r"password file .*\.pass': Is a directory"):
+        ServiceKeys.from_tree(tree.load_dir(master))
+
+
+def test_a_config_the_system_refuses_is_a_config_error(master: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "is_file", refused)  # as a directory of mode 000 for a user that is not root
+    with pytest.raises(ConfigError, match=r"cannot read the configuration .*config.yaml': Permission denied"):
+        tree.load(master)

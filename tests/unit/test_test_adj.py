@@ -96,6 +96,8 @@ def test_node_without_links_still_gets_a_command() -> None:
     [
         ("node A B\ntcp_x A Z\n", "line 2: node 'Z'"),
         ("node A.b\n", "user name 'A.b'"),
+        ("", "no 'node' line"),
+        ("  \n# only a comment\n", "no 'node' line"),
     ],
 )
 def test_errors_are_reported_not_raised(text: str, match: str) -> None:
