@@ -136,6 +136,10 @@ def build_tree(args: argparse.Namespace, prog: str) -> tuple[ConfigTree, str, st
     if args.reliability is not None:
         data.setdefault("parameters", {})["reliability"] = f"{args.reliability} secs"
     tree = from_dict(data, where, cfg.parent)
+    if args.user:
+        from raims_node.config.keyset import check_name
+
+        check_name(args.user.partition(".")[0], "-user")
     user = args.user or f"{socket.gethostname().split('.')[0]}_{port}"
     if "." not in user and len(tree.services) == 1:
         user = f"{user}.{tree.services[0].svc}"

@@ -402,10 +402,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tree = load(args.config, stdin=sys.stdin) if args.config == "-" else load(args.config)
         _split_tports(tree, args.tports)
-        from raims_node.config.keyset import credentials
+        from raims_node.config.keyset import check_name, credentials
 
         user, svc = _default_user(tree, args.user)
         if args.user:
+            check_name(user, "-u user")
             _check_user(tree, args.config, user, svc)
         credentials(tree, user, svc)
         _set_timestamp(tree)

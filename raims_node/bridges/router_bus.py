@@ -65,7 +65,7 @@ Mapping into the Rai MS network (decisions):
   network; a closing client's names are withdrawn.
 - Loss (issue 8 point 5): a delivery that reports a sequence gap gives NATS and Redis
   clients nothing extra; the node's loss counters (`show loss`) record it. A client
-  with a `data_loss(subject, lost, payload)` method (RV, issue 25) is told before the
+  with a `data_loss(sid, subject, lost, payload)` method (RV, issue 25) is told before the
   delivery.
 """
 
@@ -118,7 +118,7 @@ class _Owner:
         if d.loss:  # a client that reports loss (RV's DATALOSS advisory) is told first
             report = getattr(self.client, "data_loss", None)
             if report is not None:
-                report(self.bus.outside(d.subject), d.loss, d.payload)
+                report(d.sid, self.bus.outside(d.subject), d.loss, d.payload)
         self.client.deliver(d.sid, self.bus.outside(d.subject), d.reply, d.headers, d.payload)
 
     def on_deliver_run(self, d: DeliverRun) -> None:

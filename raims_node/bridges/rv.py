@@ -60,6 +60,7 @@ from raims_node.config.tree import TransportConfig
 
 RV_TPORT_PREFIX = "rv_"
 NAMESPACE_PREFIX = "_rv_"
+MAX_SERVICE_LEN = 255  # a port number or a name from the services database, far shorter
 
 
 def _flag(value: object) -> bool:
@@ -94,10 +95,13 @@ class RvProtocol(SessionProtocol):
 
 
 def _service_name(service: str) -> str:
-    """The service as a namespace part: `tcp:7500` / `udp:7500` are 7500."""
+    """The service as a namespace part: `tcp:7500` / `udp:7500` are 7500. RvRefused for
+    one longer than MAX_SERVICE_LEN: every subject of the service carries it."""
     for head in ("tcp:", "udp:"):
         if service.startswith(head):
-            return service[len(head):] or "7500"
+            service = service[len(head):] or "7500"
+    if len(service) > MAX_SERVICE_LEN:
+        raise RvRefused(f"service name of {len(service)} characters: at most {MAX_SERVICE_LEN}")
     return service
 
 

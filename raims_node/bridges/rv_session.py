@@ -29,8 +29,11 @@ Decisions:
   as opaque: NATS and Redis clients of the same namespace exchange plain bytes.
 - A message matching several of a client's subscriptions is sent to it once (the
   client library dispatches to its listeners; a run handed to each subscription
-  likewise); payloads of 0 or 1 byte are not told
-  apart (Python shares those objects) and may come once per subscription.
+  likewise). The router hands one message to each matching subscription in turn, so
+  a delivery of the payload object and subject just delivered, through a subscription
+  that has not had it yet, is that message again; through one that has, it is the
+  next message (equal payloads of 0 or 1 byte are one shared object in Python, so the
+  object alone does not tell two messages apart).
 - A subscription is counted per subject: `L` twice needs `C` twice.
 - Loss (the router's sequence windows, `Deliver.loss`): the first loss is reported at
   once with `_RV.ERROR.SYSTEM.DATALOSS.INBOUND.BCAST` (mtype `A`, data `ADV_CLASS`
@@ -142,6 +145,7 @@ class RvSession(SessionOutput):
         self._subs: dict[str, int] = {}  # subject -> listen count
         self._last_payload: bytes | None = None
         self._last_subject = ""
+        self._last_sids: set[str] = set()  # the subscriptions that had the last message
         self._last_run: list[bytes] | None = None
         self._heads: dict[str, bytes] = {}
         self._subjects: dict[bytes, str] = {}  # raw subject field -> subject
@@ -292,16 +296,24 @@ class RvSession(SessionOutput):
         return list(self._subs)
 
     def _listen(self, bus: Bus, subject: str, reply: str) -> None:
+        """`L`: a listen the node cannot take (`>` not last, a subject too long for the
+        network) is a protocol error, as RV's own library refuses such subjects before
+        sending: the client is closed with the reason logged, nothing recorded or
+        announced."""
         count = self._subs.get(subject, 0)
+        if not count:
+            tokens = subject.split(".")
+            if ">" in tokens[:-1]:
+                raise RvCodecError(f"listen {_shown(subject)}: '>' is a wildcard only as the last element")
+            if "*" in tokens or tokens[-1] == ">":
+                refused = bus.psubscribe(self, subject, subject, "rv")
+            else:
+                refused = bus.subscribe(self, subject, subject)
+            if refused is not None:
+                raise RvCodecError(f"listen {_shown(subject)} refused: {refused}")
         self._subs[subject] = count + 1
-        if count:
-            return
-        tokens = subject.split(".")
-        if "*" in tokens or tokens[-1] == ">":
-            bus.psubscribe(self, subject, subject, "rv")
-        else:
-            bus.subscribe(self, subject, subject)
-        self._listen_advisory(bus, "START", subject, reply)
+        if not count:
+            self._listen_advisory(bus, "START", subject, reply)
 
     def _listen_advisory(self, bus: Bus, what: str, subject: str, reply: str) -> None:
         """`_RV.INFO.SYSTEM.LISTEN.START.<subject>` (STOP), except for the restricted
@@ -373,12 +385,25 @@ class RvSession(SessionOutput):
             self._heads[subject] = head
         return head
 
+    def _again(self, sid: str, subject: str, payload: bytes) -> bool:
+        """Whether this delivery is the last message again, through another subscription."""
+        if payload is self._last_payload and subject == self._last_subject and sid not in self._last_sids:
+            self._last_sids.add(sid)
+            return True
+        return False
+
+    def _delivered(self, sid: str, subject: str, payload: bytes) -> None:
+        self._last_payload, self._last_subject = payload, subject
+        sids = self._last_sids
+        sids.clear()
+        sids.add(sid)
+
     def deliver(self, sid: str, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
-        if payload is self._last_payload and subject == self._last_subject and len(payload) > 1:
+        if self._again(sid, subject, payload):
             return  # the same message through another of this client's subscriptions
         if sid == ">" and subject.startswith("_INBOX."):
             return
-        self._last_payload, self._last_subject = payload, subject
+        self._delivered(sid, subject, payload)
         head = self._head(subject)
         if head is None:
             return
@@ -410,15 +435,16 @@ class RvSession(SessionOutput):
                         pre.clear()
                     pre[key] = before
             parts += (before, payload)
-        self._last_payload, self._last_subject = payloads[-1], subject
+        self._delivered(sid, subject, payloads[-1])
         if self._write(b"".join(parts)):
             self.msgs_out += len(payloads)
 
     # ------------------------------------------------------------ loss
 
-    def data_loss(self, subject: str, lost: int, payload: bytes) -> None:
-        """The router reports `lost` messages missing before `payload` on `subject`."""
-        if payload is self._last_payload and subject == self._last_subject and len(payload) > 1:
+    def data_loss(self, sid: str, subject: str, lost: int, payload: bytes) -> None:
+        """The router reports `lost` messages missing before `payload` on `subject`
+        (told before its delivery to subscription `sid`)."""
+        if payload is self._last_payload and subject == self._last_subject and sid not in self._last_sids:
             return  # reported already for another subscription
         self._loss[subject] = self._loss.get(subject, 0) + lost
         self.lost_in += lost
@@ -469,6 +495,11 @@ class RvSession(SessionOutput):
         bus.drop_client(self)
         self.bus = None
         self.host.closed_service(self.service)
+
+
+def _shown(subject: str) -> str:
+    """A subject in a log line: quoted, and cut when long."""
+    return repr(subject if len(subject) <= 80 else subject[:80] + "...")
 
 
 def _payload(env: Envelope) -> bytes:

@@ -329,3 +329,32 @@ def test_a_network_raims_cannot_join_is_refused(net: BridgeNet) -> None:
 
     with pytest.raises(ConnectionRefusedError, match="RVD.INITREFUSED"):
         asyncio.run(connect())
+
+
+def test_a_service_name_too_long_is_refused_at_init(net: BridgeNet) -> None:
+    async def connect() -> None:
+        await RvClient.connect(net.port("A", "rv"), service="s" * 300)
+
+    with pytest.raises(ConnectionRefusedError, match="RVD.INITREFUSED"):
+        asyncio.run(connect())
+
+
+async def test_a_listen_the_node_cannot_take_closes_the_client_unannounced(net: BridgeNet) -> None:
+    port = net.port("A", "rv")
+    watcher = await RvClient.connect(port, service="7620")
+    try:
+        await watcher.listen("_RV.INFO.SYSTEM.LISTEN.>")
+        for bad in ("BAD.>.*", "BAD.>.x"):
+            client = await RvClient.connect(port, service="7620")
+            await client.listen(bad)
+            assert client._task is not None
+            await asyncio.wait_for(client._task, 10)  # the node closed the connection
+            await client.close()
+        good = await RvClient.connect(port, service="7620")
+        await good.listen("GOOD.>")
+        started = await watcher.next(10, "_RV.INFO.SYSTEM.LISTEN.START.")
+        assert started.subject == "_RV.INFO.SYSTEM.LISTEN.START.GOOD.>"  # none for the refused ones
+        await good.close()
+    finally:
+        await watcher.close()
+    net.nodes["A"].wait_for(r"listen 'BAD\.>\.x': '>' is a wildcard only as the last element", 10)

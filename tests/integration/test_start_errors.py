@@ -92,3 +92,10 @@ def test_detached_rvd_with_its_port_taken_fails_with_the_error(tmp_path: Path) -
     assert "moving to background daemon" in run.stdout
     _one_line_error(run, 3, "rvd", "in use")
     _one_line_error(_ms_server(tmp_path, "-listen", str(port), "-log", str(tmp_path / "no" / "rvd.log")), 2, "log file")
+
+
+def test_a_user_name_the_network_cannot_carry_is_refused(tmp_path: Path) -> None:
+    cfg, _ = _config(tmp_path)
+    _one_line_error(_ms_server(tmp_path, "-d", str(cfg), "-u", "a b", "-t", "link_ab.listen"), 2, "'a b'")
+    _one_line_error(_ms_server(tmp_path, "-listen", str(free_port()), "-no-http", "-foreground", "-user", "a b"),
+                    2, "-user name 'a b'")

@@ -112,6 +112,21 @@ def test_listen_publish_deliver_once_per_message() -> None:
     assert not any(e.subject == "A.B" for e in bus.entries.values())
 
 
+def test_equal_tiny_payloads_come_once_per_message_not_per_subscription() -> None:
+    bus = MemoryBus()
+    s, _ = started(bus)
+    for sub in ("A.*", "A.>", "A.B"):
+        s.data_received(encode({"mtype": "L", "sub": ("subject", sub)}))
+    s.pending_output()
+    for data in (b"x", b"x", b"", b"", b"x"):  # one shared object per value in Python
+        s.data_received(encode({"mtype": "D", "sub": ("subject", "A.B"), "data": data}))
+    assert [f["data"] for f in frames(s.pending_output())] == [b"x", b"x", b"", b"", b"x"]
+    for sid in ("A.*", "A.>"):  # a loss told for each subscription of one message: counted once
+        s.data_loss(sid, "A.B", 2, b"x")
+        s.deliver(sid, "A.B", None, None, b"x")
+    assert s.lost_in == 2 and len(frames(s.pending_output())) == 2  # the advisory and the message
+
+
 def test_a_string_is_published_without_its_nul_and_advisories_are_mtype_a() -> None:
     bus = MemoryBus()
     s, _ = started(bus)
@@ -126,7 +141,7 @@ def test_a_string_is_published_without_its_nul_and_advisories_are_mtype_a() -> N
 def test_loss_advisory_at_once_then_one_a_second() -> None:
     clock = Clock()
     s, _ = started(clock=clock)
-    s.data_loss("X", 3, b"payload-1")
+    s.data_loss("sid", "X", 3, b"payload-1")
     [adv] = frames(s.pending_output())
     assert adv["sub"] == DATALOSS_SUBJECT and adv["mtype"] == "A"
     data = adv["data"]
@@ -135,9 +150,9 @@ def test_loss_advisory_at_once_then_one_a_second() -> None:
         "DATALOSS.INBOUND.BCAST", 3, 1, "X", 3)
     assert data["scid"] == (7500).to_bytes(2, "big")
     clock.now += 0.2
-    s.data_loss("X", 2, b"payload-2")
+    s.data_loss("sid", "X", 2, b"payload-2")
     clock.now += 0.3
-    s.data_loss("Y", 4, b"payload-3")
+    s.data_loss("sid", "Y", 4, b"payload-3")
     assert s.pending_output() == b"" and [round(t, 6) for t in s.timers] == [0.8]  # type: ignore[attr-defined]
     clock.now += 0.5
     s.flush_loss()
