@@ -38,6 +38,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from raims_node.bloom.shard import Shard
 from raims_node.bridges.acks import AckWaits
@@ -76,6 +77,10 @@ from raims_node.transports.name import (
     resolve_device,
 )
 from raims_node.transports.pgm import PgmError, start_pgm
+from raims_node.transports.poll_stats import PollStats
+
+if TYPE_CHECKING:
+    from raims_node.console.context import ConsoleContext
 from raims_node.transports.ports import link_port_row
 from raims_node.transports.tcp import LinkProtocol
 from raims_node.wake import NodeWake
@@ -133,7 +138,8 @@ class Daemon:
         self.extra_ports.append(self.discovery.port_rows)
         self.guard = LinkGuard(tree.parameters, self.node, self.say)  # unauthenticated links, log floods
         self.wake = NodeWake(self.node, self._apply)
-        lone = LoneFrames(self.node, self.links, self._apply, self.bridges.gate, self.idle)
+        self.poll = PollStats()  # show poll: the links and the lone path add to it
+        lone = LoneFrames(self.node, self.links, self._apply, self.bridges.gate, self.idle, self.poll)
         self.link_lone, self.publish_lone = lone.received, lone.publish  # tcp.py, router_bus.py
         self.link_must_yield, self.link_authenticated = self.bridges.output_over_budget, self.guard.authenticated
 
@@ -271,8 +277,9 @@ class Daemon:
                 for cid in self.links:
                     self.node.hold_liveness(cid, cid in self.flow.read_paused, now_ns)
             last = now
+            start = time.perf_counter_ns()
             self._apply(self.node.tick(time.time_ns()))
-            self._publish_stats()
+            self.nstats.publish(time.time_ns(), self.running, self.links, self._apply)
             self._answer_acks()
             if self.kv is not None:
                 self.kv.tick()
@@ -281,16 +288,7 @@ class Daemon:
             for link in list(self.links.values()):
                 link.check_write_timeout(now)
             self.guard.tick(now, self.links)
-
-    def _publish_stats(self) -> None:
-        """The `_N.` statistics (nstats.py), every few heartbeats, to whoever subscribes."""
-        now_ns = time.time_ns()
-        if not self.nstats.due(now_ns, self.node.params.heartbeat_ns):
-            return
-        ports = [(name, run.tport_id, [lk for lk in self.links.values() if lk.tport_id == run.tport_id])
-                 for name, run in self.running.items() if run.bridge is None]
-        for subject, payload in self.nstats.build(now_ns, ports):
-            self._apply(self.node.publish(subject, payload, now_ns))
+            self.poll.ticked(start)
 
     # ------------------------------------------------------------------ sockets
 
@@ -363,7 +361,9 @@ class Daemon:
 
     def link_frames(self, conn_id: int, frames: list[bytes]) -> None:
         self.idle.activity()
+        start = time.perf_counter_ns()
         self._apply(self.node.on_frames(conn_id, frames, time.time_ns()))
+        self.poll.routed(start, len(frames))
 
     def link_congested(self, conn_id: int, congested: bool) -> None:
         self.flow.set_congested(conn_id, congested)  # transports/backpressure.py
@@ -493,14 +493,19 @@ class Daemon:
             rows.extend(extra())
         return rows
 
+    def console_context(self) -> ConsoleContext:
+        """What console commands see of this daemon (console/context.py)."""
+        from raims_node.console import ConsoleContext
+
+        return ConsoleContext(node=self.node, ports=self.port_rows, now_ns=time.time_ns, config=self.tree,
+                              log_lines=lambda: list(self.log_lines), names=self.naming.service,
+                              flow=self.flow_counters, poll=self.poll)
+
     def run_command(self, line: str) -> str:
         """One console command, rendered as text (`rem` requests from other nodes)."""
-        from raims_node.console import ConsoleContext, execute, render_text
+        from raims_node.console import execute, render_text
 
-        ctx = ConsoleContext(node=self.node, ports=self.port_rows, now_ns=time.time_ns, config=self.tree,
-                             log_lines=lambda: list(self.log_lines), names=self.naming.service,
-                             flow=self.flow_counters)
-        return render_text(execute(ctx, line))
+        return render_text(execute(self.console_context(), line))
 
     def healthy(self) -> bool:
         """Converged, or alone (no links configured to come up)."""

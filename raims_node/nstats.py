@@ -24,10 +24,11 @@ counted as skipped (`show counters`: n_stats_sent / n_stats_skipped).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from raims_node.router.actions import Action
 from raims_node.router.node import Node
 
 STATS_HEARTBEATS = 2  # publish every this many heartbeats
@@ -40,6 +41,22 @@ class LinkCounts(Protocol):
     bytes_out: int
     frames_in: int
     frames_out: int
+
+
+class LinkPort(LinkCounts, Protocol):
+    """A link with the id of the transport it belongs to (the daemon's links)."""
+
+    tport_id: int
+
+
+class PortRun(Protocol):
+    """A running transport as the daemon holds it (transports/dialer.py Running)."""
+
+    @property
+    def tport_id(self) -> int: ...
+
+    @property
+    def bridge(self) -> object | None: ...
 
 
 @dataclass
@@ -90,6 +107,17 @@ class NodeStats:
     def _send(self, subject: str, fields: dict[str, object], now_ns: int) -> None:
         self.sent += 1
         self.out.append((subject, json.dumps({"stamp": now_ns, **fields}).encode()))
+
+    def publish(self, now_ns: int, running: Mapping[str, PortRun], links: Mapping[int, LinkPort],
+                apply: Callable[[list[Action]], None]) -> None:
+        """Every few heartbeats, the round `build` makes, published on the node (the
+        daemon's tick); `running` the daemon's transports, `links` its links by conn id."""
+        if not self.due(now_ns, self.node.params.heartbeat_ns):
+            return
+        ports = [(name, run.tport_id, [lk for lk in links.values() if lk.tport_id == run.tport_id])
+                 for name, run in running.items() if run.bridge is None]
+        for subject, payload in self.build(now_ns, ports):
+            apply(self.node.publish(subject, payload, now_ns))
 
     def build(self, now_ns: int, ports: Iterable[tuple[str, int, Sequence[LinkCounts]]]) -> list[tuple[str, bytes]]:
         """One round: (subject, payload) of the peers' and the ports' messages someone

@@ -22,6 +22,7 @@ from raims_node.config.tree import ConfigTree, save
 from raims_node.daemon import Daemon, DaemonError
 from raims_node.names.service import NameService
 from raims_node.router.node import Node
+from raims_node.transports.poll_stats import PollStats
 
 CONSOLE_BRIDGE = "console"
 
@@ -52,6 +53,13 @@ class OperatorHost:
 
     def port_rows(self) -> list[dict[str, object]]:
         return self.daemon.port_rows()
+
+    def flow_counters(self) -> dict[str, int]:
+        return self.daemon.flow_counters()
+
+    @property
+    def poll(self) -> PollStats:
+        return self.daemon.poll
 
     # local pub/sub
     def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> None:

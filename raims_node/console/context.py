@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from raims_node.console.result import CommandResult
 from raims_node.names.service import NameService
 from raims_node.router.node import Node
+from raims_node.transports.poll_stats import PollStats
 
 
 def _no_rows() -> list[dict[str, object]]:
@@ -45,6 +46,7 @@ class ConsoleContext:
     log_lines: Callable[[], list[str]] = _no_lines
     names: NameService | None = None  # the service name table (show names, show topology)
     flow: Callable[[], dict[str, int]] = _no_flow  # the daemon's flow control counters
+    poll: PollStats | None = None  # the daemon's event loop times (show poll)
 
 
 Handler = Callable[[ConsoleContext, list[str]], CommandResult]

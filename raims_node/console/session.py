@@ -210,7 +210,9 @@ class ConsoleSession:
     def context(self) -> ConsoleContext:
         host = self.host
         return ConsoleContext(node=host.node, ports=host.port_rows, now_ns=time.time_ns, config=host.tree,
-                              log_lines=lambda: list(host.log_lines), names=host.names)
+                              log_lines=lambda: list(host.log_lines), names=host.names,
+                              flow=getattr(host, "flow_counters", None) or (lambda: {}),
+                              poll=getattr(host, "poll", None))
 
     async def run(self, line: str) -> None:
         """Run one command line, writing its result."""

@@ -39,6 +39,7 @@ from raims_node.console.context import ConsoleContext
 from raims_node.console.names import Names
 from raims_node.console.result import CommandResult, Kind, Row, as_cell
 from raims_node.linkstate.records import NUM_PATHS
+from raims_node.transports.poll_stats import POLL_COLUMNS
 from raims_node.wire.subjects import bridge_b64
 
 RPC_COLUMNS = ["type", "arg", "recv", "count"]
@@ -161,7 +162,9 @@ def show_cache(ctx: ConsoleContext, args: list[str]) -> CommandResult:
 
 
 def show_poll(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    return CommandResult(["poll", "note"], [{"poll": "asyncio", "note": "dispatch latency is not sampled"}])
+    """The event loop's timers, reads, routing and writes (transports/poll_stats.py)."""
+    rows: list[Row] = [{k: v for k, v in ctx.poll.row().items()}] if ctx.poll is not None else []
+    return CommandResult(POLL_COLUMNS, rows)
 
 
 HOST_COLUMNS = ["svc", "session", "user", "port", "start", "cl", "bs", "br", "ms", "mr", "idl", "odl"]

@@ -23,6 +23,7 @@ from raims_node import RaimsError
 from raims_node.router.actions import Action, Send
 from raims_node.router.node import Node
 from raims_node.transports.idle_busy import IdleBusy
+from raims_node.transports.poll_stats import SAMPLE, PollStats
 
 if TYPE_CHECKING:
     from raims_node.bridges.gate import FlowGate
@@ -34,14 +35,26 @@ log = logging.getLogger("raims.router")
 
 class LoneFrames:
     def __init__(self, node: Node, links: dict[int, RouterLink], apply: Callable[[list[Action]], None],
-                 gate: FlowGate, idle: IdleBusy | None = None) -> None:
+                 gate: FlowGate, idle: IdleBusy | None = None, poll: PollStats | None = None) -> None:
         self.node = node
+        self.poll = poll or PollStats()
         self.links = links  # the daemon's, by conn id
         self.apply = apply
         self.gate = gate
         self.idle = idle or IdleBusy(0)
 
     def received(self, conn_id: int, frame: bytes) -> None:
+        poll = self.poll
+        poll.route_cnt += 1
+        if poll.route_cnt % SAMPLE:
+            self._route(conn_id, frame)
+            return
+        start = time.perf_counter_ns()
+        self._route(conn_id, frame)
+        poll.route_ns += time.perf_counter_ns() - start
+        poll.route_timed += 1
+
+    def _route(self, conn_id: int, frame: bytes) -> None:
         self.idle.activity()
         lone = self.node.lone
         now_ns = time.time_ns()

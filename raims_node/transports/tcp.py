@@ -49,6 +49,7 @@ from typing import Protocol, cast
 
 from raims_node.crypto.kdf import Kdf
 from raims_node.crypto.link_cipher import LinkCipher, LinkCipherError, check_plaintext_start
+from raims_node.transports.poll_stats import READ_BUFFER, SAMPLE, PollStats
 from raims_node.wire import FrameReader, WireError
 from raims_node.wire.frame import BRIDGE_DESC, FIXED_PREFIX, HEADER_SIZE, MAX_SIZE_24
 
@@ -128,6 +129,7 @@ class LinkProtocol(asyncio.Protocol):
         self._must_yield: Callable[[], bool] | None = getattr(owner, "link_must_yield", None)
         self._is_authenticated: Callable[[int], bool] | None = getattr(owner, "link_authenticated", None)
         self.authenticated = False
+        self._poll: PollStats = getattr(owner, "poll", None) or PollStats()  # show poll
         self.refusal: str | None = None  # why the peer's input closed the link (a reject counter's kind)
 
     # ------------------------------------------------------------------ asyncio
@@ -144,6 +146,19 @@ class LinkProtocol(asyncio.Protocol):
         self.conn_id = self.owner.link_made(self)
 
     def data_received(self, data: bytes) -> None:
+        poll = self._poll
+        poll.read_cnt += 1
+        if len(data) < READ_BUFFER:
+            poll.rd_lo += 1
+        if poll.read_cnt % SAMPLE:
+            self._received(data)
+            return
+        start = time.perf_counter_ns()
+        self._received(data)
+        poll.read_ns += time.perf_counter_ns() - start
+        poll.read_timed += 1
+
+    def _received(self, data: bytes) -> None:
         self.bytes_in += len(data)
         plain = self._plain
         if plain is not None:
@@ -285,6 +300,7 @@ class LinkProtocol(asyncio.Protocol):
         self._write(data)
 
     def _enqueue(self, data: bytes) -> None:
+        self._poll.wr_poll += 1
         (self._data if not data[0] & _MCAST_TYPE_BITS else self._ctl).append(data)
         self.queued += len(data)
         if not self._full and self.queued > self.highwater * QUEUE_FACTOR:
@@ -293,6 +309,17 @@ class LinkProtocol(asyncio.Protocol):
 
     def flush(self) -> None:
         """Write what was sent in this pass of the loop (called soon after by itself)."""
+        poll = self._poll
+        poll.write_cnt += 1
+        if poll.write_cnt % SAMPLE:
+            self._flush()
+            return
+        start = time.perf_counter_ns()
+        self._flush()
+        poll.write_ns += time.perf_counter_ns() - start
+        poll.write_timed += 1
+
+    def _flush(self) -> None:
         pending, self._pending = self._pending, []
         self._pending_bytes = 0
         if not pending or self.transport is None or self.transport.is_closing():
@@ -331,6 +358,7 @@ class LinkProtocol(asyncio.Protocol):
 
     # asyncio flow control: above tcp_write_highwater the owner pauses the sources
     def pause_writing(self) -> None:
+        self._poll.wr_hi += 1
         self._write_paused = True
         if self._congested_since is None:
             self._congested_since = self._progress_at = time.monotonic()

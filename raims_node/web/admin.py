@@ -76,12 +76,7 @@ class WebAdmin:
         self.bound: list[str] = []
 
     def context(self) -> ConsoleContext:
-        d = self.daemon
-        return ConsoleContext(
-            node=d.node, ports=d.port_rows, now_ns=_now_ns, config=d.tree, log_lines=lambda: list(d.log_lines),
-            names=d.naming.service,
-            flow=d.flow_counters,
-        )
+        return self.daemon.console_context()
 
     async def start(self, host: str, port: int) -> list[str]:
         self.runner = web.AppRunner(self.app, access_log=None)
@@ -265,12 +260,6 @@ class _WsClient:
             self.backlog = 0
         finally:
             self._writer = None
-
-
-def _now_ns() -> int:
-    import time
-
-    return time.time_ns()
 
 
 def _dumps(obj: object) -> str:

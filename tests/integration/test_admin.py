@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 import yaml
 
+from raims_node.transports.poll_stats import POLL_COLUMNS
 from tests.integration.harness import (
     CONVERGED,
     MANUAL_GRAPH,
@@ -94,6 +95,12 @@ def test_publish_at_a_reaches_a_subscriber_at_d(abcd_web: dict[str, NodeProc]) -
     got = asyncio.run(_ws_pubsub(web_addr(abcd_web["A"]), web_addr(abcd_web["D"])))
     assert [m["data"] for m in got[1:]] == [f"m{i}" for i in range(20)]
     assert all(m["subject"] == "RSF.IBM.N" and m["loss"] == 0 for m in got)
+    _, rows = get_json(web_addr(abcd_web["B"]), "show poll")  # B routed them, with the heartbeats
+    [row] = rows  # type: ignore[misc]
+    assert list(row) == POLL_COLUMNS
+    assert min(row[k] for k in ("timer_cnt", "read_cnt", "route_cnt", "write_cnt")) > 21, row
+    assert isinstance(row["timer_lat"], float) and isinstance(row["route_lat"], float), row
+    assert row["rd_lo"] <= row["read_cnt"], row
 
 
 def _own_links(addr: str) -> int:
