@@ -60,6 +60,7 @@ from raims_node.bridges.rv_codec import (
     INFO_AGREE,
     INFO_REC_LEN,
     INFO_REQUEST,
+    INFO_RESPONSE,
     MAGIC,
     T_RVMSG,
     T_STRING,
@@ -74,6 +75,7 @@ from raims_node.bridges.rv_codec import (
     decode,
     decode_subject,
     envelope,
+    info_kind,
     info_rec,
     is_rvmsg,
     return_field,
@@ -179,13 +181,20 @@ class RvSession(SessionOutput):
         reader.push(data)
         try:
             if self._state == "version":
-                if reader.take(VERSION_REC_LEN) is None:
+                version = reader.take(VERSION_REC_LEN)
+                if version is None:
                     return
+                if version[:4] != bytes(4):  # every RV version record starts with a zero word
+                    raise RvCodecError(f"not an RV client: version record {version.hex()}")
                 self._write(info_rec(INFO_REQUEST))
                 self._state = "info"
             if self._state == "info":
-                if reader.take(INFO_REC_LEN) is None:
+                info = reader.take(INFO_REC_LEN)
+                if info is None:
                     return
+                if info_kind(info) != INFO_RESPONSE:
+                    raise RvCodecError(f"not an RV client: info record of kind {info_kind(info)}, "
+                                       f"not the response {INFO_RESPONSE}")
                 self._write(info_rec(INFO_AGREE))
                 self._state = "init"
             while not self._closing:

@@ -184,6 +184,15 @@ def test_bad_bytes_close_the_session() -> None:
     assert s2.closing
 
 
+def test_what_is_not_an_rv_client_is_closed_at_its_first_record() -> None:
+    http = RvSession(Host(MemoryBus()), 1, RvConfig())
+    http.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert http.closing and "version record" in str(http.close_error)
+    wrong_info = RvSession(Host(MemoryBus()), 2, RvConfig())
+    wrong_info.data_received(VERSION_REC + info_rec(2))  # the daemon's request sent back
+    assert wrong_info.closing and "info record of kind 2" in str(wrong_info.close_error)
+
+
 def test_runs_are_published_in_order_before_a_bad_header_closes() -> None:
     bus = MemoryBus()
     s, _ = started(bus)
