@@ -17,10 +17,11 @@ Decisions where the manual is vague:
 - The node's user is `-user`, else `<host name>_<port>` (manual "The Peer Names").
 - `-listen` takes a port, `HOST:PORT` or `tcp:PORT`; without a host the RV listener
   is on every interface, as rvd's; the web service follows `web` transport rules.
-- Unless `-foreground` or `-console`, the process detaches (printing "moving to
-  background daemon" and the daemon's pid); the command returns once the daemon is
-  listening, or with its error and exit code 3 when it cannot (the manual: a port in
-  use, "it will fail to start and exit"). SIGHUP ends it (rvd's), SIGTERM as
+- Once listening it prints the manual's `rvd running at ADDR` and `web running at
+  ADDR` lines. Unless `-foreground` or `-console`, the process detaches; the command
+  returns once the daemon is listening (printing "moving to background daemon" and the
+  daemon's pid), or with its error and exit code 3 when it cannot (the manual: a port
+  in use, "it will fail to start and exit"). SIGHUP ends it (rvd's), SIGTERM as
   ms_server. `-no-permanent` ends it when its last RV client has gone.
 - `-reliability` sets the `reliability` parameter; `-log-rotate` and
   `-log-max-rotations` rotate the `-log` file by size.

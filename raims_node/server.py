@@ -123,7 +123,8 @@ class _Starter:
     stdout and stderr, so its one-line error reaches the person who started it (the
     manual: an rvd that finds its port taken "will fail to start and exit"); after it,
     they point at /dev/null. A daemon that dies without a word (killed, a crash) closes
-    the pipe empty, and the starter says so and exits EXIT_START."""
+    the pipe empty, and the starter says so and exits EXIT_START. The report is the code
+    and the daemon's pid."""
 
     def __init__(self, fd: int | None) -> None:
         self.fd = fd  # None: running in the foreground, no one waits
@@ -134,7 +135,7 @@ class _Starter:
             return
         fd, self.fd = self.fd, None
         with contextlib.suppress(OSError):
-            os.write(fd, b"%d" % code)
+            os.write(fd, b"%d %d" % (code, os.getpid()))
         os.close(fd)
         if code == 0:
             sys.stdout.flush()
@@ -144,20 +145,25 @@ class _Starter:
             os.close(devnull)
 
 
-def _await_daemon(fd: int, prog: str) -> int:
-    """In the starting process: the daemon's report (see _Starter), as an exit code."""
+def _await_daemon(fd: int, prog: str, announce: bool) -> int:
+    """In the starting process: the daemon's report (see _Starter), as an exit code;
+    `announce` (rvd) prints the manual's "moving to background daemon" and the daemon's
+    pid once it serves."""
     with os.fdopen(fd, "rb") as pipe:
-        said = pipe.read(16)
-    if said.strip().isdigit():
-        return int(said)
-    print(f"{prog}: the daemon exited before it was serving (see its log)", file=sys.stderr, flush=True)
-    return EXIT_START
+        said = pipe.read(64).split()
+    if len(said) != 2 or not all(word.isdigit() for word in said):
+        print(f"{prog}: the daemon exited before it was serving (see its log)", file=sys.stderr, flush=True)
+        return EXIT_START
+    code, pid = int(said[0]), int(said[1])
+    if code == 0 and announce:
+        print(f"moving to background daemon\nrunning in the background, pid {pid}", flush=True)
+    return code
 
 
 def _daemonize(tree: ConfigTree, announce: bool = False, prog: str = "ms_server") -> _Starter:
     """Detach (double fork, own session) after moving to `working_directory`; the first
-    process waits for the daemon's start (see _Starter). `announce` prints the daemon's
-    pid first (rvd). OSError: the working directory or the fork failed, before detaching."""
+    process waits for the daemon's start (see _Starter, _await_daemon). OSError: the
+    working directory or the fork failed, before detaching."""
     wd = tree.parameters.text("working_directory")
     if wd:
         os.chdir(wd)
@@ -165,13 +171,11 @@ def _daemonize(tree: ConfigTree, announce: bool = False, prog: str = "ms_server"
     read_fd, write_fd = os.pipe()
     if os.fork() > 0:
         os.close(write_fd)
-        os._exit(_await_daemon(read_fd, prog))
+        os._exit(_await_daemon(read_fd, prog, announce))
     os.close(read_fd)
     os.setsid()
     if os.fork() > 0:
         os._exit(0)
-    if announce:
-        print(f"running in the background, pid {os.getpid()}", flush=True)
     return _Starter(write_fd)
 
 
@@ -274,6 +278,13 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
             web_bound += bound
             _console_port(daemon, name, "web", bound)
         _write_endpoints(daemon, web_bound)
+        if getattr(args, "hup_exits", False):  # rvd mode: the manual's start lines
+            from raims_node.rvd import RV_TPORT
+
+            rv = daemon.running.get(RV_TPORT)
+            for line in [f"rvd running at {a}" for a in (rv.bound if rv else [])] + \
+                    [f"web running at {a}" for a in web_bound]:
+                print(line, flush=True)
         args.starter.tell(0)
     except DaemonError as exc:
         _fail(args, f"{exc} (config {args.config})")
@@ -465,8 +476,6 @@ def _rvd(argv: list[str], prog: str) -> int:
         print(f"rvd: {exc}: fix the configuration and start again", file=sys.stderr, flush=True)
         return EXIT_CONFIG
     background = not args.foreground and not args.console
-    if background:
-        print("moving to background daemon", flush=True)
     return _start(tree, ns, background, True, "rvd")
 
 

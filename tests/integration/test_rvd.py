@@ -124,7 +124,10 @@ def test_rvd_without_arguments(tmp_path: Path) -> None:
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=90, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert "moving to background daemon" in result["launcher"], result
+    # the manual's lines, in its order: the daemon's listeners, then the detach
+    launcher = result["launcher"]
+    assert launcher.index("rvd running at ") < launcher.index("web running at ") \
+        < launcher.index("moving to background daemon"), launcher
     assert result.get("web_status") is not None, result
     assert result.get("rv_client") is True, result
     assert result["exited_on_hup"], result
