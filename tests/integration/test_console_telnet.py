@@ -110,6 +110,8 @@ def test_telnet_console_pings_every_peer_and_path(abcd_telnet: tuple[dict[str, N
         out = t.command(f"mping {path}")
         assert all(re.search(rf"^\s*{u}\b.*(us|ms|s)\b", out, re.M) for u in "BCD"), out
     assert "no such peer" in t.command("ping nobody")
+    assert "slow_consumers" in t.command("show counters")  # the flow control counters, as on the web
+    assert re.search(r"timer_lat\W+timer_cnt\W+read_lat", t.command("show poll"))
 
 
 def test_telnet_console_shutdown_and_connect_a_transport(abcd_telnet: tuple[dict[str, NodeProc], int]) -> None:
