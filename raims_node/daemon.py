@@ -48,6 +48,7 @@ from raims_node.bridges.registry import CLIENT_PROTOCOLS
 from raims_node.config.keyset import credentials, read_secrets
 from raims_node.config.params import log_stamp
 from raims_node.config.tree import ConfigTree, TransportConfig
+from raims_node.handover import hand_over
 from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
 from raims_node.nstats import NodeStats
@@ -392,19 +393,8 @@ class Daemon:
                 link = links.get(act.conn_id)
                 if link is not None:
                     link.send(act.data)
-            elif isinstance(act, Deliver):
-                handler = getattr(act.owner, "on_deliver", None)
-                if handler is not None:
-                    handler(act)
-            elif isinstance(act, DeliverRun):  # a batch frame's messages (wire/batch.py)
-                run = getattr(act.owner, "on_deliver_run", None)
-                if run is not None:
-                    run(act)
-                else:
-                    handler = getattr(act.owner, "on_deliver", None)
-                    if handler is not None:
-                        for one in act.delivers():
-                            handler(one)
+            elif isinstance(act, (Deliver, DeliverRun)):
+                hand_over(act, self.node.counters)
             elif isinstance(act, Close):
                 link = links.get(act.conn_id)
                 if link is not None:

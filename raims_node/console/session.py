@@ -191,10 +191,14 @@ class ConsoleSession:
         line = f"{d.subject}: {d.payload.decode(errors='replace')}{loss}"
         path = self._files.get(d.sid)
         if path is not None:
-            with path.open("a") as f:
-                f.write(line + "\n")
-        else:
-            self.write(line)
+            try:
+                with path.open("a") as f:
+                    f.write(line + "\n")
+                return
+            except OSError as exc:  # a full disk, a permission changed: here instead, and said once
+                del self._files[d.sid]
+                self.write(f"{d.sid}: cannot write {str(path)!r} ({exc.strerror}): its messages come here now")
+        self.write(line)
 
     def on_log(self, line: str) -> None:
         if not self.muted:
@@ -276,6 +280,8 @@ class ConsoleSession:
             return None
         if name in ("sub", "psub", "gsub"):
             subject = args[0]
+            if len(args) > 1:  # the output file F: one this node cannot write is refused now
+                Path(args[1]).open("a").close()
             if name == "sub":
                 host.subscribe(self, subject, subject)
             else:

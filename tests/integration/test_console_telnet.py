@@ -14,7 +14,15 @@ import pytest
 import yaml
 
 from raims_node.console.telnet import DO, ECHO, IAC, SGA, TTYPE, WILL, WONT
-from tests.integration.harness import CONVERGED, MANUAL_GRAPH, NodeProc, graph_config
+from tests.integration.harness import (
+    CONVERGED,
+    MANUAL_GRAPH,
+    NodeProc,
+    get_json,
+    graph_config,
+    poll,
+    web_addr,
+)
 
 PROMPT = re.compile(rb"\S+\.\S+\[\S+\]@\S+\[(\d+)\](\(\S+\))?> ")  # (T): configuring transport T
 
@@ -171,3 +179,56 @@ def test_telnet_console_configures_a_transport_as_the_manual_shows(abcd_telnet: 
     running = t.command("show running transports test")
     assert "type: tcp" in running and "host1" in running
     assert "has no value" in t.command("configure transport test port")
+
+
+@pytest.fixture
+def ab_telnet_web(tmp_path: Path) -> Iterator[tuple[dict[str, NodeProc], int, str]]:
+    """A (telnet) and B (web), linked: B's web publishes over the link to A's console."""
+    cfg, commands = graph_config(tmp_path, "node A B\ntcp_link_ab A B\n", web=True)
+    data = yaml.safe_load(cfg.read_text())
+    data["transports"].append({"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}})
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    nodes = {"A": NodeProc("A", ["-d", str(cfg), "-u", "A", "-t", "link_ab.listen", "tel.listen"], tmp_path)}
+    try:
+        nodes["A"].listening()
+        nodes["B"] = NodeProc("B", ["-d", str(cfg), "-u", "B", "-t", "link_ab.connect", "web.listen"], tmp_path)
+        for node in nodes.values():
+            node.wait_for(CONVERGED.format(n=1), 30)
+        port = int(nodes["A"].wait_for(r"telnet listening on [\d.]+:(\d+)").group(1))
+        yield nodes, port, web_addr(nodes["B"])
+    finally:
+        for node in nodes.values():
+            node.stop()
+
+
+def test_sub_to_a_file_it_cannot_write(ab_telnet_web: tuple[dict[str, NodeProc], int, str], tmp_path: Path) -> None:
+    nodes, port, b_web = ab_telnet_web
+    a = TelnetClient(port)
+    a.read_until_prompt()
+    assert "No such file or directory" in a.command(f"sub never.x {tmp_path}/no/such/dir/f")  # refused at once
+    out_file = tmp_path / "f.out"
+    a.command(f"sub f.x {out_file}")
+    for attempt in range(50):  # from B, over the link, once A's subscription reached B
+        get_json(b_web, f"pub f.x first{attempt}")
+        if poll(lambda: out_file.exists() and "f.x: first" in out_file.read_text(), 0.2):
+            break
+    assert "f.x: first" in out_file.read_text()
+    out_file.unlink()
+    out_file.mkdir()  # the file cannot be written any more
+    mark = len(nodes["A"].lines)
+    get_json(b_web, "pub f.x second")
+    got = ""
+    for _ in range(50):  # the message is written to the session when it comes: between prompts
+        got += a.command("show cache")
+        if "f.x: second" in got:
+            break
+        time.sleep(0.1)
+    assert "cannot write" in got and "f.x: second" in got, got
+    get_json(b_web, "pub f.x third")  # the link is still up: the next one comes too
+    for _ in range(50):
+        got += a.command("show cache")
+        if "f.x: third" in got:
+            break
+        time.sleep(0.1)
+    assert "f.x: third" in got, got
+    assert not any("remove auth" in line for line in nodes["A"].lines[mark:]), nodes["A"].lines[mark:]
