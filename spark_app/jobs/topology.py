@@ -20,6 +20,9 @@ Decisions where the issue and the manual are silent:
   hub of the node's mesh links and unlike the waves of its tcp neighbours placed so far
   (the manual's A-D graph: A and D, then B, then C).
 - Link types are those ms_server runs (tcp and mesh); a pgm line is a PlanError.
+- The graph must be connected (a graph file's and a generated one alike): a node no link
+  reaches would be deployed and then fail the converge stage only after its timeout, so
+  it is a PlanError naming the nodes cut off from the first node's component.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ MESH_TPORT: Final = "mesh"
 NODE_PREFIX: Final = "node"
 RUNNABLE_LINKS: Final = ("tcp", "mesh")
 MAX_NODES: Final = 1024
+MAX_NAMED: Final = 10  # nodes listed per side of a disconnection
 
 
 Cost = tuple[int, int, int, int]
@@ -112,6 +116,39 @@ def read_graph(path: str | Path) -> Graph:
     return graph
 
 
+def unreachable(graph: Graph) -> list[str]:
+    """The nodes no chain of links joins to the first node, in node-line order ([] when
+    the graph is connected; a single node is)."""
+    if not graph.nodes:
+        return []
+    neighbours: dict[str, set[str]] = {n: set() for n in graph.nodes}
+    for link in graph.links:
+        for u in link.nodes:
+            neighbours.setdefault(u, set()).update(link.nodes)
+    seen, todo = {graph.nodes[0]}, [graph.nodes[0]]
+    while todo:
+        for v in neighbours[todo.pop()] - seen:
+            seen.add(v)
+            todo.append(v)
+    return [n for n in graph.nodes if n not in seen]
+
+
+def _named(names: list[str]) -> str:
+    more = len(names) - MAX_NAMED
+    return ", ".join(names[:MAX_NAMED]) + (f" and {more} more" if more > 0 else "")
+
+
+def check_connected(graph: Graph, topology: str) -> None:
+    """PlanError when some nodes of `graph` cannot reach the others (see Decisions)."""
+    cut = unreachable(graph)
+    if not cut:
+        return
+    rest = [n for n in graph.nodes if n not in set(cut)]
+    where = f"topology {topology}" if topology == MESH_TOPOLOGY else f"graph file {topology!r}"
+    nodes = f"nodes {_named(cut)} are" if len(cut) > 1 else f"node {cut[0]} is"
+    raise PlanError(f"{where}: {nodes} not connected to {_named(rest)}")
+
+
 def _waves(graph: Graph) -> dict[str, int]:
     order = {name: i for i, name in enumerate(graph.nodes)}
     wave: dict[str, int] = {}
@@ -166,6 +203,7 @@ def make_plan(graph: Graph, hosts: int, nodes_per_host: int | None = None,
     if per_host * hosts < len(graph.nodes):
         raise PlanError(f"{len(graph.nodes)} nodes do not fit on {hosts} host(s) with "
                         f"{per_host} node(s) per host")
+    check_connected(graph, topology)
     wave = _waves(graph)
     nodes = tuple(NodePlan(name, i, i // per_host, wave[name], _ends(graph, name, wave))
                   for i, name in enumerate(graph.nodes))

@@ -72,7 +72,9 @@ def graphs(draw: st.DrawFn) -> Graph:
     n = draw(st.integers(2, 9))
     names = tuple(f"n{i}" for i in range(n))
     pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
-    tcp = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=12))
+    # a random spanning tree keeps the graph connected (make_plan refuses one that is not)
+    tree = [(names[draw(st.integers(0, i - 1))], names[i]) for i in range(1, n)]
+    tcp = tree + [p for p in draw(st.lists(st.sampled_from(pairs), unique=True, max_size=12)) if p not in tree]
     links = [GraphLink("tcp", f"t{i}", pair) for i, pair in enumerate(tcp)]
     for i, members in enumerate(draw(st.lists(st.sets(st.sampled_from(names), min_size=2), max_size=2))):
         links.append(GraphLink("mesh", f"m{i}", tuple(sorted(members, key=names.index))))
@@ -106,6 +108,20 @@ def test_unrunnable_plans_are_plan_errors(tmp_path: Path) -> None:
         mesh_plan(hosts=1, nodes_per_host=1)
     with pytest.raises(PlanError, match="do not fit"):
         make_plan(Graph(("a", "b", "c"), ()), hosts=1, nodes_per_host=2)
+
+
+def test_a_disconnected_graph_is_a_plan_error_naming_the_cut_off_nodes(tmp_path: Path) -> None:
+    two = tmp_path / "two.txt"
+    two.write_text("node A B C D\ntcp_ab A B\ntcp_cd C D\n")
+    with pytest.raises(PlanError, match=rf"graph file '{two}': nodes C, D are not connected to A, B$"):
+        graph_plan(two, hosts=2)
+    isolated = tmp_path / "isolated.txt"
+    isolated.write_text("node A B C\nmesh_m A B\n")
+    with pytest.raises(PlanError, match=r"node C is not connected to A, B$"):
+        graph_plan(isolated, hosts=1)
+    with pytest.raises(PlanError, match=r"topology mesh: nodes b, c are not connected to a$"):
+        make_plan(Graph(("a", "b", "c"), (GraphLink("tcp", "bc", ("b", "c")),)), hosts=1)
+    assert make_plan(Graph(("a",), ()), hosts=1).names == ["a"]  # a single node is connected
 
 
 def test_nodes_per_host_defaults() -> None:
