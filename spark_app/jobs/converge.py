@@ -4,8 +4,8 @@ consistent graph.
 Issue "The main job", item 4. One barrier stage with a task per host polls, round after
 round, the `/healthz` and `show adjacency` of the nodes on its machine, and the tasks
 exchange what they saw with allGather; every task then judges the same views the same
-way, so all stop in the same round: converged, or out of rounds (the timeout), with the
-list of what disagrees.
+way, so all stop in the same round: converged, or out of time, with the list of what
+disagrees.
 
 Decisions:
 - A node's adjacency is compared as (user, adj, tport, type, cost) with the console's
@@ -15,6 +15,10 @@ Decisions:
   flag); every node's database holds exactly the nodes of the rollout; every link has
   its reverse; and all nodes hold the same links. A node that differs from the view most
   nodes share is named as disagreeing, with the links it lacks or adds.
+- The timeout is seconds, not rounds (a round's admin calls and allGather take time of
+  their own): each task keeps its deadline on its own monotonic clock, from the seconds
+  the driver has left when it submits the stage (hosts' wall clocks need not agree), and
+  says with its views whether the deadline passed; all stop in the round any task's has.
 """
 
 from __future__ import annotations
@@ -110,33 +114,42 @@ def _on_machine(nodes: Sequence[NodeRecord], host: TaskHost) -> list[NodeRecord]
     return host.share([n for n in nodes if n.machine == host.machine])
 
 
-def converge_task(nodes: Sequence[NodeRecord], rounds: int) -> Any:
+def max_rounds(timeout_s: float) -> int:
+    """A bound on the rounds in `timeout_s`: every round but the last sleeps the poll
+    interval (the deadline stops the loop first; this bounds it should a clock stall)."""
+    return max(1, math.ceil(timeout_s / POLL_INTERVAL_S)) + 1
+
+
+def converge_task(nodes: Sequence[NodeRecord], timeout_s: float) -> Any:
     names = [n.node for n in nodes]
 
     def task(host: TaskHost, ctx: BarrierTaskContext, _: list[Any]) -> Iterator[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
         mine = _on_machine(nodes, host)
         problems: list[str] = []
         views: dict[str, Any] = {}
-        done = 0
-        while done < rounds:
+        done, most = 0, max_rounds(timeout_s)
+        while done < most:
             done += 1
-            views = {}
-            for part in gather(ctx, {n.node: node_view(n.admin) for n in mine}):
-                views.update(part)
+            views, expired = {}, False
+            seen = {n.node: node_view(n.admin) for n in mine}
+            for part in gather(ctx, {"views": seen, "expired": time.monotonic() >= deadline}):
+                views.update(part["views"])
+                expired = expired or part["expired"]
             problems = disagreements(views, names)
-            if not problems:
+            if not problems or expired:
                 break
-            time.sleep(POLL_INTERVAL_S)
+            time.sleep(min(POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
         yield {"rounds": done, "problems": problems, "views": views}
 
     return task
 
 
 def converge(spark: SparkSession, nodes: Sequence[NodeRecord], hosts: int, timeout_s: float) -> ConvergeResult:
-    """Wait until the network has converged; ConvergeError naming what disagrees."""
+    """Wait until the network has converged, for about `timeout_s` seconds; ConvergeError
+    naming what disagrees."""
     started = time.monotonic()
-    rounds = max(1, math.ceil(timeout_s / POLL_INTERVAL_S))
-    result = run_per_host(spark, [[] for _ in range(hosts)], converge_task(nodes, rounds))[0]
+    result = run_per_host(spark, [[] for _ in range(hosts)], converge_task(nodes, timeout_s))[0]
     seconds = time.monotonic() - started
     if result["problems"]:
         raise ConvergeError(f"the network did not converge in {seconds:.0f}s "

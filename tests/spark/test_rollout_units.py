@@ -24,11 +24,12 @@ from raims_node.router.node import NS
 from raims_node.router.sim import SimNetwork
 from spark_app.controller import default_nodes_per_host, format_table
 from spark_app.errors import SessionError
+from spark_app.jobs import converge as converge_job
 from spark_app.jobs import daemons
 from spark_app.jobs.collect import PER_PATH, SOURCES, table_rows
 from spark_app.jobs.converge import adjacency_links, disagreements
 from spark_app.jobs.deploy import NodeRecord, launch_for, node_specs
-from spark_app.jobs.errors import ClusterError, CollectError, PlanError
+from spark_app.jobs.errors import ClusterError, CollectError, ConvergeError, PlanError
 from spark_app.jobs.hosts import TaskHost, check_capacity, executor_hosts, expected_executors
 from spark_app.jobs.keys import ensure_master_keys, keys_dir
 from spark_app.jobs.topology import graph_plan, make_plan, mesh_plan
@@ -300,6 +301,42 @@ def test_what_disagrees_is_named() -> None:
     assert any(p.startswith("c disagrees") and "lacks c -> b" in p for p in problems)
     assert any(p == "d: no answer from its host" for p in problems)
     assert any("missing ['d']" in p for p in problems)
+
+class _Clock:
+    """time for converge.py: a fake clock that sleeping and admin calls advance."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_converge_timeout_is_seconds_however_long_a_round_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+
+    def slow_view(addr: str) -> dict[str, Any]:
+        clock.sleep(2.0)  # a round's admin calls: four times the poll interval
+        return _view(FULL[:-1], healthy=False)
+
+    class OneTask:
+        def allGather(self, message: str) -> list[str]:  # noqa: N802 (BarrierTaskContext's name)
+            return [message]
+
+    def run_here(spark: Any, parts: Any, task: Any) -> list[Any]:
+        return list(task(TaskHost(0, "127.0.0.1:1", "127.0.0.1", 0, 1), OneTask(), []))
+
+    monkeypatch.setattr(converge_job, "time", clock)
+    monkeypatch.setattr(converge_job, "node_view", slow_view)
+    monkeypatch.setattr(converge_job, "run_per_host", run_here)
+    node = NodeRecord("a", 0, "127.0.0.1", "127.0.0.1:1", 1, "/d", "/d/log", {"web": "127.0.0.1:2"})
+    with pytest.raises(ConvergeError, match=r"did not converge in \d+s") as err:
+        converge_job.converge(None, [node], hosts=1, timeout_s=10.0)  # type: ignore[arg-type]
+    took = int(str(err.value).split(" in ")[1].split("s ")[0])
+    assert 10 <= took <= 10 + 2.0 + converge_job.POLL_INTERVAL_S  # the deadline, then one round at most
 
 
 def _record(node: str, slot: int) -> NodeRecord:
