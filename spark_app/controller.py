@@ -267,10 +267,28 @@ class Rollout:
     def write(self, snap: Snapshot) -> None:
         o = self.outcome
         with self.stage("write") as note:
-            for table, parts in snap.parts.items():  # the executors' files, one commit per table
-                o.written[table] = self.lake.commit_parts(table, parts, snap.snapshot_id)
+            try:
+                for table, parts in snap.parts.items():  # the executors' files, one commit per table
+                    o.written[table] = self.lake.commit_parts(table, parts, snap.snapshot_id)
+            except Exception:
+                note.append(f"failed; {self._discard(snap)}")
+                raise
             note.append(f"{len(o.written)} tables, {sum(o.written.values())} rows committed into {self.settings.lake} "
                         f"({self.lake.backend})")
+
+    def _discard(self, snap: Snapshot) -> str:
+        """Delete the snapshot's files that no table committed (a failed write stage);
+        what was deleted. Never raises: the commit's error is the one to report."""
+        deleted, errors = 0, []
+        for table, parts in snap.parts.items():
+            if table in self.outcome.written:
+                continue
+            try:
+                deleted += self.lake.discard_parts(table, parts, snap.snapshot_id)
+            except Exception as exc:  # OSError, delta-rs: reported beside the commit's error
+                errors.append(f"{table}: {exc if isinstance(exc, SparkAppError) else _first_lines(exc, 1)}")
+        return f"removed {deleted} uncommitted file(s) of the snapshot" + (
+            f" (could not remove those of {'; '.join(errors)})" if errors else "")
 
     def validate(self) -> None:
         from spark_app.quality import missing_library, validate_snapshot

@@ -29,14 +29,20 @@ Decisions where the issue is silent:
   snapshot's rows do not pass through the driver: the collection's tasks write them as
   data files (`spark_app.parts`) and `commit_parts` commits the files' metadata, once per
   snapshot (a Delta transaction app id: a second commit of the snapshot adds nothing).
+- A delta-rs error (a corrupt log, a refused commit) is a LakeError naming the table and
+  its path, with delta-rs's first line (its message goes on with a Rust backtrace).
+- When a snapshot's commit fails, `discard_parts` deletes the files its tasks wrote for
+  the tables that did not take it (they would stay in the table folders, unreferenced,
+  until a vacuum). A table whose log cannot be read has taken nothing: a commit needs it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,7 +53,11 @@ from spark_app.errors import LakeError
 from spark_app.schemas import TableSchema, load_schemas
 from spark_app.session import DATA_SOURCE_NOT_FOUND, has_delta
 
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
 SNAPSHOT_COLUMN: Final = "snapshot_id"
+UNREADABLE_LOG: Final = "unreadable Delta log"
 
 Rows: TypeAlias = pa.Table | Sequence[Mapping[str, Any]] | DataFrame
 
@@ -100,12 +110,30 @@ class Lake:
                 f"unknown table {table!r} (tables: {', '.join(sorted(self.schemas))})"
             ) from None
 
+    @contextmanager
+    def _delta_rs(self, table: str, what: str = UNREADABLE_LOG) -> Iterator[None]:
+        """delta-rs's errors in the block as LakeError naming `table` (see Decisions)."""
+        from deltalake.exceptions import DeltaError
+
+        try:
+            yield
+        except DeltaError as exc:
+            first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+            raise LakeError(f"table {table!r} at {self.table_path(table)}: {what} ({first.strip()})") from None
+
+    def _open(self, table: str) -> DeltaTable:
+        from deltalake import DeltaTable
+
+        with self._delta_rs(table):
+            return DeltaTable(self.table_path(table))
+
     def exists(self, table: str) -> bool:
         path = self.table_path(table)
         if self.backend is Backend.DELTA_RS:
             from deltalake import DeltaTable
 
-            return bool(DeltaTable.is_deltatable(path))
+            with self._delta_rs(table):
+                return bool(DeltaTable.is_deltatable(path))
         try:
             _ = self.spark.read.format("delta").load(path).schema
         except Exception as exc:  # Spark raises a bare Py4JJavaError when Delta is absent
@@ -139,12 +167,13 @@ class Lake:
 
             partition_by = list(schema.partition_by) or None
             schema_mode: Literal["merge"] | None = "merge" if merge else None
-            if replace:
-                write_deltalake(self.table_path(table), data, mode="overwrite", predicate=replace,
-                                partition_by=partition_by, schema_mode=schema_mode)
-            else:
-                write_deltalake(self.table_path(table), data, mode="append",
-                                partition_by=partition_by, schema_mode=schema_mode)
+            with self._delta_rs(table, "write failed"):
+                if replace:
+                    write_deltalake(self.table_path(table), data, mode="overwrite", predicate=replace,
+                                    partition_by=partition_by, schema_mode=schema_mode)
+                else:
+                    write_deltalake(self.table_path(table), data, mode="append",
+                                    partition_by=partition_by, schema_mode=schema_mode)
         else:
             # one chunk per column: PySpark 4.2.1's createDataFrame(pyarrow.Table) loses
             # the rows of a table whose first chunk is empty
@@ -174,27 +203,47 @@ class Lake:
         rows = sum(p.rows for p in written)
         if self.backend is Backend.SPARK_DELTA:
             return self._commit_staged(table, written, app, rows)
-        from deltalake import DeltaTable, write_deltalake
+        from deltalake import write_deltalake
         from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
         if not self.exists(table):
             self.write(table, [])
         elif self._added_columns(schema):
-            write_deltalake(path, schema.conform([]), mode="append", schema_mode="merge",
-                            partition_by=list(schema.partition_by) or None)
-        dt = DeltaTable(path)
-        if dt.transaction_version(app) is not None:  # this snapshot is in the table already
+            with self._delta_rs(table, "schema merge failed"):
+                write_deltalake(path, schema.conform([]), mode="append", schema_mode="merge",
+                                partition_by=list(schema.partition_by) or None)
+        dt = self._open(table)
+        if self._took(dt, table, app):  # this snapshot is in the table already
             parts.delete_files(path, [p.path for p in written])
             return 0
         actions: list[AddAction | RemoveAction] = [AddAction(p.path, p.size, dict(p.partition_values), p.modification_time, True, p.stats)
                    for p in written]
-        dt.create_write_transaction(actions, "append", dt.schema(), list(schema.partition_by) or None,
-                                    commit_properties=CommitProperties(
-                                        app_transactions=[Transaction(app, parts.TXN_VERSION)]))
+        with self._delta_rs(table, "commit failed"):
+            dt.create_write_transaction(actions, "append", dt.schema(), list(schema.partition_by) or None,
+                                        commit_properties=CommitProperties(
+                                            app_transactions=[Transaction(app, parts.TXN_VERSION)]))
         parts.delete_files(path, parts.uncommitted(path, written, snapshot_id))
         if table in self._views:
             self._create_view(table)
         return rows
+
+    def _took(self, dt: DeltaTable, table: str, app: str) -> bool:
+        with self._delta_rs(table):
+            return dt.transaction_version(app) is not None
+
+    def discard_parts(self, table: str, written: Sequence[parts.Part], snapshot_id: str) -> int:
+        """Delete the files tasks wrote for `snapshot_id` to `table` when the table did not
+        take the snapshot (its commit failed, or was never tried); the files deleted.
+        Staged files are never the table's: they go whatever the table holds."""
+        if self.backend is Backend.SPARK_DELTA:
+            return parts.delete_files(self.path, [p.path for p in written])
+        path = self.table_path(table)
+        try:
+            if self._took(self._open(table), table, parts.app_id(snapshot_id)):
+                return 0
+        except LakeError:  # an unreadable log took nothing (see Decisions)
+            pass
+        return parts.delete_files(path, [*(p.path for p in written), *parts.uncommitted(path, written, snapshot_id)])
 
     def _commit_staged(self, table: str, written: Sequence[parts.Part], app: str, rows: int) -> int:
         """Spark's Delta writer: the staged files, read by the executors, appended in one
@@ -241,9 +290,7 @@ class Lake:
     def _table_arrow_schema(self, table: str) -> pa.Schema:
         path = self.table_path(table)
         if self.backend is Backend.DELTA_RS:
-            from deltalake import DeltaTable
-
-            dt = DeltaTable(path)
+            dt = self._open(table)
             partitions = tuple(dt.metadata().partition_columns)
             if partitions != self.schema(table).partition_by:
                 raise LakeError(
@@ -296,11 +343,9 @@ class Lake:
             if not self.exists(table):
                 continue
             if self.backend is Backend.DELTA_RS:
-                from deltalake import DeltaTable
-
-                got = DeltaTable(self.table_path(table)).to_pyarrow_table(
-                    filters=[(SNAPSHOT_COLUMN, "=", snapshot_id)]
-                )
+                dt = self._open(table)
+                with self._delta_rs(table, "unreadable data"):
+                    got = dt.to_pyarrow_table(filters=[(SNAPSHOT_COLUMN, "=", snapshot_id)])
                 out[table] = got.cast(datasource.spark_arrow_schema(got.schema))
             else:
                 from pyspark.sql.functions import col

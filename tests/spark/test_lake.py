@@ -330,3 +330,51 @@ def test_a_failed_attempts_files_are_removed_at_the_commit(lake: Lake) -> None:
     assert lake.commit_parts("peers", done, "s1") == len(rows)
     assert not os.path.exists(os.path.join(lake.table_path("peers"), stray[0].path))
     assert DeltaTable(lake.table_path("peers")).to_pyarrow_table().num_rows == len(rows)
+
+
+def _corrupt_peers(lake: Lake) -> None:
+    """A peers table whose second commit's log entry is garbage (the Spark probe's case)."""
+    lake.write("peers", snapshot_rows("s0", DAY1)["peers"])
+    lake.write("peers", snapshot_rows("s00", DAY1)["peers"])
+    entry = Path(lake.table_path("peers")) / "_delta_log" / "00000000000000000001.json"
+    entry.write_text('{"add": garbage\n')
+
+
+def test_a_corrupt_delta_log_is_named_and_the_snapshots_files_are_discarded(lake: Lake) -> None:
+    from spark_app.parts import write_parts
+
+    _corrupt_peers(lake)
+    rows = snapshot_rows("s1", DAY1)["peers"]
+    stray = write_parts(lake.target("s1"), "peers", rows, "attempt0")  # a failed task attempt's
+    done = write_parts(lake.target("s1"), "peers", rows, "attempt1")
+    path = lake.table_path("peers")
+    with pytest.raises(LakeError, match=rf"^table 'peers' at {path}: unreadable Delta log \(Kernel error: Json error: "
+                                        r"[^\n]*\)$"):
+        lake.commit_parts("peers", done, "s1")
+    assert lake.discard_parts("peers", done, "s1") == 2
+    assert not any(os.path.exists(os.path.join(path, p.path)) for p in [*stray, *done])
+    links = _staged(lake, "s1", DAY1, "h0")
+    lake.commit_parts("links", links, "s1")
+    assert lake.discard_parts("links", links, "s1") == 0  # the table took them: they stay
+    assert all(os.path.exists(os.path.join(lake.table_path("links"), p.path)) for p in links)
+
+
+def test_a_failed_write_stage_removes_the_files_no_table_committed(spark: SparkSession, lake: Lake) -> None:
+    from spark_app.controller import Rollout
+    from spark_app.jobs.collect import Snapshot
+    from spark_app.parts import write_parts
+    from spark_app.settings import Settings
+
+    _corrupt_peers(lake)
+    rows = snapshot_rows("s1", DAY1)
+    snap = Snapshot("s1", {"links": _staged(lake, "s1", DAY1, "h0"),  # committed before peers fails
+                           "peers": write_parts(lake.target("s1"), "peers", rows["peers"], "h0"),
+                           "subs": write_parts(lake.target("s1"), "subs", rows["subs"], "h0")},  # never tried
+                    tuple(NODES))
+    said: list[str] = []
+    with pytest.raises(LakeError, match="table 'peers' at .*: unreadable Delta log"):
+        Rollout(Settings(lake=lake.path), spark, say=said.append).write(snap)
+    left = {t: [os.path.exists(os.path.join(lake.table_path(t), p.path)) for p in ps] for t, ps in snap.parts.items()}
+    assert all(left["links"]) and not any(left["peers"]) and not any(left["subs"])
+    removed = len(snap.parts["peers"]) + len(snap.parts["subs"])
+    assert any(f"failed; removed {removed} uncommitted file(s) of the snapshot" in line for line in said)
