@@ -34,7 +34,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import re
 import socket
 import time
 import uuid
@@ -48,7 +47,7 @@ from typing import Any, Final
 from pyspark.sql import SparkSession
 
 from raims_node import __version__ as raims_version
-from spark_app.errors import SparkAppError
+from spark_app.errors import SparkAppError, first_lines
 from spark_app.jobs import deploy, keys, topology
 from spark_app.jobs.collect import Snapshot, collect, observers_of, staged_snapshot
 from spark_app.jobs.converge import converge
@@ -286,7 +285,7 @@ class Rollout:
             try:
                 deleted += self.lake.discard_parts(table, parts, snap.snapshot_id)
             except Exception as exc:  # OSError, delta-rs: reported beside the commit's error
-                errors.append(f"{table}: {exc if isinstance(exc, SparkAppError) else _first_lines(exc, 1)}")
+                errors.append(f"{table}: {exc if isinstance(exc, SparkAppError) else first_lines(exc, 1)}")
         return f"removed {deleted} uncommitted file(s) of the snapshot" + (
             f" (could not remove those of {'; '.join(errors)})" if errors else "")
 
@@ -369,7 +368,7 @@ class Rollout:
             self.audit()
             self.pipeline()
         except Exception as exc:  # recorded in the rollouts row, then raised as RolloutFailed
-            o.error = str(exc) if isinstance(exc, SparkAppError) else _first_lines(exc)
+            o.error = str(exc) if isinstance(exc, SparkAppError) else first_lines(exc)
             cause: BaseException | None = exc
         except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (raims_rollout.py): a failed run, torn down
             done = list(o.stages)
@@ -417,7 +416,7 @@ class Rollout:
             self.outcome.written["rollouts"] = self.lake.write("rollouts", [self.rollout_row()])
         except Exception as exc:  # delta-rs's and the OS's errors too: the teardown must still run
             self.say(f"the rollouts row could not be written to {self.settings.lake}: "
-                     f"{exc if isinstance(exc, SparkAppError) else _first_lines(exc)}")
+                     f"{exc if isinstance(exc, SparkAppError) else first_lines(exc)}")
 
     # ------------------------------------------------------------------ reporting
 
@@ -459,18 +458,6 @@ class Rollout:
             df = self.spark.sql(sql)
             out.append((sql, format_table(df.columns, [tuple(r) for r in df.collect()])))
         return out
-
-
-_PYTHON_ERROR = re.compile(r"^((?!org\.|java\.|py4j\.)[A-Za-z_][\w.]*(?:Error|Exception)\b.*)$", re.MULTILINE)
-
-
-def _first_lines(exc: Exception, lines: int = 3) -> str:
-    """An unexpected error in a few lines: a failed Spark job's message is pages of Java
-    trace around the Python error that matters, which is its last Python error line."""
-    text = str(exc).strip()
-    found = _PYTHON_ERROR.findall(text)
-    head = "\n".join(text.splitlines()[:lines])
-    return f"{type(exc).__name__}: {head}" + (f"\n  ... {found[-1]}" if found else "")
 
 
 def ship_source(spark: SparkSession) -> None:

@@ -6,7 +6,11 @@ failed rollout says what to fix without a debugger.
 
 from __future__ import annotations
 
+import re
+
 from raims_node import RaimsError
+
+_PYTHON_ERROR = re.compile(r"^((?!org\.|java\.|py4j\.)[A-Za-z_][\w.]*(?:Error|Exception)\b.*)$", re.MULTILINE)
 
 
 class SparkAppError(RaimsError):
@@ -37,3 +41,16 @@ class SchemaViolation(LakeError):
 
 class QualityError(SparkAppError):
     """An expectation suite under data/schemas/expectations/ is missing or malformed."""
+
+
+class AuditError(SparkAppError):
+    """`--audit-only` cannot audit: the lake or the snapshot is not there, or the run failed."""
+
+
+def first_lines(exc: BaseException, lines: int = 3) -> str:
+    """An unexpected error in a few lines: a failed Spark job's message is pages of Java
+    trace around the Python error that matters, which is its last Python error line."""
+    text = str(exc).strip()
+    found = _PYTHON_ERROR.findall(text)
+    head = "\n".join(text.splitlines()[:lines])
+    return f"{type(exc).__name__}: {head}" + (f"\n  ... {found[-1]}" if found else "")

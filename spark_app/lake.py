@@ -314,6 +314,7 @@ class Lake:
             return reader.load(path)
         if not self.exists(table):
             raise LakeError(f"table {table!r} does not exist at {path}")
+        self._open(table)  # a corrupt log is named here, not deep in the data source's Java trace
         reader = self.spark.read.format(datasource.SOURCE_NAME).option("path", path)
         if version is not None:
             reader = reader.option("version", str(version))

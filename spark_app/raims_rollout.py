@@ -128,7 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         args.lake = str(settings.lake)
         args.master = resolve_master(args.master, settings.master)
-        return audit_only(args)
+        try:
+            return audit_only(args)
+        except SparkAppError as exc:
+            print(f"raims_rollout: {exc}", file=sys.stderr)
+            return EXIT_FAILED
     from spark_app.controller import Rollout, RolloutFailed, progress_line
     from spark_app.session import build_session
 

@@ -18,7 +18,11 @@ Decisions where the issue is silent:
 - Audit rows carry the snapshot's `collected_at` (its earliest), so they share its date
   partition, and `audited_at`, when the audit ran.
 - `audit_only` exits 0 when the snapshot has no findings, 1 when it has some (like a
-  test run), and lets errors raise.
+  test run), and raises AuditError (one line) when it cannot audit: a lake path without
+  Delta tables, or a snapshot none of the input tables holds (a mistyped path or id
+  would otherwise audit no rows and pass), or a failed run. It stops the session it
+  started (left running, its executors die in Java ERROR traces at exit), not one that
+  was active already (a notebook's, Databricks', a test's).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark_app.errors import AuditError, SparkAppError, first_lines
 from spark_app.lake import SNAPSHOT_COLUMN, Lake
 from spark_app.udfs import ship
 from spark_app.udfs.bloom import PROBE_SEED, PROBES, blooms_spark
@@ -187,6 +192,25 @@ def snapshot_frames(lake: Lake, snapshot_id: str) -> dict[str, DataFrame]:
     }
 
 
+def check_snapshot(lake: Lake, snapshot_id: str) -> None:
+    """AuditError unless some input table of `lake` holds rows of `snapshot_id`, naming
+    the lake's latest snapshot (by collection time) to pick instead."""
+    present = [t for t in INPUT_TABLES if lake.exists(t)]
+    if not present and not lake.tables():
+        raise AuditError(f"{lake.path} is not a raims lake (no Delta tables)")
+    found, latest = False, None
+    if present:
+        ids = [lake.read(t).select(SNAPSHOT_COLUMN, "collected_at") for t in present]
+        union = ids[0]
+        for more in ids[1:]:
+            union = union.unionByName(more)
+        row = union.agg(F.max(F.col(SNAPSHOT_COLUMN) == snapshot_id),
+                        F.max_by(SNAPSHOT_COLUMN, "collected_at")).first()
+        found, latest = (bool(row[0]), row[1]) if row is not None else (False, None)
+    if not found:
+        raise AuditError(f"snapshot {snapshot_id} is not in {lake.path} (latest: {latest or 'none'})")
+
+
 def run_audits(
     spark: SparkSession,
     lake: Lake,
@@ -228,9 +252,20 @@ def audit_only(args: argparse.Namespace) -> int:
     the options of `add_arguments` when present; 0 when clean, 1 with findings."""
     from spark_app.session import build_session
 
+    active = SparkSession.getActiveSession()
     spark = build_session(getattr(args, "master", None), archive=getattr(args, "archive", None))
-    lake = Lake(args.lake, spark)
-    result = run_audits(spark, lake, args.snapshot, options_from(args))
+    try:
+        lake = Lake(args.lake, spark)
+        check_snapshot(lake, args.snapshot)
+        result = run_audits(spark, lake, args.snapshot, options_from(args))
+    except SparkAppError:
+        raise
+    except Exception as exc:  # a failed Spark job: pages of Java trace around one Python error
+        raise AuditError(f"audit of snapshot {args.snapshot} in {args.lake} failed: "
+                         + " ".join(first_lines(exc, 1).split())) from exc
+    finally:
+        if spark is not active:
+            spark.stop()
     print(f"snapshot {args.snapshot}: {result.summary()}")
     return 0 if result.ok else 1
 
@@ -243,7 +278,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--snapshot", required=True, help="the snapshot to audit")
     parser.add_argument("--master", default=TEST_MASTER, help=f"Spark master (default {TEST_MASTER})")
     add_arguments(parser)
-    return audit_only(parser.parse_args(argv))
+    try:
+        return audit_only(parser.parse_args(argv))
+    except SparkAppError as exc:
+        print(f"audit: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

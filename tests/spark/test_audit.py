@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,9 +16,12 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
+from spark_app import session
+from spark_app.errors import AuditError
 from spark_app.jobs.audit import AuditOptions, AuditResult, audit_frames, audit_only, run_audits
 from spark_app.jobs.synthetic import Fault, Injected, SyntheticSpec, finding_keys, make_snapshot
 from spark_app.lake import Lake
+from spark_app.raims_rollout import main as rollout_main
 from spark_app.session import TEST_MASTER
 from spark_app.udfs.bloom import ProbeSet
 from spark_app.udfs.local import audit_tables
@@ -107,3 +112,41 @@ def test_audit_only_exits_by_whether_the_snapshot_is_clean(audited_lake: Lake) -
     counts = {t: audited_lake.read(t).count() for t in ("audit_lsdb", "audit_routes", "audit_blooms")}
     assert audit_only(argparse.Namespace(**vars(args), snapshot=str(Fault.STALE_SEQNO))) == 1  # a rerun
     assert {t: audited_lake.read(t).count() for t in counts} == counts  # replaced its rows, added none
+
+
+class _Owned:
+    """The test session as a session `audit_only` started: its stop is counted, not done."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self.stopped = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._spark, name)
+
+    def stop(self) -> None:
+        self.stopped += 1
+
+
+def test_audit_only_refuses_a_snapshot_or_a_lake_that_is_not_there_and_stops_its_session(
+    spark: SparkSession, audited_lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    owned = _Owned(spark)
+    monkeypatch.setattr(session, "build_session", lambda *a, **k: owned)
+    args = argparse.Namespace(lake=audited_lake.path, master=TEST_MASTER, bloom_probes=PROBES)
+    with pytest.raises(AuditError, match=rf"^snapshot nosuch is not in {audited_lake.path} "
+                                         rf"\(latest: (clean|{Fault.STALE_SEQNO})\)$"):
+        audit_only(argparse.Namespace(**vars(args), snapshot="nosuch"))
+    assert owned.stopped == 1
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "afile").write_text("x")
+    for where in ("empty", "afile", "nothere"):
+        with pytest.raises(AuditError, match=rf"^{tmp_path / where} is not a raims lake \(no Delta tables\)$"):
+            audit_only(argparse.Namespace(**{**vars(args), "lake": str(tmp_path / where)}, snapshot="clean"))
+    assert owned.stopped == 4
+    capsys.readouterr()
+    assert rollout_main(["--lake", str(tmp_path / "afile"), "--audit-only", "--snapshot", "x",
+                         "--master", TEST_MASTER]) == 1
+    assert capsys.readouterr().err == f"raims_rollout: {tmp_path / 'afile'} is not a raims lake (no Delta tables)\n"
+    assert owned.stopped == 5

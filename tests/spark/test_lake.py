@@ -351,6 +351,8 @@ def test_a_corrupt_delta_log_is_named_and_the_snapshots_files_are_discarded(lake
     with pytest.raises(LakeError, match=rf"^table 'peers' at {path}: unreadable Delta log \(Kernel error: Json error: "
                                         r"[^\n]*\)$"):
         lake.commit_parts("peers", done, "s1")
+    with pytest.raises(LakeError, match=rf"^table 'peers' at {path}: unreadable Delta log"):
+        lake.read("peers")  # named on the driver, not in the data source's Java trace
     assert lake.discard_parts("peers", done, "s1") == 2
     assert not any(os.path.exists(os.path.join(path, p.path)) for p in [*stray, *done])
     links = _staged(lake, "s1", DAY1, "h0")
