@@ -28,7 +28,7 @@ from raims_node.router.messages import (
     parse_summary,
 )
 from raims_node.router.peer import Peer
-from raims_node.router.rpc import Rpc
+from raims_node.router.rpc import SYNC_RETRY_NS, Rpc
 from raims_node.router.state import Conn, NodeState
 from raims_node.wire import Fid, Fields, Header, MsgType, peek, peeked_fields
 from raims_node.wire import subjects as S
@@ -98,7 +98,8 @@ class Flood:
             self.interest.set_bloom(peer, get_int(d, Fid.SUB_SEQNO), d.get(Fid.BLOOM))
             st.events.add(now_ns, Ev.RECV_BLOOM, user=peer.user)
             if peer.bloom is not None and st.db.is_synced(peer.bridge):
-                st.sync.pending.pop(("adj", peer.bridge), None)
+                if peer.bridge not in st.sync.early:  # else the request also fills a gap in its links
+                    st.sync.pending.pop(("adj", peer.bridge), None)
                 st.changed("recv_bloom")
         elif subj.startswith((S.S_JOIN, S.S_LEAV, S.P_PSUB, S.P_STOP)):
             self.interest.on_sub_change(peer, subj, d, via, now_ns)
@@ -166,7 +167,12 @@ class Flood:
                 early[result.got] = (add, link)
             wanted = st.sync.link_wanted
             wanted[peer.bridge] = max(wanted.get(peer.bridge, 0), result.got)
-            st.request("adj", peer.bridge, peer.bridge if st.routable(peer.bridge) else via, now_ns)
+            waiting = st.sync.pending.get(("adj", peer.bridge))
+            if waiting is None:
+                st.request("adj", peer.bridge, peer.bridge if st.routable(peer.bridge) else via, now_ns)
+            else:  # asked already, for its filter (timeout rpc_timeout): the gap is asked soon
+                waiting.deadline_ns = min(waiting.deadline_ns,
+                                          now_ns + st.rng.randrange(SYNC_RETRY_NS, 2 * SYNC_RETRY_NS))
         elif result.changed:
             self.rpc.replay_early(peer.bridge)
             if add and link.peer_bridge not in st.peers and link.peer_bridge != st.bridge:

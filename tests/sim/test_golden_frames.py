@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-GOLDEN = "4401 9e758073ee924faba3c928f7c6bba9fd52c8fbf7de9542ebcdb54efb451e7843 1280"
+GOLDEN = "4385 22cb3f6b03afba8befd15fcb236df7999d08be1b59548581840d7f74e81b18f1 1280"
 ROOT = Path(__file__).resolve().parents[2]
 
 
