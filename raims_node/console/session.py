@@ -60,13 +60,14 @@ _SESSION_VERBS = (
 )
 
 
-def session_verb(words: list[str]) -> str | None:
-    """The name of the session command `words` run (ping, pub, ...; abbreviated or not), or None."""
+def session_verb(words: list[str]) -> tuple[str, list[str]] | None:
+    """The session command `words` run (ping, pub, ...; abbreviated or not) and its
+    arguments, or None."""
     try:
-        cmd, _ = resolve(COMMANDS, words)
+        cmd, args = resolve(COMMANDS, words)
     except ConsoleError:
         return None
-    return cmd.name if cmd.name in _SESSION_VERBS else None
+    return (cmd.name, args) if cmd.name in _SESSION_VERBS else None
 
 
 # manual "debug I": a mask, or names of its bits (the last four have no bit: accepted, no mask)

@@ -31,13 +31,16 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
 
 from aiohttp import WSMsgType, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from raims_node.config.records import TransportConfig
 from raims_node.console import CommandResult, ConsoleContext, execute
 from raims_node.console.session import session_verb
 from raims_node.linkstate import graph_from_db
+from raims_node.lograte import RateLimitedLog
 from raims_node.router.actions import Deliver
 from raims_node.web.digest import DigestAuth
+from raims_node.web.http_policy import refusal
 from raims_node.web.pages import (
     from_dir,
     graph_html,
@@ -53,8 +56,28 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("raims.web")
 
-NOT_OVER_HTTP = ("die", "quit", "exit")  # a page does not end the node or a session it does not have
 WS_BACKLOG_BYTES = 8 * 1024 * 1024  # unsent deliveries that make a websocket a slow consumer
+
+
+class _BadRequestLines(logging.Filter):
+    """aiohttp logs a request it cannot parse (a URL over 8 KB, a bad header line) with a
+    traceback on stderr; here it is one rate-limited line in the node's log (the client
+    has its 400 already)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limited = RateLimitedLog(lambda level, text: log.log(level, "%s", text))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            self.limited.log("web.bad_request", logging.WARNING,
+                             f"web: bad request refused ({exc.code}): {str(exc.message).splitlines()[0][:120]}")
+            return False
+        return True
+
+
+logging.getLogger("aiohttp.server").addFilter(_BadRequestLines())
 
 
 class WebAdmin:
@@ -129,9 +152,12 @@ class WebAdmin:
             return web.json_response({"node": self.daemon.node.user, "usage": "GET /?show peers"})
         verb = session_verb(line.split())
         result: CommandResult | None
-        if verb is not None and verb not in NOT_OVER_HTTP:
-            result = await self._session_command(line)
-        else:  # die, quit and exit are refused as commands of no console here
+        if verb is not None:
+            refused = refusal(*verb, request.headers, request.host)
+            if refused is not None:
+                return web.json_response({"error": refused}, status=403)
+            result = await self._session_command(line, verb[0] == "remote")
+        else:
             result = execute(self.context(), line)
         if result is None:
             return web.json_response([])
@@ -139,17 +165,32 @@ class WebAdmin:
             return web.json_response({"error": result.error}, status=400)
         return web.json_response(result.rows, dumps=_dumps)
 
-    async def _session_command(self, line: str) -> CommandResult | None:
+    async def _session_command(self, line: str, remote: bool) -> CommandResult | None:
         """A command that acts on the network (ping, mping, pub, connect, configure, ...),
         run in a console session of its own for this request (the manual: every console
         command is exposed on the http endpoint; messages for its subscriptions are the
-        websocket's, /ws)."""
-        from raims_node.console.session import ConsoleSession
+        websocket's, /ws). `remote U C` waits for U's answer (the session writes it when
+        it comes), up to the console's reply wait."""
+        from raims_node.console.session import REPLY_WAIT_S, ConsoleSession
         from raims_node.operator import OperatorHost
 
-        session = ConsoleSession(OperatorHost(self.daemon, None), lambda text: None)
+        written: list[str] = []
+        came = asyncio.Event()
+
+        def write(text: str) -> None:
+            written.append(text)
+            came.set()
+
+        session = ConsoleSession(OperatorHost(self.daemon, None), write)
         try:
-            return await session.result_of(line)
+            result = await session.result_of(line)
+            if remote and result is None:
+                try:
+                    await asyncio.wait_for(came.wait(), REPLY_WAIT_S)
+                except TimeoutError:
+                    return CommandResult.failed(f"no answer to {line!r} within {REPLY_WAIT_S:g} s")
+                return CommandResult.lines("remote", "\n".join(written))
+            return result
         finally:
             session.close()
 

@@ -66,10 +66,10 @@ def _opener(password: str, url: str) -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(urllib.request.HTTPDigestAuthHandler(mgr))
 
 
-def _get(url: str, password: str | None) -> tuple[int, str]:
+def _get(url: str, password: str | None, headers: dict[str, str] | None = None) -> tuple[int, str]:
     opener = _opener(password, url) if password is not None else urllib.request.build_opener()
     try:
-        with opener.open(url, timeout=10) as r:
+        with opener.open(urllib.request.Request(url, headers=headers or {}), timeout=10) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
@@ -121,8 +121,31 @@ def test_the_consoles_network_commands_answer_over_http(web_ab: tuple[str, Path]
     assert status == 200 and json.loads(body)
     for line in ("die", "di%203", "qu", "exit"):  # abbreviated too: the command table decides
         status, body = _get(base + f"/?{line}", PASSWORD)
-        assert status == 400 and "not available" in body, line
+        assert status == 403 and "not run over HTTP" in body, line
     assert _get(base + "/?show%20peers", PASSWORD)[0] == 200  # the node lives on
+    status, body = _get(base + "/?remote%20B%20show%20pubtype", PASSWORD)  # B's answer, when it comes
+    assert status == 200 and "recv_count" in body, body
+
+
+def test_http_does_not_write_files_nor_take_orders_from_other_sites(web_ab: tuple[str, Path]) -> None:
+    base, tmp = web_ab
+    target = tmp / "overwritten"
+    for line in (f"wevents {target}", f"sub x.y {target}", f"psub x.> {target}"):
+        status, body = _get(base + "/?" + urllib.parse.quote(line), PASSWORD)
+        assert status == 403 and "writes a file" in body, (line, body)
+    assert not target.exists()
+    status, body = _get(base + "/?sub%20x.y", PASSWORD)  # nothing to subscribe for: said, not done
+    assert status == 403 and "/ws" in body
+    evil = {"Origin": "http://evil.example"}
+    for line in ("pub%20web.test%20forged", "shutdown%20link_ab", "configure%20parameter%20heartbeat%201"):
+        status, body = _get(base + f"/?{line}", PASSWORD, evil)
+        assert status == 403 and "another site" in body, (line, body)
+    assert _get(base + "/?pub%20web.test%20x", PASSWORD, {"Sec-Fetch-Site": "cross-site"})[0] == 403
+    assert _get(base + "/?ping", PASSWORD, evil)[0] == 200  # reading and pinging change nothing
+    assert _get(base + "/?show%20peers", PASSWORD, evil)[0] == 200
+    host = base.split("://", 1)[1]
+    assert _get(base + "/?pub%20web.test%20mine", PASSWORD, {"Origin": f"http://{host}"})[0] == 200
+    assert _get(base + "/?sub%20" + "y" * 10_000, PASSWORD)[0] == 400  # one log line, no traceback (conftest)
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
