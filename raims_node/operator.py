@@ -54,6 +54,10 @@ class OperatorHost:
     def port_rows(self) -> list[dict[str, object]]:
         return self.daemon.port_rows()
 
+    def namespace_of(self, subject: str) -> str:
+        """The client namespace prefix (`_nats.`) `subject` is in, or "" (console rpc)."""
+        return next((bus.prefix for bus in self.daemon.bridges.buses.values() if subject.startswith(bus.prefix)), "")
+
     def flow_counters(self) -> dict[str, int]:
         return self.daemon.flow_counters()
 

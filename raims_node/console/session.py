@@ -438,9 +438,14 @@ class ConsoleSession:
         return CommandResult(PING_COLUMNS, rows, kinds=_LAT)
 
     async def _request(self, subject: str, payload: bytes) -> CommandResult:
+        """rpc / snap: publish with a reply inbox and wait for the first answer. A reply
+        subject travels as its client sees it, and a NATS or Redis responder's answer to
+        it comes back in the subject's client namespace (`_nats.S` is answered on
+        `_nats.<inbox>`): the inbox is listened to there."""
         self._inbox += 1
+        namespace = getattr(self.host, "namespace_of", lambda s: "")(subject)
         inbox = f"_INBOX.console.{id(self):x}.{self._inbox}"
-        self.host.subscribe(self, inbox, inbox)
+        self.host.subscribe(self, inbox, namespace + inbox)
         try:
             self.host.publish(subject, payload, reply=inbox)
             rows = await self._collect(inbox, _Wait(1))

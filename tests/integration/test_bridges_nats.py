@@ -22,7 +22,7 @@ from nats.aio.subscription import Subscription
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from tests.integration.harness import MANUAL_GRAPH
+from tests.integration.harness import MANUAL_GRAPH, get_json
 from tests.integration.test_bridges_net import BridgeNet, Transport, start_network
 
 WAIT_S = 10
@@ -343,3 +343,22 @@ async def test_queue_group_spreads_across_nodes_exactly_once(abcd: BridgeNet, co
     got = {node: [d for d in msgs if d.isdigit()] for node, msgs in per_node.items()}  # no probes
     assert sorted(d for msgs in got.values() for d in msgs) == sorted(b"%d" % i for i in range(n))
     assert sum(1 for msgs in got.values() if msgs) >= 2, got  # spread over the nodes
+
+
+async def test_the_consoles_rpc_gets_a_nats_responders_answer(abcd: BridgeNet, connect: Clients) -> None:
+    """Console `rpc` (here over A's web) to a NATS responder on D: the inbox is in the
+    subject's namespace, where the responder's bridge puts the reply."""
+    d = await connect(abcd, "D")
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b"echo:" + msg.data)
+
+    await d.subscribe("console.svc", cb=answer)
+    await d.flush()
+    web = f"127.0.0.1:{abcd.port('A', 'web')}"
+    rows: object = None
+    for _ in range(50):  # until D's subscription reached A
+        _, rows = await asyncio.to_thread(get_json, web, "rpc _nats.console.svc hi")
+        if isinstance(rows, list) and rows and rows[0].get("reply"):
+            break
+    assert isinstance(rows, list) and rows[0]["reply"] == "echo:hi", rows
