@@ -182,16 +182,24 @@ class Daemon:
             return await self._start_pgm(cfg)
         name = cfg.tport
         run = self.running.get(name)
+        fresh = run is None
         if run is None:
             tid = self.node.add_transport(name, cfg.type, cfg.cost)
             run = self.running[name] = Running(cfg, tid, False, False)
             self._apply(self.node.tick(time.time_ns()))
-        names = await self.discovery.service(cfg.device) if cfg.device is not None else None
-        if names is not None:
-            run.device_ip = names.device_ip
-        if listen or cfg.type == "mesh":
-            await self._listen(run, ephemeral=not listen)
-            run.listen = True
+        try:
+            names = await self.discovery.service(cfg.device) if cfg.device is not None else None
+            if names is not None:
+                run.device_ip = names.device_ip
+            if listen or cfg.type == "mesh":
+                await self._listen(run, ephemeral=not listen)
+                run.listen = True
+        except DaemonError:
+            if fresh:  # not left half started (listed as running, listening on nothing)
+                self.running.pop(name, None)
+                for server in run.servers:
+                    server.close()
+            raise
         if not listen:
             run.connect = True
             addrs = self.dialer.connect_addrs(cfg)

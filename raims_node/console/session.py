@@ -291,12 +291,17 @@ class ConsoleSession:
                 self._files[subject] = Path(args[1])
             self._subs[subject] = name
             return _done(name, subject)
-        if name in ("unsub", "punsub", "gunsub"):
-            host.unsubscribe(self, args[0])
-            self._files.pop(args[0], None)
-            self._subs.pop(args[0], None)
-            self._received.pop(args[0], None)
-            return _done(name, args[0])
+        if name in ("unsub", "punsub", "gunsub"):  # without S: all of this kind (the manual)
+            kind = name.replace("un", "", 1)  # the sub, psub or gsub it undoes
+            sids = [args[0]] if args else [sid for sid, k in self._subs.items() if k == kind]
+            if args and args[0] not in self._subs:
+                return CommandResult.failed(f"{name}: {args[0]!r} is not subscribed in this console")
+            for sid in sids:
+                host.unsubscribe(self, sid)
+                self._files.pop(sid, None)
+                self._subs.pop(sid, None)
+                self._received.pop(sid, None)
+            return _done(name, " ".join(sids) or "nothing subscribed")
         if name == "show rpcs":
             node_rpcs = execute(self.context(), "show rpcs")
             mine: list[Row] = [{"type": kind, "arg": sid, "recv": self._received.get(sid, 0), "count": None}

@@ -112,9 +112,12 @@ def show_tport(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     cols = ["tport", "type", "state", "listen", "connect", "device"]
     active = {t.name: t for t in ctx.node.tports}
     rows: list[Row] = []
-    names = {str(r.get("tport")) for r in ctx.ports() if r.get("type") in ("name", "telnet", "web")}
+    # running: what the daemon's `show ports` lists (a transport shut down is gone from
+    # it, not from the node's tports); the simulator has no ports, only tports
+    in_ports = {str(r.get("tport")).rpartition(".")[0] or str(r.get("tport")) for r in ctx.ports()}
+    running = in_ports or set(active)
+    active = {k: t for k, t in active.items() if k in running}
     if isinstance(ctx.config, ConfigTree):
-        running = set(active) | names
         rows = [{"tport": t.tport, "type": t.type, "state": RUNNING if t.tport in running else NOT_RUNNING,
                  "listen": t.listen or None, "connect": t.connect or None, "device": t.device}
                 for t in ctx.config.transports]

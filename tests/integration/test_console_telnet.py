@@ -132,6 +132,9 @@ def test_telnet_console_shutdown_and_connect_a_transport(abcd_telnet: tuple[dict
     nodes["B"].wait_for(r"remove auth A", 15, after=mark)
     out = t.command("show ports")
     assert "link_ab" not in out
+    assert re.search(r"^\s*link_ab\W+tcp\W+-\s", t.command("show tport"), re.M)  # not running, as show status
+    assert "not an interface" in t.command("network 7500 tcp.127.0.0.1:0")
+    assert "net_7500" not in t.command("show ports") + t.command("show tport")  # not left half started
     out = t.command("listen link_ab")
     assert "listen" in out
     nodes["A"].wait_for(r"listening on 127\.0\.0\.1:\d+", 10)
@@ -152,6 +155,12 @@ def test_telnet_console_sub_and_pub(abcd_telnet: tuple[dict[str, NodeProc], int]
     a.command("punsub hello.>")
     out = a.command("unsub hello.world") + a.command("pub hello.world again")
     assert "again" not in out.replace("pub hello.world again", "")
+    assert "is not subscribed" in a.command("unsub never.subscribed")
+    a.command("sub one.x")
+    a.command("sub two.x")
+    assert re.search(r"unsub\W+one\.x two\.x", a.command("unsub"))  # the manual: all subjects
+    out = a.command("pub one.x gone") + a.command("pub two.x gone")
+    assert "one.x: gone" not in out and "two.x: gone" not in out
     assert "unknown command" in a.command("frobnicate")
     a.sock.sendall(b"quit\r\n")
     a.sock.settimeout(5)

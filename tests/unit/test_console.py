@@ -177,7 +177,7 @@ def test_peers_rows_follow_the_node(net: SimNetwork) -> None:
     assert rec is not None
     assert (row["bridge"], row["link"], row["time"]) == (bridge_b64(d.bridge), rec.link_seqno, d.start_ns)
     assert (row["tport"], row["cost"], row["sub"]) == (tport(net, "A", "link_ab"), 400, 1)
-    assert row["lat"] is None  # no ping has measured it
+    assert row["lat"] == (a.peers[d.bridge].latency_ns or None)  # the last ping's, none before one
     assert rows(net, "A", "pe zombie") == []
     assert [r["bridge"] for r in rows(net, "A", "show peers nonce")] == sorted(str(r["bridge"]) for r in got)
     by_start = [r["time"] for r in rows(net, "A", "show peers start")]
@@ -347,7 +347,8 @@ def test_configuration_commands_read_the_loaded_tree(net: SimNetwork) -> None:
     assert one[0] == "transports:" and any("9001" in line for line in one) and not any("link_ab" in x for x in one)
     assert execute(ctx(net, "A", config=tree), "run t nosuch").error == "no tport 'nosuch' in the configuration"
     names = [{"tport": "lo", "type": "name", "fd": 1},  # the daemon's name service of device lo
-             {"tport": "tel", "type": "telnet", "fd": ""}]  # a telnet listener (server.py)
+             {"tport": "tel", "type": "telnet", "fd": ""},  # a telnet listener (server.py)
+             {"tport": "link_ab.1", "type": "tcp"}, {"tport": "link_ac.2", "type": "tcp"}]  # its links
     tports = {r["tport"]: r for r in rows(net, "A", "show tport", config=tree, ports=lambda: names)}
     assert (tports["link_ab"]["state"], tports["link_ab"]["connect"]) == ("running", ["hostb"])
     assert (tports["spare"]["state"], tports["spare"]["listen"]) == ("-", ["*"])
