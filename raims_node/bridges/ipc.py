@@ -86,19 +86,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raims_node.bloom import InvalidShard, Shard, subject_hash
+from raims_node.bloom import InvalidShard, Shard
 from raims_node.bridges import mmsg
 from raims_node.bridges import sbus_proto as sp
 from raims_node.bridges.acks import ACK_PREFIX, TRACE_PREFIX
 from raims_node.bridges.glue import BridgeServer, BridgeSettings, BridgeStartError, parse_network
 from raims_node.bridges.ipc_client import READ_BATCH, SEND_BATCH, IpcClient
+from raims_node.bridges.ipc_net import NetSubs
+from raims_node.bridges.ipc_shard import ShardMatch
 from raims_node.bridges.ipc_socket import bind_socket, socket_dir, socket_path
 from raims_node.config.params import parse_bytes, parse_count
-from raims_node.subject import Pattern, SubjectError, compile_pattern, subject_bytes, subject_text
+from raims_node.subject import SubjectError, compile_pattern, subject_text
 
 if TYPE_CHECKING:
     from raims_node.bridges.glue import HubView
-    from raims_node.bridges.router_bus import RouterBus
     from raims_node.config.tree import TransportConfig
 
 log = logging.getLogger("raims.bridge.ipc")
@@ -176,9 +177,7 @@ class IpcServer(BridgeServer):
         # local fan-out: routing key -> (receivers, bus subject or None)
         self._routes: dict[bytes, tuple[tuple[IpcClient, ...], str | None]] = {}
         # bus subscriptions: (NetSub, shard) -> [sid, holders, compiled RV pattern or None]
-        self._net: dict[tuple[sp.NetSub, Shard | None], tuple[str, list[int], Pattern | None]] = {}
-        self._net_seq = 0
-        self._canon: dict[str, str] = {}  # bus subject -> the one sid that delivers it
+        self.net = NetSubs(self, self.bus, self.counters)  # its bus subscriptions (ipc_net.py)
         self._keys: dict[str, bytes] = {}  # bus subject -> routing key (b"": none)
 
     @property
@@ -242,7 +241,7 @@ class IpcServer(BridgeServer):
         self.clients.pop(client.fd, None)
         self.hub.gate.remove(client)
         for text, _ in client.patterns:
-            self._net_release(text)
+            self.net.release(text)
         client.patterns.clear()
         self._routes.clear()
 
@@ -392,7 +391,7 @@ class IpcServer(BridgeServer):
             return
         client.patterns.append((pattern, compiled if shard is None else ShardMatch(compiled, shard, self.bus)))
         self._routes.clear()
-        self._net_hold(pattern)
+        self.net.hold(pattern)
 
     def unsubscribe(self, client: IpcClient, pattern: bytes) -> None:
         if pattern.startswith(sp.CRED_PREFIX):
@@ -405,7 +404,7 @@ class IpcServer(BridgeServer):
             if text == pattern:
                 del client.patterns[i]
                 self._routes.clear()
-                self._net_release(pattern)
+                self.net.release(pattern)
                 return
         self.counters["unknown_unsubs"] += 1
 
@@ -437,77 +436,11 @@ class IpcServer(BridgeServer):
 
     # ------------------------------------------------------------ the bus side
 
-    def _net_key(self, pattern: bytes) -> tuple[sp.NetSub, Shard | None] | None:
-        """The bus subscription of an sbus pattern (with its shard, for `_SHARD/`)."""
-        split = sp.shard_split(pattern)
-        if split is None:
-            net = sp.network_sub(pattern)
-            return None if net is None else (net, None)
-        net = sp.network_sub(split[2])
-        return None if net is None else (net, Shard(split[0], split[1]))
-
-    def _net_hold(self, pattern: bytes) -> None:
-        found = self._net_key(pattern)
-        if found is None:
-            return
-        entry = self._net.get(found)
-        if entry is not None:
-            entry[1][0] += 1
-            return
-        net, shard = found
-        self._net_seq += 1
-        sid = f"{self._net_seq:012d}"  # ordered: the smallest matching sid delivers
-        compiled = None
-        try:
-            if net.wild or shard is not None:
-                compiled = compile_pattern(net.text, "rv")
-                queue = None if shard is None else f"_SHARD.{shard.index}.{shard.count}"
-                refused = self.bus.psubscribe(self, sid, net.text, "rv", queue)
-            else:
-                refused = self.bus.subscribe(self, sid, net.text)
-        except SubjectError as exc:
-            refused = str(exc)
-        if refused is not None:
-            self.counters["bad_patterns"] += 1
-            return
-        self._net[found] = (sid, [1], compiled)
-        self._canon.clear()
-
-    def _net_release(self, pattern: bytes) -> None:
-        found = self._net_key(pattern)
-        entry = None if found is None else self._net.get(found)
-        if found is None or entry is None:
-            return
-        entry[1][0] -= 1
-        if entry[1][0] == 0:
-            del self._net[found]
-            self._canon.clear()
-            self.bus.unsubscribe(self, entry[0])
-
-    def _canonical(self, subject: str) -> str:
-        """The sid of ours that delivers `subject`: the smallest whose pattern (and shard) takes it."""
-        h: int | None = None
-        sids = []
-        for (net, shard), (sid, _, compiled) in self._net.items():
-            if not (compiled.matches(subject) if compiled is not None else net.text == subject):
-                continue
-            if shard is not None:
-                if h is None:
-                    h = subject_hash(subject_bytes(self.bus.inside(subject)))
-                if not shard.holds(h):
-                    continue
-            sids.append(sid)
-        canon = min(sids) if sids else ""
-        if len(self._canon) >= ROUTE_CACHE_LIMIT:
-            self._canon.clear()
-        self._canon[subject] = canon
-        return canon
-
     def deliver(self, sid: str, subject: str, reply: str | None,
                 headers: bytes | None, payload: bytes) -> None:
-        canon = self._canon.get(subject)
+        canon = self.net.canon.get(subject)
         if canon is None:
-            canon = self._canonical(subject)
+            canon = self.net.canonical(subject)
         if canon and sid != canon:
             return  # another of our subscriptions delivers this message
         key = self._keys.get(subject)
@@ -568,22 +501,3 @@ def publish_acked(server: IpcServer, ctl: bytes, payload: bytes | None) -> None:
             receiver.send(packet)
     head = ACK_PREFIX if ctl == CTL_ACK else TRACE_PREFIX
     server.bus.publish(server, subject, head + inbox_subject, None, message)
-
-
-class ShardMatch:
-    """An sbus pattern taking shard i of n: a key matches when the pattern does and the
-    shard holds the hash of the key's node subject (the bus subject the network hashes,
-    so sbus, NATS and Redis shard subscribers split alike; a key that maps to no subject
-    is hashed as it is)."""
-
-    __slots__ = ("bus", "pattern", "shard")
-
-    def __init__(self, pattern: Pattern, shard: Shard, bus: RouterBus) -> None:
-        self.pattern, self.shard, self.bus = pattern, shard, bus
-
-    def matches(self, text: str) -> bool:
-        if not self.pattern.matches(text):
-            return False
-        subject = sp.subject_of(text.encode("utf-8", "surrogateescape"))
-        internal = text if subject is None else self.bus.inside(subject)
-        return self.shard.holds(subject_hash(subject_bytes(internal)))

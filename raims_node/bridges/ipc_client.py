@@ -29,7 +29,7 @@ _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
 
 class Matcher(Protocol):
-    """A compiled sbus pattern (subject.Pattern, or ipc.ShardMatch for `_SHARD/`)."""
+    """A compiled sbus pattern (subject.Pattern, or ipc_shard.ShardMatch for `_SHARD/`)."""
 
     def matches(self, subject: str) -> bool: ...
 

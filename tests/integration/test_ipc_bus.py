@@ -637,3 +637,31 @@ def test_an_sbus_clients_names_are_withdrawn_when_it_goes(bus: OneNode) -> None:
 
     bound, after = asyncio.run(asyncio.wait_for(lookups(), 30))
     assert bound and "no publication" in after
+
+
+def test_a_client_cut_mid_stream_costs_the_others_nothing(graph: dict[str, dict[str, object]]) -> None:
+    """D's bus holds a wildcard for a client that never reads and a literal for one that
+    does; A streams. The first is cut as a slow consumer in the middle of a run the
+    network hands over, its wildcard the bus subscription delivering it: the rest of the
+    run still reaches the reader (a few messages were lost there)."""
+    dead, live = Raw(str(graph["D"]["path"])), Raw(str(graph["D"]["path"]))
+    dead.send(b"CMSG blocking/hard/error")
+    dead.sub(b"cut/*")
+    live.sub(b"cut/x")
+    live.sync()
+    a = Raw(str(graph["A"]["path"]))
+    _wait_visible(a, b"cut/x")
+    n = 20_000
+    got: list[int] = []
+
+    def read() -> None:
+        while len(got) < n:
+            got.extend(_numbers([live.recv()]))  # a lost message: recv times out, the thread ends
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    _publish_all(a, b"cut/x", n)
+    a.sync()
+    reader.join(TIMEOUT * 4)
+    assert got == list(range(n)), f"{n - len(got)} lost: {sorted(set(range(n)) - set(got))[:20]}"
+    _read_until_closed(dead)  # it was cut
