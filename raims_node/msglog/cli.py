@@ -79,17 +79,31 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+LINE_LIMIT = 1 << 24  # the longest stdin line taken; a longer one comes in parts (and is refused)
+
+
 async def _line_reader(loop: asyncio.AbstractEventLoop) -> Callable[[], Awaitable[bytes]]:
     """Lines of standard input: a pipe, socket or terminal through the loop; a file or
-    /dev/null (which uvloop's pipe transport cannot take) read in a worker thread."""
+    /dev/null (which uvloop's pipe transport cannot take) read in a worker thread. A line
+    longer than LINE_LIMIT comes as parts of more than LINE_LIMIT bytes without their
+    newline, then its end; b"" at the end of the input."""
     mode = os.fstat(sys.stdin.fileno()).st_mode
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty():
-        reader = asyncio.StreamReader(limit=1 << 24)
+        reader = asyncio.StreamReader(limit=LINE_LIMIT)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        return reader.readline
+
+        async def from_pipe() -> bytes:
+            try:
+                return await reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:  # the end: a last line without its newline
+                return exc.partial
+            except asyncio.LimitOverrunError as exc:  # a part of a line over the limit
+                return await reader.read(exc.consumed)
+
+        return from_pipe
 
     async def from_file() -> bytes:
-        return await loop.run_in_executor(None, sys.stdin.buffer.readline)
+        return await loop.run_in_executor(None, sys.stdin.buffer.readline, LINE_LIMIT + 1)
 
     return from_file
 
@@ -139,11 +153,24 @@ async def _serve(args: argparse.Namespace) -> None:
     print(f"{node_name}: ready (state {commands.fmt_state(log.state)})", flush=True)
 
     async def originate() -> None:
+        """Each line of stdin, a message; one that cannot be (longer than the reader takes,
+        or than a record holds) is refused with a line on stderr, and the next ones are
+        logged (the task ended at the first, and every later line was lost unseen)."""
+        in_long_line = False
         while True:
             line = await readline()
             if not line:
                 return
-            node.originate(line.rstrip(b"\n"))
+            whole = line.endswith(b"\n")
+            if in_long_line or not whole and len(line) > LINE_LIMIT:
+                if not in_long_line:
+                    print(f"{node_name}: a line over {LINE_LIMIT} bytes refused", file=sys.stderr, flush=True)
+                in_long_line = not whole
+                continue
+            try:
+                node.originate(line.rstrip(b"\n"))
+            except MsgLogError as exc:
+                print(f"{node_name}: a line of {len(line)} bytes refused: {exc}", file=sys.stderr, flush=True)
 
     feeder = loop.create_task(originate())
     try:

@@ -255,3 +255,20 @@ def test_a_consumer_process_takes_the_producers_live_stream(make_cluster) -> Non
     m = re.search(rb"consumed (\d+) from packets, (\d+) from the log", err)
     assert m is not None and int(m.group(1)) > 0 and int(m.group(2)) >= 5, err
     assert (paths.log_dir(c.root, CABAL, "n1") / "reader1.cursor").read_text().split()[0] == "1"
+
+
+def test_a_line_too_long_is_refused_and_the_next_ones_are_logged(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """A stdin line over the reader's limit (16 MiB) is refused with a line on stderr;
+    the server goes on logging (it stopped reading stdin, and lost every later line)."""
+    from raims_node.msglog.cli import LINE_LIMIT
+
+    c = make_cluster(["source"])
+    c.start_all()
+    c.send("n1", 2)
+    proc = c.procs["n1"]
+    proc.stdin.write(b"x" * (LINE_LIMIT + 100) + b"\n")
+    proc.stdin.flush()
+    c.send("n1", 3)
+    c.wait_states(["n1"], ["n1"])
+    c.check_exactly_once("n1", ["n1"])
+    assert f"a line over {LINE_LIMIT} bytes refused" in c.out("n1")
