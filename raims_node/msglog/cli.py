@@ -210,7 +210,7 @@ def _consume(args: argparse.Namespace) -> None:
             return
         n = 0
         while True:
-            got = consumer.poll()
+            got = consumer.poll(args.count - n if args.count else None)
             for rec in got:
                 print(f"{rec.origin} {rec.mid} {commands.fmt_data(rec.data)}", file=out, flush=True)
                 n += 1

@@ -121,12 +121,18 @@ class Consumer:
         self.from_log = 0
         self.gaps = 0
 
-    def poll(self) -> list[Record]:
-        """Every record after the cursor, now; the cursor moves past them."""
+    def poll(self, limit: int | None = None) -> list[Record]:
+        """Every record after the cursor (at most `limit`), now; the cursor moves past
+        them and no further (`consume --count N` took everything before)."""
         out: list[Record] = []
-        while True:
+        while limit is None or len(out) < limit:
             got = self.reader.records()
             if not got:
+                break
+            if limit is not None and len(out) + len(got) > limit:
+                keep = limit - len(out)
+                out.extend(r for _, r in got[:keep])
+                self.reader.pos = got[keep][0]  # the first record not taken is read next
                 break
             out.extend(r for _, r in got)
         if out:
@@ -159,7 +165,7 @@ class Consumer:
                     last_request = now
                     with contextlib.suppress(OSError):
                         sock.sendto(REQUEST + self.name.encode(), producer)
-                    for rec in self.poll():  # catch up (and cover a silent producer)
+                    for rec in self.poll(None if count is None else count - n):  # catch up (and cover a silent producer)
                         deliver(rec)
                         n += 1
                         last_message = now
@@ -191,7 +197,7 @@ class Consumer:
                     n += 1
                 else:
                     self.gaps += 1
-                    for rec in self.poll():
+                    for rec in self.poll(None if count is None else count - n):
                         deliver(rec)
                         n += 1
                 last_message = time.monotonic()

@@ -119,6 +119,22 @@ def test_consumer_polls_with_a_cursor(tmp_path: Path) -> None:
         con2.close()
 
 
+def test_a_count_takes_that_many_and_leaves_the_rest_for_the_next_poll(tmp_path: Path) -> None:
+    d = create_log(tmp_path, "c", "n", 1)
+    with MessageLog.open(tmp_path, "c", "n", max_file_size=300) as log:  # several files: a cut across one
+        for i in range(20):
+            log.originate(b"%d" % i)
+        con = Consumer(d, "batch")
+        assert [r.data for r in con.poll(5)] == [b"%d" % i for i in range(5)]
+        con.close()
+        taken: list[bytes] = []
+        for _ in range(10):  # a fresh consumer of the same name: five at a time from the cursor
+            con = Consumer(d, "batch")
+            taken += [r.data for r in con.poll(5)]
+            con.close()
+        assert taken == [b"%d" % i for i in range(5, 20)]
+
+
 async def test_consumer_takes_the_live_stream_and_reads_the_log_on_a_gap(tmp_path: Path) -> None:
     d = create_log(tmp_path, "c", "n", 1)
     log = MessageLog.open(tmp_path, "c", "n")
