@@ -12,8 +12,10 @@ subjects a client names so that the answers reach it through the network):
 - `BIND` `{"type","lower","upper","scope","inbox"}` (or `"instance"` for lower = upper)
   -> `{"port","key","node"}`. The port is the inbox: binds with one inbox share a port.
 - `UNBIND` `{"port"}` withdraws the port's publications (only the one sequence when
-  `type`/`lower`/`upper` are given) -> `{"withdrawn": n}`. As in TIPC the port names the
-  binder: any client of the node naming the port may withdraw its names.
+  `type`/`lower`/`upper` are given) -> `{"withdrawn": n}`. As in TIPC a binding belongs
+  to the client that made it: only that client withdraws it (another client naming its
+  port gets `{"error"}`; ports are small numbers, easy to guess); the operator's console,
+  which binds as no client, may withdraw any.
 - `LOOKUP` `{"type","instance","domain"}` -> `{"port","node","lower","upper"}` or
   `{"error"}`; `domain` as table.py describes (default the nearest).
 - `INQUIRE` `{"type","instance","timeout_ms"}` -> `{"found": true, ...}` once
@@ -226,6 +228,11 @@ class NameService:
             type_ = _int(body, "type")
             lower, upper = self._range(body)
             pubs = [p for p in pubs if (p.type, p.lower, p.upper) == (type_, lower, upper)]
+        if owner is not None:
+            mine = [p for p in pubs if self._owner_of.get(p.key) is owner]
+            if pubs and not mine:
+                raise BadRequest(f"port {port}'s names were bound by another client")
+            pubs = mine
         out = self._withdraw_own([p.key for p in pubs])
         return self._answer(answer_to, {"withdrawn": len(pubs)}) + out
 

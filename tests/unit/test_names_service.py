@@ -41,6 +41,17 @@ def test_bind_lookup_unbind_with_errors() -> None:
     assert "error" in answers(req(svc, "LOOKUP", {"type": 17, "instance": 4}))[0][1]
 
 
+def test_only_the_client_that_bound_a_name_withdraws_it() -> None:
+    """As in TIPC: a binding belongs to its socket (here the client); ports are small
+    numbers, so naming one must not be enough to withdraw another client's names."""
+    svc = NameService(ME, "A", 0)
+    req(svc, "BIND", {"type": 17, "instance": 3, "inbox": "victim"}, owner="c1")
+    port = answers(req(svc, "LOOKUP", {"type": 17, "instance": 3}))[0][1]["port"]
+    assert "another client" in answers(req(svc, "UNBIND", {"port": port}, owner="c2"))[0][1]["error"]
+    assert answers(req(svc, "LOOKUP", {"type": 17, "instance": 3}))[0][1]["port"] == port  # still bound
+    assert answers(req(svc, "UNBIND", {"port": port}, owner="c1"))[0][1] == {"withdrawn": 1}
+
+
 def test_binding_again_with_another_scope_moves_the_name_to_it() -> None:
     """Node scope, then cluster: it was answered as bound and kept node scope (never
     replicated); now it is withdrawn and published again, replicated."""
