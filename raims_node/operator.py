@@ -158,6 +158,11 @@ class OperatorHost:
         self.daemon.tree = dataclasses.replace(tree, transports=(*others, new))
 
     def configure_parameter(self, name: str, value: str) -> None:
+        """Set a parameter the manual lists (a typo is refused, not kept and saved)."""
+        from raims_node.config.params import PARAM_SPECS
+
+        if name not in PARAM_SPECS:
+            raise RuntimeError(f"no parameter {name!r}: the parameters are {', '.join(sorted(PARAM_SPECS))}")
         tree = self.daemon.tree
         try:
             params = Parameters({**tree.parameters.to_dict(), name: value})

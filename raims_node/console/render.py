@@ -53,7 +53,12 @@ def format_cell(value: Cell, kind: Kind | None = None) -> str:
             return format_mask(value)
     if isinstance(value, float):
         return f"{value:.3g}"
-    return str(value)
+    text = str(value)
+    if text.isprintable():
+        return text
+    # a subject or name from the network may hold control characters: shown escaped,
+    # never written raw to the operator's terminal (ESC [2J clears it)
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def format_time(ns: int) -> str:

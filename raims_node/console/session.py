@@ -326,7 +326,7 @@ class ConsoleSession:
                 return CommandResult.failed(f"mping takes a path 0-3, got {args[0]!r}")
             return await self._mping(int(args[0]) if args else 0)
         if name == "cancel":
-            return self._cancel()
+            return self.cancel()
         if name == "remote":
             ok = host.remote(args[0], args[1], self)
             return None if ok else CommandResult.failed(f"no peer named {args[0]!r}")
@@ -458,7 +458,9 @@ class ConsoleSession:
             self.host.unsubscribe(self, inbox)
         return CommandResult(["subject", "reply"], rows or [{"subject": subject, "reply": None}])
 
-    def _cancel(self) -> CommandResult:
+    def cancel(self) -> CommandResult:
+        """What the session waits for (ping, rpc, ...), ended now; the telnet console runs
+        it as it arrives, not queued behind what it cancels."""
         rows: list[Row] = [{"waiting": key, "replies": len(w.rows), "expected": w.expected}
                            for key, w in self._waits.items()]
         for w in self._waits.values():

@@ -91,7 +91,8 @@ def resolve(table: Sequence[Command], words: list[str]) -> tuple[Command, list[s
     if not full:
         if partial:
             raise AmbiguousCommand(f"incomplete command {' '.join(words)!r}: {_listing(partial)}")
-        raise UnknownCommand(f"unknown command {words[0]!r}; type help")
+        group = len(words) > 1 and any(len(form) > 1 and form[0].startswith(words[0]) for form, _ in _forms(table))
+        raise UnknownCommand(f"unknown command {' '.join(words[:2 if group else 1])!r}; type help")
     most = max(len(form) for form, _ in full)
     best = [(form, cmd) for form, cmd in full if len(form) == most]
     exact = [(form, cmd) for form, cmd in best if all(words[i] == k for i, k in enumerate(form))]

@@ -11,8 +11,8 @@ up/down for history, tab to complete (console/terminal.py's completer words).
 
 Negotiation at connect: the server offers `WILL ECHO`, `WILL SUPPRESS-GO-AHEAD` and asks
 `DO TERMINAL-TYPE`; refusals leave the connection in line mode. Input is capped
-(MAX_LINE per line, longer lines are cut with an error) so a client cannot grow the
-server's memory.
+(MAX_LINE per line, a longer line is refused with an error) so a client cannot grow the
+server's memory. `cancel` runs as it arrives, not after the command it cancels.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import cast
 
 from raims_node.console.complete import completions, prompt_text
-from raims_node.console.session import ConsoleHost, ConsoleSession
+from raims_node.console.render import render_text
+from raims_node.console.session import ConsoleHost, ConsoleSession, session_verb
 
 log = logging.getLogger("raims.console")
 
@@ -87,7 +88,8 @@ class TelnetParser:
 
 
 class LineEditor:
-    """Characters -> command lines; `echo` is what to write back to the client."""
+    """Characters -> command lines (None for a line over MAX_LINE, refused whole rather
+    than run cut); `echo` is what to write back to the client."""
 
     def __init__(self, complete: Callable[[list[str]], Iterable[str]]) -> None:
         self.complete = complete
@@ -97,9 +99,10 @@ class LineEditor:
         self._hist_at = 0
         self._esc = b""
         self._last_cr = False
+        self._cut = False  # the line being typed went over MAX_LINE
 
-    def feed(self, data: bytes) -> tuple[list[str], bytes]:
-        lines: list[str] = []
+    def feed(self, data: bytes) -> tuple[list[str | None], bytes]:
+        lines: list[str | None] = []
         echo = bytearray()
         for b in data:
             if self._esc:
@@ -120,7 +123,8 @@ class LineEditor:
                 if line.strip():
                     self.history = [*self.history, line][-HISTORY:]
                 self._hist_at = len(self.history)
-                lines.append(line)
+                lines.append(None if self._cut else line)
+                self._cut = False
                 continue
             self._last_cr = False
             if b == 0:
@@ -128,6 +132,8 @@ class LineEditor:
             if not self.char_mode:
                 if len(self.buf) < MAX_LINE:
                     self.buf.append(b)
+                else:
+                    self._cut = True
                 continue
             if b in (8, 127):
                 if self.buf:
@@ -149,6 +155,8 @@ class LineEditor:
             elif b >= 32 and len(self.buf) < MAX_LINE:
                 self.buf.append(b)
                 echo.append(b)
+            elif b >= 32:
+                self._cut = True
         return lines, bytes(echo)
 
     def _replace(self, text: str) -> bytes:
@@ -190,7 +198,7 @@ class TelnetProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.session: ConsoleSession | None = None
         self.count = 0
-        self._lines: asyncio.Queue[str] = asyncio.Queue()
+        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -210,6 +218,9 @@ class TelnetProtocol(asyncio.Protocol):
             if echo:
                 self.transport.write(echo)
             for line in lines:
+                if line is not None and self.session is not None and session_verb(line.split()) == ("cancel", []):
+                    self._write(render_text(self.session.cancel()))  # now: not behind what it cancels
+                    continue
                 self._lines.put_nowait(line)
 
     def _negotiate(self, ev: Option) -> None:
@@ -239,7 +250,10 @@ class TelnetProtocol(asyncio.Protocol):
             while not self.session.quit:
                 line = await self._lines.get()
                 self.count += 1
-                await self.session.run(line.strip())
+                if line is None:
+                    self._write(f"error: a line over {MAX_LINE} bytes is not run")
+                else:
+                    await self.session.run(line.strip())
                 if not self.session.quit:
                     self._prompt()
         finally:

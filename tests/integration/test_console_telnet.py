@@ -241,3 +241,22 @@ def test_sub_to_a_file_it_cannot_write(ab_telnet_web: tuple[dict[str, NodeProc],
         time.sleep(0.1)
     assert "f.x: third" in got, got
     assert not any("remove auth" in line for line in nodes["A"].lines[mark:]), nodes["A"].lines[mark:]
+
+
+def test_telnet_console_odd_input(abcd_telnet: tuple[dict[str, NodeProc], int]) -> None:
+    _, port = abcd_telnet
+    t = TelnetClient(port)
+    t.read_until_prompt()
+    assert "a line over 4096 bytes is not run" in t.command("show subs " + "L" * 6000)  # not run cut
+    assert "unknown command 'show bogus'" in t.command("show bogus")
+    assert "no parameter 'bogus_param'" in t.command("configure parameter bogus_param xyz")  # a typo, not kept
+    assert "idle_busy = 16" in t.command("configure parameter idle_busy 16")
+    t.sock.sendall(b"rpc nobody.listens m\r\n")
+    echoed = b""
+    while b"\r\n" not in echoed:  # the line echoed: the rpc runs, waiting 2 s for a reply
+        echoed += t.sock.recv(4096)
+    started = time.monotonic()
+    t.sock.sendall(b"cancel\r\n")  # ends the wait now, not after it
+    out = t.read_until_prompt()
+    assert re.search(r"waiting\W+replies\W+expected", out) and "nobody.listens" in out, out
+    assert time.monotonic() - started < 1.5

@@ -176,3 +176,13 @@ def test_every_command_has_a_unique_name() -> None:
     names = [c.name for c in COMMANDS]
     assert len(names) == len(set(names))
     assert "help" in names
+
+
+def test_control_characters_in_cells_are_shown_escaped() -> None:
+    """A subject from another client may hold ESC or BEL: the operator's terminal gets
+    them escaped (ESC [2J would clear it); JSON carries the text as it is."""
+    result = CommandResult(["subject"], [{"subject": "a\x1b[2Jb\x07\u202ec"}])
+    text = render_text(result)
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "a\\x1b[2Jb\\x07\\u202ec" in text
+    assert json.loads(render_json(result)) == [{"subject": "a\x1b[2Jb\x07\u202ec"}]
