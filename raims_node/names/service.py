@@ -30,6 +30,11 @@ A request's answer goes to its reply subject, or to `"reply"` in the body (a Red
 client's PUBLISH has no reply subject). Errors are answered as `{"error": text}` and
 counted; they never change the table.
 
+Limits: the node's own names (MAX_LOCAL_PUBLICATIONS) and topology subscriptions
+(topology.MAX_SUBSCRIPTIONS), as TIPC's per-node ones; one client holds at most a
+quarter of either, so a client binding or subscribing without end does not lock the
+node's other clients out.
+
 Name type 0 is the node's availability (2.3.4): every node publishes
 `{0, addr, addr}` in zone scope, `addr` being the first 4 bytes of its bridge id as an
 integer, so a subscription to type 0 sees nodes come and go; clients cannot bind type 0.
@@ -63,6 +68,7 @@ MAX_BODY = 64 * 1024
 # this node's own publications (one dump frame carries them all: a few MB at most) and
 # the length of a port's inbox subject
 MAX_LOCAL_PUBLICATIONS = 10_000
+MAX_CLIENT_PUBLICATIONS = MAX_LOCAL_PUBLICATIONS // 4  # one client's share: others can still bind
 MAX_INBOX_LEN = 256
 
 
@@ -214,6 +220,9 @@ class NameService:
         out = self._withdraw_own([same.key]) if same is not None else []
         if len(self._local) >= MAX_LOCAL_PUBLICATIONS:
             raise LimitExceeded(f"this node holds {len(self._local)} bound names, the limit")
+        if owner is not None and len(self._by_owner.get(owner, ())) >= MAX_CLIENT_PUBLICATIONS:
+            raise LimitExceeded(f"this client holds {MAX_CLIENT_PUBLICATIONS} bound names, "
+                                "its share of the node's limit")
         pub = Publication(type_, lower, upper, scope, self.node, port, next(self._keys), inbox, self.user)
         return out + self._answer(answer_to, {"port": port, "key": pub.key, "node": self.user}) + \
             self._add_own(pub, owner)

@@ -34,6 +34,8 @@ TIMEOUT = 0x2000
 FOREVER = 0xFFFFFFFF
 EVENT_NAMES = {PUBLISHED: "published", WITHDRAWN: "withdrawn", TIMEOUT: "timeout"}
 MAX_SUBSCRIPTIONS = 65536
+# one client's share: it cannot take the whole node's and lock every other client out
+MAX_CLIENT_SUBSCRIPTIONS = MAX_SUBSCRIPTIONS // 4
 MS = 1_000_000
 
 
@@ -84,6 +86,7 @@ class Topology:
     def __init__(self) -> None:
         self._subs: dict[int, Subscription] = {}
         self._by_type: dict[int, dict[int, Subscription]] = {}
+        self._per_owner: dict[object, int] = {}
         self._ids = itertools.count(1)
         self.timeouts = 0
 
@@ -98,6 +101,9 @@ class Topology:
         it (an answered inquiry, a zero timeout) it is not kept."""
         if len(self._subs) >= MAX_SUBSCRIPTIONS:
             raise LimitExceeded(f"{len(self._subs)} topology subscriptions, the limit")
+        if self._per_owner.get(owner, 0) >= MAX_CLIENT_SUBSCRIPTIONS:
+            raise LimitExceeded(f"this client holds {MAX_CLIENT_SUBSCRIPTIONS} topology subscriptions, "
+                                "its share of the node's limit")
         deadline = None if timeout_ms == FOREVER else now_ns + timeout_ms * MS
         sub = Subscription(next(self._ids), type_, lower, upper, timeout_ms, deadline, target, owner, inquiry)
         events: list[TopologyEvent] = []
@@ -111,10 +117,16 @@ class Topology:
             return sub, events
         self._subs[sub.sub_id] = sub
         self._by_type.setdefault(type_, {})[sub.sub_id] = sub
+        self._per_owner[owner] = self._per_owner.get(owner, 0) + 1
         return sub, events
 
     def _drop(self, sub: Subscription) -> None:
-        self._subs.pop(sub.sub_id, None)
+        if self._subs.pop(sub.sub_id, None) is not None:
+            left = self._per_owner.get(sub.owner, 0) - 1
+            if left > 0:
+                self._per_owner[sub.owner] = left
+            else:
+                self._per_owner.pop(sub.owner, None)
         subs = self._by_type.get(sub.type)
         if subs is not None:
             subs.pop(sub.sub_id, None)

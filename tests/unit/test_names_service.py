@@ -129,6 +129,26 @@ def test_two_services_replicate_and_withdraw_on_peer_down() -> None:
     assert out == [] and {(p.type, p.node) for p in a.table} == {(0, ME)}
 
 
+def test_one_client_takes_only_its_share_of_the_nodes_limits(monkeypatch: object) -> None:
+    """A client that binds (or subscribes) without end is refused at its share, a
+    quarter of the node's limit: the others can still bind and subscribe."""
+    import raims_node.names.service as service
+    import raims_node.names.topology as topology
+
+    monkeypatch.setattr(service, "MAX_CLIENT_PUBLICATIONS", 3)  # type: ignore[attr-defined]
+    monkeypatch.setattr(topology, "MAX_CLIENT_SUBSCRIPTIONS", 2)  # type: ignore[attr-defined]
+    svc = NameService(ME, "A", 0)
+    for i in range(3):
+        assert "port" in answers(req(svc, "BIND", {"type": 5, "instance": i, "inbox": "h"}, owner="hog"))[0][1]
+    assert "share" in answers(req(svc, "BIND", {"type": 5, "instance": 9, "inbox": "h"}, owner="hog"))[0][1]["error"]
+    assert "port" in answers(req(svc, "BIND", {"type": 5, "instance": 9, "inbox": "o"}, owner="other"))[0][1]
+    sub = {"type": 7, "lower": 0, "upper": 9, "timeout_ms": 60_000, "inbox": "ev"}
+    for _ in range(2):
+        assert "sub" in answers(req(svc, "SUBSCRIBE", sub, owner="hog"))[0][1]
+    assert "share" in answers(req(svc, "SUBSCRIBE", sub, owner="hog"))[0][1]["error"]
+    assert "sub" in answers(req(svc, "SUBSCRIBE", sub, owner="other"))[0][1]
+
+
 def test_limits_refuse_with_an_error_and_a_full_table_drops_remote_names(monkeypatch: object) -> None:
     import raims_node.names.service as service
     import raims_node.names.table as table
