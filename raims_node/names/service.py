@@ -194,7 +194,10 @@ class NameService:
 
     def _inbox(self, prefix: str, body: dict[str, object]) -> str:
         inbox = body.get("inbox")
-        if not isinstance(inbox, str) or not inbox or any(c in inbox for c in " \t\r\n*>"):
+        # a literal subject a client can listen to: no wildcard, no empty segment, nothing
+        # a client protocol cannot carry (space, control characters)
+        if not isinstance(inbox, str) or not inbox or any(c in inbox for c in "*>") or \
+                not inbox.isprintable() or " " in inbox or "" in inbox.split("."):
             raise BadRequest(f"inbox {inbox!r} is not a subject")
         if len(inbox) > MAX_INBOX_LEN:
             raise BadRequest(f"inbox of {len(inbox)} characters exceeds {MAX_INBOX_LEN}")

@@ -32,11 +32,12 @@ def test_bind_lookup_unbind_with_errors() -> None:
     assert "error" in answers(req(svc, "BIND", {"type": 17, "lower": 5, "upper": 12, "inbox": "i"}))[0][1]
     for bad in ({"type": 0, "instance": 1, "inbox": "i"}, {"type": 17, "instance": -1, "inbox": "i"},
                 {"type": 17, "instance": 1}, {"type": 17, "instance": 1, "inbox": "a b"},
+                {"type": 17, "instance": 1, "inbox": "a..b"}, {"type": 17, "instance": 1, "inbox": "x.\u0000.y"},
                 {"type": "x", "instance": 1, "inbox": "i"}, {"type": 1, "instance": 1, "inbox": "i", "scope": 9}):
         assert "error" in answers(req(svc, "BIND", bad))[0][1], bad
     assert "error" in answers(list(svc.request("c", "_nats.", "BIND", "r", None, b"{nope", 0)))[0][1]
     assert "error" in answers(req(svc, "FROB", {}))[0][1]
-    assert svc.errors == 9
+    assert svc.errors == 11
     assert answers(req(svc, "UNBIND", {"port": 1}))[0][1] == {"withdrawn": 1}
     assert "error" in answers(req(svc, "LOOKUP", {"type": 17, "instance": 4}))[0][1]
 
