@@ -167,6 +167,7 @@ class IpcServer(BridgeServer):
             "bad_packets", "bad_bang", "bad_patterns", "cred_refused", "unknown_unsubs", "unknown_cmsgs",
             "too_large", "unmappable_in", "unmappable_acks")}
         self._sock: socket.socket | None = None
+        self._gone = [0, 0, 0, 0]  # bytes out/in, messages out/in of the clients that left (show ports)
         self._ids = 0
         # batched syscalls (mmsg.py) where the platform has them
         self.rx = mmsg.Receiver(READ_BATCH, settings.max_packet + 1) if mmsg.available() else None
@@ -240,6 +241,8 @@ class IpcServer(BridgeServer):
         self.bus.drop_client(client)  # type: ignore[arg-type]  # its service names are withdrawn
         self.clients.pop(client.fd, None)
         self.hub.gate.remove(client)
+        for i, n in enumerate((client.bytes_out, client.bytes_in, client.msgs_out, client.msgs_in)):
+            self._gone[i] += n
         for text, _ in client.patterns:
             self.net.release(text)
         client.patterns.clear()
@@ -472,12 +475,18 @@ class IpcServer(BridgeServer):
                 "queued": sum(len(c.outbox) for c in live)}
 
     def port_row(self, label: str) -> dict[str, Any]:
+        """`show ports`: the totals since the bus started (the clients that left too);
+        `bad` the packets refused, `ignored` those dropped (the web JSON's hidden columns)."""
         live = list(self.clients.values())
+        gone, k = self._gone, self.counters
         return {
             "tport": label, "type": self.kind, "cost": "", "fd": len(live),
-            "bs": sum(c.bytes_out for c in live), "br": sum(c.bytes_in for c in live),
-            "ms": sum(c.msgs_out for c in live), "mr": sum(c.msgs_in for c in live), "lat": "", "idle": "",
-            "fl": "L", "address": ", ".join(self.bound),
+            "bs": gone[0] + sum(cl.bytes_out for cl in live), "br": gone[1] + sum(cl.bytes_in for cl in live),
+            "ms": gone[2] + sum(cl.msgs_out for cl in live), "mr": gone[3] + sum(cl.msgs_in for cl in live),
+            "lat": "", "idle": "", "fl": "L", "address": ", ".join(self.bound),
+            "bad": k["bad_packets"] + k["bad_bang"] + k["bad_patterns"] + k["cred_refused"] + k["too_large"],
+            "ignored": sum(cl.outbox.discarded for cl in live) + k["unknown_unsubs"] + k["unknown_cmsgs"]
+            + k["unmappable_in"] + k["unmappable_acks"],
         }
 
 

@@ -251,6 +251,9 @@ def test_garbage_packets_leave_the_bus_working(bus: OneNode) -> None:
     bad.pub(b"g/ok", b"1")
     bad.sync()
     assert msgs(a.drain()) == [(b"g/ok", b"1")]
+    _, rows = get_json(bus.web, "show ports")  # what was refused is counted where an operator looks
+    [row] = [r for r in rows if r["type"] == "ipc"]  # type: ignore[index, union-attr]
+    assert row["bad"] > 0, row  # type: ignore[index, operator]
 
 
 # ---------------------------------------------------------------- credentials
