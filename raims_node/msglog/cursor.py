@@ -24,7 +24,10 @@ class Cursor:
         self.sync = sync
 
     def load(self) -> Position | None:
-        """The saved position, or None when the consumer has none yet."""
+        """The saved position, or None when the consumer has none yet. MsgLogError for
+        a cursor that is no position in this log: not two numbers, negative or beyond
+        what a file holds, in a file after the newest, or past the end of its file (a
+        consumer there waited for ever, printing nothing)."""
         try:
             text = self.path.read_text()
         except FileNotFoundError:
@@ -35,6 +38,19 @@ class Cursor:
             raise MsgLogError(
                 f"{self.path}: not a cursor ('<file> <offset>'): {text[:40]!r}"
             ) from None
+        if not (0 < file_no < 1 << 31 and 0 <= offset < 1 << 62):
+            raise MsgLogError(f"{self.path}: cursor {file_no} {offset} is no position in a log")
+        newest = max(paths.numbered_files(self.path.parent), default=None)
+        if newest is not None and file_no > newest:
+            raise MsgLogError(f"{self.path}: cursor {file_no} {offset} is past the log's newest file {newest}: "
+                              "remove it to read the log from its start")
+        try:
+            size = (self.path.parent / paths.numbered(file_no)).stat().st_size
+        except FileNotFoundError:
+            size = None  # pruned: the reader goes on from the next file
+        if size is not None and offset > size:
+            raise MsgLogError(f"{self.path}: cursor {file_no} {offset} is past the end of that file "
+                              f"({size} bytes): remove it to read the log from its start")
         return Position(file_no, offset)
 
     def save(self, pos: Position) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from raims_node.msglog import commands, paths
 from raims_node.msglog.cli import main
-from raims_node.msglog.errors import BadArgument, LogNotFound
+from raims_node.msglog.errors import BadArgument, LogNotFound, MsgLogError
 from raims_node.msglog.log import MessageLog, create_log
 from raims_node.msglog.producer import Consumer, Producer
 
@@ -133,6 +133,21 @@ def test_a_count_takes_that_many_and_leaves_the_rest_for_the_next_poll(tmp_path:
             taken += [r.data for r in con.poll(5)]
             con.close()
         assert taken == [b"%d" % i for i in range(5, 20)]
+
+
+def test_a_cursor_that_is_no_position_in_the_log_is_an_error(tmp_path: Path) -> None:
+    """A consumer whose cursor is past the end (or negative, or after the newest file)
+    waited for ever printing nothing; now it is told why."""
+    d = create_log(tmp_path, "c", "n", 1)
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        log.originate(b"one")
+    for text, why in (("1 999999", "past the end of that file"), ("99 0", "past the log's newest file"),
+                      ("1 -5", "no position"), ("1 " + "9" * 25, "no position"), ("x", "not a cursor")):
+        (d / "bad.cursor").write_text(text)
+        with pytest.raises(MsgLogError, match=why):
+            Consumer(d, "bad")
+    (d / "bad.cursor").write_text("1 0")
+    assert [r.data for r in Consumer(d, "bad").poll()] == [b"one"]
 
 
 async def test_consumer_takes_the_live_stream_and_reads_the_log_on_a_gap(tmp_path: Path) -> None:
