@@ -6,6 +6,7 @@
     <name>.cursor   a consumer's position (`cursor.Cursor`)
     ~.socket        the producer's datagram socket (live stream requests, `producer`)
     <name>.socket   a consumer's datagram socket (live stream packets)
+    <name>.lock     held (flock) by the one running consumer of that name
     ~.lock          held (flock) by the one producer of the log
 
 Names (cabal, node, consumer) are single path components of letters, digits, `_`, `-`
@@ -66,3 +67,7 @@ def cursor_file(directory: Path, name: str) -> Path:
 
 def consumer_socket(directory: Path, name: str) -> Path:
     return directory / f"{check_name('consumer name', name)}.socket"
+
+
+def consumer_lock(directory: Path, name: str) -> Path:
+    return directory / f"{check_name('consumer name', name)}.lock"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import socket
 import struct
@@ -33,6 +34,7 @@ from typing import Final
 
 from raims_node.msglog import paths
 from raims_node.msglog.cursor import Cursor
+from raims_node.msglog.errors import MsgLogError
 from raims_node.msglog.log import MessageLog, Position
 from raims_node.msglog.reader import LogReader
 from raims_node.msglog.record import HEAD, HEAD_SIZE, Record
@@ -115,8 +117,19 @@ class Consumer:
     def __init__(self, directory: Path, name: str, sync_cursor: bool = False) -> None:
         self.directory = directory
         self.name = paths.check_name("consumer name", name)
-        self.cursor = Cursor(directory, name, sync=sync_cursor)
-        self.reader = LogReader(directory, self.cursor.load())
+        # the name identifies one consumer (seed 3.1.2): a second one of the name is refused
+        # (both read every message and shared, and overwrote, one cursor)
+        self._lock = os.open(paths.consumer_lock(directory, name), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.cursor = Cursor(directory, name, sync=sync_cursor)
+            self.reader = LogReader(directory, self.cursor.load())
+        except BlockingIOError:
+            os.close(self._lock)
+            raise MsgLogError(f"consumer {name!r} of {directory} is running already") from None
+        except BaseException:
+            os.close(self._lock)
+            raise
         self.from_packets = 0
         self.from_log = 0
         self.gaps = 0
@@ -209,3 +222,6 @@ class Consumer:
 
     def close(self) -> None:
         self.reader.close()
+        if self._lock >= 0:
+            os.close(self._lock)  # and its flock with it
+            self._lock = -1

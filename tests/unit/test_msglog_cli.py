@@ -147,7 +147,12 @@ def test_a_cursor_that_is_no_position_in_the_log_is_an_error(tmp_path: Path) -> 
         with pytest.raises(MsgLogError, match=why):
             Consumer(d, "bad")
     (d / "bad.cursor").write_text("1 0")
-    assert [r.data for r in Consumer(d, "bad").poll()] == [b"one"]
+    con = Consumer(d, "bad")
+    assert [r.data for r in con.poll()] == [b"one"]
+    with pytest.raises(MsgLogError, match="running already"):  # the name is one consumer's (seed 3.1.2)
+        Consumer(d, "bad")
+    con.close()
+    Consumer(d, "bad").close()
 
 
 async def test_consumer_takes_the_live_stream_and_reads_the_log_on_a_gap(tmp_path: Path) -> None:
