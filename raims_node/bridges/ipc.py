@@ -91,7 +91,7 @@ from raims_node.bridges import mmsg
 from raims_node.bridges import sbus_proto as sp
 from raims_node.bridges.acks import ACK_PREFIX, TRACE_PREFIX
 from raims_node.bridges.glue import BridgeServer, BridgeSettings, BridgeStartError, parse_network
-from raims_node.bridges.ipc_client import READ_BATCH, SEND_BATCH, IpcClient
+from raims_node.bridges.ipc_client import READ_BATCH, SEND_BATCH, IpcClient, Matcher
 from raims_node.bridges.ipc_net import NetSubs
 from raims_node.bridges.ipc_shard import ShardMatch
 from raims_node.bridges.ipc_socket import bind_socket, socket_dir, socket_path
@@ -109,6 +109,8 @@ DEFAULT_MAX_PACKET = 192 * 1024
 DEFAULT_MODE = 0o666
 DEFAULT_SNDBUF = 256 * 1024
 ROUTE_CACHE_LIMIT = 65536
+SELECTIVE_FORGET = 1024  # a pattern's change forgets the cached routes it matches, up to this many cached
+MAX_CLIENT_PATTERNS = 65536  # one client's patterns: ~3 KB each, and every route is matched against them
 __all__ = ["IpcServer", "IpcSettings", "socket_dir", "socket_path"]
 
 CTL_PING = b"raims/ping"
@@ -333,6 +335,18 @@ class IpcServer(BridgeServer):
         for client in dirty:
             client.flush()
 
+    def _forget(self, pattern: bytes, matcher: Matcher) -> None:
+        """The cached routes a pattern's subscription changes: those of the keys it
+        matches, when few routes are cached (all of them otherwise, and for `!/cred/`).
+        One client subscribing and unsubscribing a thousand times a second made every
+        other client's publish find no route cached and match every pattern again."""
+        routes = self._routes
+        if len(routes) > SELECTIVE_FORGET or pattern.startswith(sp.CRED_PREFIX):
+            routes.clear()
+            return
+        for key in [k for k in routes if k.startswith(sp.CRED_PREFIX) or matcher.matches(subject_text(k))]:
+            del routes[key]
+
     def _route(self, key: bytes) -> tuple[tuple[IpcClient, ...], str | None] | None:
         if b"!" in key:
             if key.startswith(sp.CRED_PREFIX):
@@ -392,8 +406,12 @@ class IpcServer(BridgeServer):
         except SubjectError:
             self.counters["bad_patterns"] += 1
             return
-        client.patterns.append((pattern, compiled if shard is None else ShardMatch(compiled, shard, self.bus)))
-        self._routes.clear()
+        if len(client.patterns) >= MAX_CLIENT_PATTERNS:
+            self.counters["bad_patterns"] += 1
+            return
+        matcher = compiled if shard is None else ShardMatch(compiled, shard, self.bus)
+        client.patterns.append((pattern, matcher))
+        self._forget(pattern, matcher)
         self.net.hold(pattern)
 
     def unsubscribe(self, client: IpcClient, pattern: bytes) -> None:
@@ -403,10 +421,10 @@ class IpcServer(BridgeServer):
             except sp.CredRefused:
                 self.counters["unknown_unsubs"] += 1
                 return
-        for i, (text, _) in enumerate(client.patterns):
+        for i, (text, matcher) in enumerate(client.patterns):
             if text == pattern:
                 del client.patterns[i]
-                self._routes.clear()
+                self._forget(pattern, matcher)
                 self.net.release(pattern)
                 return
         self.counters["unknown_unsubs"] += 1

@@ -668,3 +668,27 @@ def test_a_client_cut_mid_stream_costs_the_others_nothing(graph: dict[str, dict[
     reader.join(TIMEOUT * 4)
     assert got == list(range(n)), f"{n - len(got)} lost: {sorted(set(range(n)) - set(got))[:20]}"
     _read_until_closed(dead)  # it was cut
+
+
+def test_routes_follow_subscriptions_that_come_and_go(bus: OneNode) -> None:
+    """The cached route of a key is forgotten when a pattern matching it comes or goes,
+    and only then (ipc.py `_forget`)."""
+    x, y, z, p = bus.client(), bus.client(), bus.client(), bus.client()
+    x.sub(b"rt/*")
+    x.sync()
+    p.pub(b"rt/a", b"1")  # cached: x
+    p.sync()
+    y.sub(b"rt/a")
+    z.sub(b"other/*")  # changes no route of rt/a
+    y.sync()
+    z.sync()
+    p.pub(b"rt/a", b"2")
+    p.sync()  # delivered to the others before p's ping is answered
+    assert [v for _, v in msgs(y.drain())] == [b"2"]
+    y.send(b"UNSUB rt/a")
+    y.sync()
+    p.pub(b"rt/a", b"3")
+    p.sync()
+    assert [v for _, v in msgs(x.drain())] == [b"1", b"2", b"3"]
+    assert msgs(y.drain()) == []
+    assert msgs(z.drain()) == []
