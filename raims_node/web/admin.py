@@ -125,8 +125,12 @@ class WebAdmin:
 
     async def show_page(self, request: web.Request) -> web.Response:
         words = "show " + request.match_info["words"].replace("/", " ")
-        return self._html(f"show_{request.match_info['words'].replace('/', '_')}.html",
-                          page(words, table_html(execute(self.context(), words))))
+        result = execute(self.context(), words)
+        response = self._html(f"show_{request.match_info['words'].replace('/', '_')}.html",
+                              page(words, table_html(result)))
+        if result.error:  # the page says why; the status says it is no table
+            response.set_status(400)
+        return response
 
     async def graph(self, request: web.Request) -> web.Response:
         return self._html("graph.html", graph_html(self.daemon.node))

@@ -105,6 +105,9 @@ def test_show_pages_and_the_graph(web_ab: tuple[str, Path]) -> None:
     assert status == 200 and "class='err'" in body and "<svg" not in body  # why, not a drawing
     status, body = _get(base + "/index.html", PASSWORD)
     assert status == 200 and "/show/peers" in body
+    assert "/show/match'" not in body  # it needs a subject: no link to an error page
+    status, body = _get(base + "/show/bogus", PASSWORD)
+    assert status == 400 and "class='err'" in body
     assert _get(base + "/nothing.html", PASSWORD)[0] == 404
 
 
