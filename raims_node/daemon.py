@@ -486,7 +486,7 @@ class Daemon:
                 rows.append(run.bridge.port_row(f"{name}.{run.tport_id}"))
             else:
                 links = [lk for lk in self.links.values() if lk.tport_id == run.tport_id]
-                rows.append(link_port_row(name, run, links, self._encrypt(run.cfg)))
+                rows.append(link_port_row(name, run, links, self._encrypt(run.cfg), self.node, time.time_ns()))
         for extra in self.extra_ports:
             rows.extend(extra())
         return rows

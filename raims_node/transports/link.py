@@ -12,6 +12,7 @@ from typing import Protocol
 
 
 class RouterLink(Protocol):
+    conn_id: int  # the node's (Node.conns), once the daemon made it
     tport_id: int
     outbound: bool
     peer_addr: str

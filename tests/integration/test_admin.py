@@ -65,6 +65,11 @@ def test_show_commands_as_json_and_health(abcd_web: dict[str, NodeProc]) -> None
     _, routes = get_json(addrs["A"], "show routes")
     d_routes = [r for r in routes if r["user"] and r["user"].startswith("D")]  # type: ignore[index, union-attr]
     assert d_routes[0]["cost"] == 400 and d_routes[0]["tport"].startswith("link_ab")  # type: ignore[index]
+    get_json(addrs["A"], "ping")  # every peer's latency measured
+    _, ports = get_json(addrs["A"], "show ports")
+    links = [r for r in ports if r["type"] == "tcp" and r["fd"]]  # type: ignore[index, union-attr]
+    assert links and all(isinstance(r["lat"], int) and r["lat"] > 0 for r in links), links  # type: ignore[index]
+    assert all(isinstance(r["idle"], int) and 0 <= r["idle"] < 30 * 10**9 for r in links), links  # type: ignore[index]
     status, err = get_json(addrs["A"], "show nosuchthing")
     assert status == 400 and "error" in err  # type: ignore[operator]
 
