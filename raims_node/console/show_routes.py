@@ -104,12 +104,17 @@ def show_routes(ctx: ConsoleContext, args: list[str]) -> CommandResult:
             state = [s for s, on in (("inbox", link == inbox), (_MESH, link.tport_type == _MESH),
                                      ("hb", link.peer_bridge == dest)) if on]
             port = ports.get(_label(link), {})
+            peer_addrs = port.get("peer_addrs")
+            addr = peer_addrs.get(link.peer_bridge) if isinstance(peer_addrs, dict) else None
             rows.append({
                 "user": user, "tport": _label(link), "adj": names.user(link.peer_bridge), "state": state,
                 "cost": cost,
                 "path": [q for q in range(NUM_PATHS) if firsts[q] == link],
                 "lat": (node.peers[dest].latency_ns or None) if i == 0 else None,
-                "fd": as_cell(port.get("fd")), "route": as_cell(port.get("address")),
+                "fd": as_cell(port.get("fd")),
+                # the manual's `user@type://address` of the neighbour this way, else the port's address
+                "route": f"{names.user(link.peer_bridge)}@{link.tport_type}://{addr}" if addr
+                else as_cell(port.get("address")),
             })
     return CommandResult(cols, rows, kinds={"lat": Kind.DURATION, "state": Kind.FLAGS}, group="user",
                          blank_repeats=True, hidden=_NEIGHBOUR)

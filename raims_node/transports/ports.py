@@ -13,7 +13,8 @@ from raims_node.transports.link import RouterLink
 
 def link_port_row(name: str, run: Running, links: list[RouterLink], encrypted: bool, node: Node,
                   now_ns: int) -> dict[str, object]:
-    conns = [c for c in (node.conns.get(lk.conn_id) for lk in links) if c is not None and c.peer is not None]
+    linked = [(lk, c) for lk in links if (c := node.conns.get(lk.conn_id)) is not None and c.peer is not None]
+    conns = [c for _, c in linked]
     lats = [p.latency_ns for p in (node.peers.get(c.peer) for c in conns if c.peer) if p is not None and p.latency_ns]
     row: dict[str, object] = {
         "tport": f"{name}.{run.tport_id}", "type": run.cfg.type, "cost": run.cfg.cost[0],
@@ -26,6 +27,8 @@ def link_port_row(name: str, run: Running, links: list[RouterLink], encrypted: b
               + ("M" if run.pgm is not None else "") + ("" if encrypted and run.pgm is None else "N"),
         "address": ", ".join(run.bound) or ", ".join(lk.peer_addr for lk in links),
     }
+    # show routes: the address of each neighbour at the other end of one of these links
+    row["peer_addrs"] = {c.peer: lk.peer_addr for lk, c in linked if lk.peer_addr}
     if run.pgm is not None:  # show urls: each peer's unicast inbox
         row["urls"] = run.pgm.urls()
         row["pgm"] = run.pgm.counters()

@@ -4,6 +4,7 @@ the A-D network, and a 5-node mesh discovered from one connect address each (iss
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,6 +66,8 @@ def test_show_commands_as_json_and_health(abcd_web: dict[str, NodeProc]) -> None
     _, routes = get_json(addrs["A"], "show routes")
     d_routes = [r for r in routes if r["user"] and r["user"].startswith("D")]  # type: ignore[index, union-attr]
     assert d_routes[0]["cost"] == 400 and d_routes[0]["tport"].startswith("link_ab")  # type: ignore[index]
+    # the manual's route: the neighbour that way and its address at the other end of the link
+    assert re.fullmatch(r"B\.\d+@tcp://127\.0\.0\.1:\d+", str(d_routes[0]["route"])), d_routes[0]  # type: ignore[index]
     get_json(addrs["A"], "ping")  # every peer's latency measured
     _, ports = get_json(addrs["A"], "show ports")
     links = [r for r in ports if r["type"] == "tcp" and r["fd"]]  # type: ignore[index, union-attr]
