@@ -24,7 +24,7 @@ from raims_node.router.actions import Deliver
 from raims_node.router.messages import MalformedMessage, get_int, get_str
 from raims_node.router.peer import Peer
 from raims_node.router.state import OPT_TRACE, NodeState
-from raims_node.wire import Fid
+from raims_node.wire import Fid, Fields
 
 ACK_HISTORY = 1024
 
@@ -81,8 +81,11 @@ class Remote:
         if stamp > 0:
             peer.ping_skew_ns, peer.skew_time_ns = stamp + peer.latency_ns // 2 - now_ns, now_ns
         token = d.get(Fid.TOKEN)
-        st.send_inbox(peer.bridge, "pong", [(Fid.STAMP, stamp), (Fid.TIME, now_ns),
-                                            *([(Fid.TOKEN, token)] if isinstance(token, int) else [])], now_ns)
+        answer: Fields = [(Fid.STAMP, stamp), (Fid.TIME, now_ns)]
+        if isinstance(token, int):  # a console's ping: its row names the transport it came in on here
+            conn = st.neighbor_conn(via)
+            answer += [(Fid.TOKEN, token), *([(Fid.TPORT, conn.tport.name)] if conn is not None else [])]
+        st.send_inbox(peer.bridge, "pong", answer, now_ns)
         rec = st.db.peer(peer.bridge)
         if rec is not None and (get_int(d, Fid.LINK_STATE) > rec.link_seqno
                                 or get_int(d, Fid.SUB_SEQNO) > peer.sub_seqno):

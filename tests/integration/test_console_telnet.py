@@ -111,6 +111,8 @@ def test_telnet_console_pings_every_peer_and_path(abcd_telnet: tuple[dict[str, N
     for user in "BCD":
         assert re.search(rf"^\s*{user}\b.*\d+(\.\d+)?(us|ms|s)\b", out, re.M), out
     assert "no reply" not in out
+    # peer_tport: where the ping came in at the peer (B's end of link_ab)
+    assert re.search(r"^\s*B\.\d+\W.*\|\s*link_ab\s*$", out, re.M), out
     out = t.command("tping D")
     assert re.search(r"^\s*D\b.*\d+(\.\d+)?(us|ms|s)\b", out, re.M), out
     assert "trace" in out  # a router on the way (B or C) answered
