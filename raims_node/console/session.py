@@ -78,8 +78,23 @@ DEBUG_FLAGS = {"tcp": 0x1, "pgm": 0x2, "ibx": 0x4, "transport": 0x8, "user": 0x1
                "dist": 0, "kvpub": 0, "kvps": 0, "rv": 0}
 
 
+# the loggers a debug bit turns to DEBUG (the router's protocol bits share its logger)
+_DEBUG_LOGGERS = {"tcp": "raims.tcp", "conn": "raims.tcp", "pgm": "raims.pgm", "transport": "raims.daemon",
+                  "session": "raims.daemon", "stats": "raims.daemon", "user": "raims.bridge",
+                  "telnet": "raims.console", "name": "raims.name"}
+DEBUG_ALL = sum(DEBUG_FLAGS.values())
+
+
+def set_debug(mask: int) -> None:
+    """`debug I`: DEBUG for the loggers of the bits set in `mask`, the others as before."""
+    wanted = {_DEBUG_LOGGERS.get(flag, "raims.router") for flag, bit in DEBUG_FLAGS.items() if bit and mask & bit}
+    for name in {*_DEBUG_LOGGERS.values(), "raims.router"}:
+        logging.getLogger(name).setLevel(logging.DEBUG if name in wanted else logging.NOTSET)
+
+
 def debug_mask(args: list[str]) -> int | str:
-    """The mask `debug` args name (an integer, or flag names), or why they do not."""
+    """The mask `debug` args name (an integer, or flag names; bits with no flag dropped),
+    or why they do not."""
     mask = 0
     for arg in args:
         try:
@@ -90,7 +105,7 @@ def debug_mask(args: list[str]) -> int | str:
         if arg not in DEBUG_FLAGS:
             return f"debug takes a mask or flag names ({', '.join(DEBUG_FLAGS)}), got {arg!r}"
         mask |= DEBUG_FLAGS[arg]
-    return mask
+    return mask & DEBUG_ALL if mask >= 0 else f"debug takes a mask of 0 or more, got {mask}"
 
 
 class ConsoleHost(Protocol):
@@ -363,7 +378,7 @@ class ConsoleSession:
             if isinstance(mask, str):
                 return CommandResult.failed(mask)
             self.debug = mask
-            logging.getLogger("raims").setLevel(logging.DEBUG if self.debug else logging.INFO)
+            set_debug(mask)
             return _done(name, hex(self.debug))
         if name == "wevents":
             rows = host.node.events.rows()

@@ -456,6 +456,24 @@ def test_debug_takes_a_mask_or_the_manuals_flag_names() -> None:
     assert debug_mask(["0x201"]) == debug_mask(["tcp", "hb"]) == 0x201
     assert debug_mask(["rv"]) == 0 and debug_mask(["0"]) == 0
     assert "got 'nosuch'" in str(debug_mask(["nosuch"]))
+    assert debug_mask(["9" * 23]) == int("9" * 23) & 0x1FFFFF  # bits with no flag are dropped
+    assert "0 or more" in str(debug_mask(["-1"]))
+
+
+def test_debug_turns_on_the_loggers_of_its_bits_only() -> None:
+    import logging
+
+    from raims_node.console.session import debug_mask, set_debug
+
+    try:
+        set_debug(int(debug_mask(["tcp"])))
+        assert logging.getLogger("raims.tcp").isEnabledFor(logging.DEBUG)
+        assert logging.getLogger("raims.router").getEffectiveLevel() == logging.getLogger("raims").getEffectiveLevel()
+        set_debug(int(debug_mask(["hb"])))
+        assert logging.getLogger("raims.router").isEnabledFor(logging.DEBUG)
+        assert logging.getLogger("raims.tcp").level == logging.NOTSET
+    finally:
+        set_debug(0)
 
 
 def test_startup_is_the_configuration_files_and_running_adds_what_was_not_saved(net: SimNetwork,
