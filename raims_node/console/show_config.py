@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from raims_node.config.errors import ConfigError
+from raims_node.config.records import TransportConfig
 from raims_node.config.tree import ConfigTree, dump_yaml, load
 from raims_node.console.context import ConsoleContext, Handler
 from raims_node.console.errors import BadArguments
@@ -119,13 +120,18 @@ def show_tport(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     active = {k: t for k, t in active.items() if k in running}
     if isinstance(ctx.config, ConfigTree):
         rows = [{"tport": t.tport, "type": t.type, "state": RUNNING if t.tport in running else NOT_RUNNING,
-                 "listen": t.listen or None, "connect": t.connect or None, "device": t.device}
+                 "listen": _urls(t, t.listen), "connect": _urls(t, t.connect), "device": t.device}
                 for t in ctx.config.transports]
     known = {r["tport"] for r in rows}
     rows += [dict.fromkeys(cols) | {"tport": t.name, "type": t.type, "state": RUNNING}
              for t in active.values() if t.name not in known]
     rows = [r for r in rows if _wanted(str(r["tport"]), args)]
     return CommandResult(cols, rows)
+
+
+def _urls(t: TransportConfig, hosts: list[str]) -> list[str] | None:
+    """The manual's `type://host:port` of each listen or connect host (as configured)."""
+    return [f"{t.type}://{h}" + (f":{t.port}" if t.port and ":" not in h else "") for h in hosts] or None
 
 
 def show_users(ctx: ConsoleContext, args: list[str]) -> CommandResult:

@@ -350,8 +350,8 @@ def test_configuration_commands_read_the_loaded_tree(net: SimNetwork) -> None:
              {"tport": "tel", "type": "telnet", "fd": ""},  # a telnet listener (server.py)
              {"tport": "link_ab.1", "type": "tcp"}, {"tport": "link_ac.2", "type": "tcp"}]  # its links
     tports = {r["tport"]: r for r in rows(net, "A", "show tport", config=tree, ports=lambda: names)}
-    assert (tports["link_ab"]["state"], tports["link_ab"]["connect"]) == ("running", ["hostb"])
-    assert (tports["spare"]["state"], tports["spare"]["listen"]) == ("-", ["*"])
+    assert (tports["link_ab"]["state"], tports["link_ab"]["connect"]) == ("running", ["tcp://hostb:9000"])
+    assert (tports["spare"]["state"], tports["spare"]["listen"]) == ("-", ["tcp://*:9001"])  # the manual's urls
     assert (tports["lo"]["state"], tports["idle"]["state"], tports["tel"]["state"]) == ("running", "-", "running")
     assert tports["link_ac"]["state"] == "running"  # running, not configured
     users = {r["user"]: r["uid"] for r in rows(net, "A", "show users", config=tree)}
