@@ -249,10 +249,10 @@ def test_small_payloads_cannot_claim_much() -> None:
     """Lengths past the payload, an LZF string claiming gigabytes: refused at once."""
     for body in (b"\x00\x81" + b"\xff" * 8, b"\x01\x80\xff\xff\xff\xff" + b"\x00" * 5,
                  b"\x00\xc3\x02\x80\x40\x00\x00\x00\x00a"):
-        t = time.monotonic()
+        t = time.process_time()  # CPU, not wall time: a loaded machine does not fail it
         with pytest.raises(BadPayload):
             load(frame(body))
-        assert time.monotonic() - t < 1.0
+        assert time.process_time() - t < 1.0
 
 
 def _run(e: Engine, c: KVClient, *args: bytes) -> Any:

@@ -76,9 +76,9 @@ def test_glob_escapes_ranges_and_hostile_patterns() -> None:
     assert glob_match(rb"a\*", b"a*") and not glob_match(rb"a\*", b"ab")
     assert glob_match(b"[a-c]x", b"bx") and not glob_match(b"[a-c]x", b"dx")
     assert glob_match(b"", b"") and not glob_match(b"", b"a")
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     assert not glob_match(b"a*" * 30 + b"b", b"a" * 3000)
-    assert time.perf_counter() - t0 < 2.0  # no backtracking blow-up
+    assert time.process_time() - t0 < 2.0  # no backtracking blow-up (CPU time: load does not fail it)
 
 
 # ------------------------------------------------------------------ expiry

@@ -376,8 +376,8 @@ def test_the_frame_reader_is_linear_in_a_large_frame() -> None:
     stream = small + big + small
     reader = FrameReader()
     got: list[bytes] = []
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: a loaded machine does not fail it
     for off in range(0, len(stream), 4096):
         got += reader.feed(stream[off:off + 4096])
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 5
     assert got == [small, big, small] and reader.buffered == 0
