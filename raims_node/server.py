@@ -15,7 +15,8 @@ Started as `rvd`, or with an rvd argument (`-listen`, `-cfg`, ...), it runs in r
 compatibility mode instead (raims_node/rvd.py).
 
 Signals: the first SIGTERM/SIGINT sends `_X.BYE` on every link, flushes and exits 0;
-a second exits at once; SIGHUP reloads the parameters (heartbeat, windows).
+a second exits at once (unless within SAME_SIGNAL_S of the first: `timeout` and a process
+group's kill deliver one stop twice); SIGHUP reloads the parameters (heartbeat, windows).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ log = logging.getLogger("raims.server")
 EXIT_CONFIG = 2
 EXIT_START = 3
 STOP_GRACE_S = 2.0
+SAME_SIGNAL_S = 0.2  # a second SIGTERM/SIGINT sooner than this after the first is the same one
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -201,12 +203,16 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     webs: list[Any] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    signals = {"count": 0}
+    signals = {"count": 0, "first": 0.0}
 
     def on_stop() -> None:
+        now = time.monotonic()
+        if signals["count"] and now - signals["first"] < SAME_SIGNAL_S:
+            return  # the same stop delivered twice (`timeout` signals the child and its group)
         signals["count"] += 1
         if signals["count"] > 1:
             os._exit(1)
+        signals["first"] = now
         stop.set()
 
     def on_hup() -> None:

@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import yaml
@@ -99,3 +100,30 @@ def test_a_user_name_the_network_cannot_carry_is_refused(tmp_path: Path) -> None
     _one_line_error(_ms_server(tmp_path, "-d", str(cfg), "-u", "a b", "-t", "link_ab.listen"), 2, "'a b'")
     _one_line_error(_ms_server(tmp_path, "-listen", str(free_port()), "-no-http", "-foreground", "-user", "a b"),
                     2, "-user name 'a b'")
+
+
+def test_one_stop_delivered_twice_is_still_a_clean_stop(tmp_path: Path) -> None:
+    """`timeout` (and a kill of the process group) sends SIGTERM to the child and to its
+    group: the same stop twice within a moment is one clean stop, exit 0, not the
+    second-signal hard exit 1."""
+    cfg, port = _config(tmp_path)
+    proc = subprocess.Popen([PYTHON, "-m", "raims_node.server", "-d", str(cfg), "-u", "A", "-t", "link_ab.listen"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert poll(lambda: _listening(port), 20)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.02)  # the scenario: the second copy a moment after the first was handled
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
