@@ -39,6 +39,7 @@ from raims_node.console.context import ConsoleContext
 from raims_node.console.names import Names
 from raims_node.console.result import CommandResult, Kind, Row, as_cell
 from raims_node.linkstate.records import NUM_PATHS
+from raims_node.router.forward import cache_sizes as forward_cache_sizes
 from raims_node.transports.poll_stats import POLL_COLUMNS
 from raims_node.wire.subjects import bridge_b64
 
@@ -154,10 +155,13 @@ def show_windows(ctx: ConsoleContext, args: list[str]) -> CommandResult:
 
 
 def show_cache(ctx: ConsoleContext, args: list[str]) -> CommandResult:
+    """The router's caches and their entries (the manual's columns are the C++ route
+    cache's hit counts, which this router does not keep): route trees, next hops and
+    forwarding sets of the link-state database's version, and the forwarding decisions."""
     node = ctx.node
-    cached = getattr(node.routes, "cache_size", None)
-    rows: list[Row] = [{"cache": "routes", "entries": cached() if callable(cached) else None,
-                        "peers": len(node.peers), "db_version": node.db.version}]
+    sizes = {**node.routes.cache_sizes(), **forward_cache_sizes(node.forward)}
+    rows: list[Row] = [{"cache": name, "entries": n, "peers": len(node.peers), "db_version": node.db.version}
+                       for name, n in sizes.items()]
     return CommandResult(["cache", "entries", "peers", "db_version"], rows)
 
 

@@ -89,6 +89,10 @@ class RouteTable:
     def self_bridge(self) -> bytes:
         return self._self_bridge
 
+    def cache_sizes(self) -> dict[str, int]:
+        """Entries held (show cache): shortest-path trees, next-hop tables, forwarding sets."""
+        return {"trees": len(self._trees), "next_hops": len(self._hops), "forward_sets": len(self._fwd)}
+
     def next_hops(self, dest: bytes, path: int) -> tuple[LinkRecord, ...]:
         """Links of this node starting a shortest path to `dest` under path's costs: the
         one path `path` takes first, then the other equal-cost first hops by the age of

@@ -55,6 +55,12 @@ M_PREFIX = S.MCAST.encode()  # `_M.` subjects reach every node of the tree, unpr
 M_PING = S.M_PING.encode()
 
 
+def cache_sizes(forward: Forward) -> dict[str, int]:
+    """Entries `forward` holds (show cache): forwarding decisions by (source, path,
+    subject), and the subjects published here with their hashes."""
+    return {"forward_decisions": len(forward._fwd_cache), "published_subjects": len(forward._published)}
+
+
 class Forward:
     def __init__(self, st: NodeState, on_mping: MPing | None = None) -> None:
         self.st = st

@@ -417,6 +417,9 @@ def test_urls_and_rpcs_and_the_rv_tables(net: SimNetwork) -> None:
     assert rows(net, "A", "show hosts") == [] and rows(net, "A", "show rvsub") == []
     for cmd in ("show status", "show fds", "show buffers", "show cache", "show poll", "show startup"):
         assert execute(ctx(net, "A"), cmd).error is None
+    net.publish("A", "cache.x", b"m")  # a subject published here: its decision is cached
+    caches = {r["cache"]: r["entries"] for r in rows(net, "A", "show cache")}
+    assert caches["published_subjects"] >= 1 and caches["next_hops"] >= 1, caches
 
 
 def test_counters_show_the_daemons_flow_counters_on_the_nodes_own_row(net: SimNetwork) -> None:
