@@ -108,6 +108,7 @@ class LogReader:
             pos = self.pos
             data = os.pread(self._fd, max_bytes, pos.offset)
             if not data:
+                self._check_closed(pos)
                 return None
             spans, used, footer, need = self._parse(data, pos)
             if used == 0 and not footer:
@@ -123,6 +124,15 @@ class LogReader:
             )
             self.pos = nxt
             return Chunk(pos, data[:used], spans, nxt)
+
+    def _check_closed(self, pos: Position) -> None:
+        """At the end of a file: a later file means this one was closed, so it must have
+        ended with its footer (read again: the footer is written before the next file is
+        made); CorruptLog, else the reader waited at the end of an empty or cut file for ever."""
+        if os.path.exists(self.directory / paths.numbered(pos.file_no + 1)) and \
+                not os.pread(self._fd, HEAD_SIZE, pos.offset):
+            raise CorruptLog(str(self.directory / paths.numbered(pos.file_no)), pos.offset,
+                             "the file ends without its footer and a later file exists")
 
     def _parse(self, data: bytes, pos: Position) -> tuple[list[Span], int, bool, int]:
         spans: list[Span] = []

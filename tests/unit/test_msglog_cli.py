@@ -16,7 +16,7 @@ import pytest
 
 from raims_node.msglog import commands, paths
 from raims_node.msglog.cli import main
-from raims_node.msglog.errors import BadArgument, LogNotFound, MsgLogError
+from raims_node.msglog.errors import BadArgument, CorruptLog, LogNotFound, MsgLogError
 from raims_node.msglog.log import MessageLog, create_log
 from raims_node.msglog.producer import Consumer, Producer
 
@@ -153,6 +153,21 @@ def test_a_cursor_that_is_no_position_in_the_log_is_an_error(tmp_path: Path) -> 
         Consumer(d, "bad")
     con.close()
     Consumer(d, "bad").close()
+
+
+def test_a_closed_file_cut_short_is_reported_not_waited_on(tmp_path: Path) -> None:
+    """A file that a later file follows ends with its footer; one cut short (or empty)
+    is a CorruptLog naming it, not the end of the log the consumer waits at for ever."""
+    d = create_log(tmp_path, "c", "n", 1)
+    with MessageLog.open(tmp_path, "c", "n", max_file_size=300) as log:
+        for i in range(20):
+            log.originate(b"%d" % i)
+    assert (d / paths.numbered(2)).exists()
+    (d / paths.numbered(1)).write_bytes(b"")  # emptied (a cut at a record boundary alike)
+    con = Consumer(d, "late")
+    with pytest.raises(CorruptLog, match="without its footer"):
+        con.poll()
+    con.close()
 
 
 async def test_consumer_takes_the_live_stream_and_reads_the_log_on_a_gap(tmp_path: Path) -> None:
