@@ -40,7 +40,7 @@ from raims_node.linkstate import graph_from_db
 from raims_node.lograte import RateLimitedLog
 from raims_node.router.actions import Deliver
 from raims_node.web.digest import DigestAuth
-from raims_node.web.http_policy import refusal
+from raims_node.web.http_policy import cross_site, refusal
 from raims_node.web.pages import (
     from_dir,
     graph_html,
@@ -229,7 +229,9 @@ class WebAdmin:
         lines.append(f'raims_converged{{user="{node.user}"}} {int(node.converged)}')
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
-    async def websocket(self, request: web.Request) -> web.WebSocketResponse:
+    async def websocket(self, request: web.Request) -> web.StreamResponse:
+        if cross_site(request.headers, request.host):  # a page elsewhere must not publish through it
+            return web.json_response({"error": "a websocket from another site's page is refused"}, status=403)
         ws = web.WebSocketResponse(heartbeat=30)
         await ws.prepare(request)
         transport = request.transport

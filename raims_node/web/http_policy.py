@@ -16,6 +16,8 @@ Decisions:
   a request's own session: refused with where to do it instead (the websocket `/ws`
   for subscriptions), not answered as done.
 - die, quit and exit are refused: a page does not end the node or a session it has not.
+- The websocket (`/ws`, pub/sub) is refused to another site's page as well: browsers send
+  `Origin` with every websocket handshake.
 """
 
 from __future__ import annotations

@@ -99,7 +99,20 @@ async def _ws_pubsub(pub_addr: str, sub_addr: str) -> list[dict[str, object]]:
         return got
 
 
+async def _ws_origin(addr: str, origin: str) -> int:
+    """The status of a websocket handshake a browser page at `origin` would make."""
+    async with aiohttp.ClientSession() as http:
+        try:
+            async with http.ws_connect(f"http://{addr}/ws", origin=origin):
+                return 101
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
+
+
 def test_publish_at_a_reaches_a_subscriber_at_d(abcd_web: dict[str, NodeProc]) -> None:
+    addr = web_addr(abcd_web["A"])
+    assert asyncio.run(_ws_origin(addr, "http://evil.example")) == 403  # another site's page
+    assert asyncio.run(_ws_origin(addr, f"http://{addr}")) == 101  # the node's own pages
     got = asyncio.run(_ws_pubsub(web_addr(abcd_web["A"]), web_addr(abcd_web["D"])))
     assert [m["data"] for m in got[1:]] == [f"m{i}" for i in range(20)]
     assert all(m["subject"] == "RSF.IBM.N" and m["loss"] == 0 for m in got)
