@@ -60,14 +60,20 @@ _SESSION_VERBS = (
 )
 
 
-def session_verb(words: list[str]) -> tuple[str, list[str]] | None:
-    """The session command `words` run (ping, pub, ...; abbreviated or not) and its
-    arguments, or None."""
+def command_of(words: list[str]) -> tuple[str, list[str], bool] | None:
+    """The command `words` run (abbreviated or not), its arguments, and whether it is a
+    session command (ping, pub, ...); None when it is no command."""
     try:
         cmd, args = resolve(COMMANDS, words)
     except ConsoleError:
         return None
-    return (cmd.name, args) if cmd.name in _SESSION_VERBS else None
+    return cmd.name, args, cmd.name in _SESSION_VERBS
+
+
+def session_verb(words: list[str]) -> tuple[str, list[str]] | None:
+    """The session command `words` run and its arguments, or None."""
+    found = command_of(words)
+    return (found[0], found[1]) if found is not None and found[2] else None
 
 
 # manual "debug I": a mask, or names of its bits (the last four have no bit: accepted, no mask)

@@ -35,7 +35,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from raims_node.config.records import TransportConfig
 from raims_node.console import CommandResult, ConsoleContext, execute
-from raims_node.console.session import session_verb
+from raims_node.console.session import command_of
 from raims_node.linkstate import graph_from_db
 from raims_node.lograte import RateLimitedLog
 from raims_node.router.actions import Deliver
@@ -154,15 +154,15 @@ class WebAdmin:
             if "text/html" in request.headers.get("Accept", ""):
                 return self._html("index.html", index_html(self.daemon.node))
             return web.json_response({"node": self.daemon.node.user, "usage": "GET /?show peers"})
-        verb = session_verb(line.split())
+        found = command_of(line.split())
         result: CommandResult | None
-        if verb is not None:
-            refused = refusal(*verb, request.headers, request.host)
-            if refused is not None:
-                return web.json_response({"error": refused}, status=403)
-            result = await self._session_command(line, verb[0] == "remote")
+        refused = refusal(*found, request.headers, request.host) if found is not None else None
+        if refused is not None:
+            return web.json_response({"error": refused}, status=403)
+        if found is not None and found[2]:
+            result = await self._session_command(line, found[0] == "remote")
         else:
-            result = execute(self.context(), line)
+            result = execute(self.context(), line)  # and what is no command: its error
         if result is None:
             return web.json_response([])
         if result.error:

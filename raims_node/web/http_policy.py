@@ -3,7 +3,9 @@ command is exposed on the http endpoint), and why one may not.
 
 Decisions:
 - A command that writes a file on the node's host (`wevents F`, `sub S F`, `psub P F`,
-  `gsub P F`) is console only: a URL must not choose a path the node overwrites.
+  `gsub P F`) is console only: a URL must not choose a path the node overwrites; so are
+  NodeBrain's `message.create`, `message.prune` and `message.export`, which create,
+  retire and print message files under any path the URL names.
 - A command that changes the node or sends into the network (connect, shutdown,
   configure, save, pub, rpc, remote, debug, ...) is refused when the browser says the
   request came from another site (`Sec-Fetch-Site: cross-site` / `same-site`, or an
@@ -25,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 READ_ONLY = frozenset({"ping", "tping", "mping", "show rpcs"})
-FILE_WRITERS = frozenset({"wevents"})
+FILE_WRITERS = frozenset({"wevents", "message.create", "message.prune", "message.export"})
 SESSION_ONLY = {
     **dict.fromkeys(("sub", "psub", "gsub", "unsub", "punsub", "gunsub"),
                     "a subscription lasts as long as its console session: subscribe on the websocket /ws"),
@@ -34,11 +36,16 @@ SESSION_ONLY = {
 ENDS_A_SESSION = frozenset({"die", "quit", "exit"})
 
 
-def refusal(verb: str, args: list[str], headers: Mapping[str, str], host: str) -> str | None:
-    """Why the session command `verb` (with `args`) may not run for this request, or None."""
+def refusal(verb: str, args: list[str], session: bool, headers: Mapping[str, str], host: str) -> str | None:
+    """Why command `verb` (with `args`; `session`: one that acts, run in a session of its
+    own) may not run for this request, or None."""
+    if verb in FILE_WRITERS:
+        return f"{verb} works on files of the node's host: run it in the console (telnet, ms_server -c)"
+    if not session:
+        return None  # the show commands: they change nothing
     if verb in ENDS_A_SESSION:
         return f"{verb} is not run over HTTP: a page does not end the node or a session"
-    if verb in FILE_WRITERS or verb in ("sub", "psub", "gsub") and len(args) > 1:
+    if verb in ("sub", "psub", "gsub") and len(args) > 1:
         return f"{verb} writes a file on the node's host: run it in the console (telnet, ms_server -c)"
     if verb in SESSION_ONLY:
         return f"{verb} is not run over HTTP: {SESSION_ONLY[verb]}"
