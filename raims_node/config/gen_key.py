@@ -78,26 +78,27 @@ class _Plan:
         for op in self.ops:
             if op.content is None:
                 op.path.mkdir(parents=True, exist_ok=True)
-        staged: list[tuple[Path, Path]] = []
-        for op in self.ops:
-            if op.content is not None:
-                tmp = op.path.with_name(op.path.name + ".new")
-                tmp.write_text(op.content, encoding="utf-8")
-                if op.path.name in (".salt", ".pass"):
-                    tmp.chmod(0o600)
-                staged.append((tmp, op.path))
+        staged = [(_staged(op.path, op.content, private=op.path.name in (".salt", ".pass")), op.path)
+                  for op in self.ops if op.content is not None]
         for tmp, path in staged:
             tmp.replace(path)
+
+
+def _staged(path: Path, text: str, private: bool) -> Path:
+    """`text` in `path`'s `.new` file, to be renamed over `path`; a private one (the
+    secrets, or what holds them) is readable by its owner only from the start."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.unlink(missing_ok=True)  # a leftover keeps its mode: made anew, the mode is ours
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o666)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return tmp
 
 
 def write_private(path: Path, text: str) -> None:
     """`text` to `path`, readable by its owner only from the start: a single-file config
     holds the sealed private keys and the pass_data and salt_data that open them."""
-    tmp = path.with_name(path.name + ".new")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    tmp.replace(path)
+    _staged(path, text, private=True).replace(path)
 
 
 def _svc_file(d: Path, svc: str) -> Path:
