@@ -13,6 +13,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raims_node.bridges.glue import parse_network
 from raims_node.config.errors import ConfigError
@@ -20,9 +21,10 @@ from raims_node.config.params import Parameters
 from raims_node.config.records import TransportConfig
 from raims_node.config.tree import ConfigTree, save
 from raims_node.daemon import Daemon, DaemonError
-from raims_node.names.service import NameService
 from raims_node.router.node import Node
-from raims_node.transports.poll_stats import PollStats
+
+if TYPE_CHECKING:
+    from raims_node.console.context import ConsoleContext
 
 CONSOLE_BRIDGE = "console"
 
@@ -43,27 +45,14 @@ class OperatorHost:
     def tree(self) -> ConfigTree:
         return self.daemon.tree
 
-    @property
-    def log_lines(self) -> list[str]:
-        return self.daemon.log_lines
-
-    @property
-    def names(self) -> NameService:
-        return self.daemon.naming.service
-
-    def port_rows(self) -> list[dict[str, object]]:
-        return self.daemon.port_rows()
+    def console_context(self) -> ConsoleContext:
+        """What the show commands see: the daemon's own (its ports, log, names, flow and
+        poll counters), one place for the console, the web and `rem`."""
+        return self.daemon.console_context()
 
     def namespace_of(self, subject: str) -> str:
         """The client namespace prefix (`_nats.`) `subject` is in, or "" (console rpc)."""
         return next((bus.prefix for bus in self.daemon.bridges.buses.values() if subject.startswith(bus.prefix)), "")
-
-    def flow_counters(self) -> dict[str, int]:
-        return self.daemon.flow_counters()
-
-    @property
-    def poll(self) -> PollStats:
-        return self.daemon.poll
 
     # local pub/sub
     def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> None:

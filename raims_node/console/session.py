@@ -31,7 +31,6 @@ import asyncio
 import json
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -44,7 +43,6 @@ from raims_node.console.names import Names, tport_label
 from raims_node.console.render import render_text
 from raims_node.console.result import CommandResult, Kind, Row
 from raims_node.console.table import Command, resolve
-from raims_node.names.service import NameService
 from raims_node.router.actions import Deliver
 from raims_node.router.node import Node
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE
@@ -123,13 +121,7 @@ class ConsoleHost(Protocol):
     @property
     def tree(self) -> object: ...
 
-    @property
-    def log_lines(self) -> list[str]: ...
-
-    @property
-    def names(self) -> NameService | None: ...
-
-    def port_rows(self) -> list[dict[str, object]]: ...
+    def console_context(self) -> ConsoleContext: ...
 
     def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> None: ...
 
@@ -234,11 +226,7 @@ class ConsoleSession:
     # ------------------------------------------------------------------ input
 
     def context(self) -> ConsoleContext:
-        host = self.host
-        return ConsoleContext(node=host.node, ports=host.port_rows, now_ns=time.time_ns, config=host.tree,
-                              log_lines=lambda: list(host.log_lines), names=host.names,
-                              flow=getattr(host, "flow_counters", None) or (lambda: {}),
-                              poll=getattr(host, "poll", None))
+        return self.host.console_context()
 
     async def run(self, line: str) -> None:
         """Run one command line, writing its result."""
