@@ -387,9 +387,9 @@ async def _console(daemon: Daemon, stop: asyncio.Event, config: str) -> None:
         stop.set()
 
 
-def _fail(args: argparse.Namespace, text: str) -> None:
+def _fail(args: argparse.Namespace, text: str, prog: str = "ms_server") -> None:
     """A start-up error: on stderr always, and in the log file when there is one."""
-    print(f"ms_server: {text}", file=sys.stderr, flush=True)
+    print(f"{prog}: {text}", file=sys.stderr, flush=True)
     if args.logfile:
         log.error("%s", text)
 
@@ -453,9 +453,7 @@ def _start(tree: ConfigTree, args: argparse.Namespace, background: bool, announc
         pid_path = _write_pid(tree)
         code = _run(_serve(tree, args))
     except ConfigError as exc:
-        print(f"{prog}: {exc}: fix the configuration and start again", file=sys.stderr, flush=True)
-        if getattr(args, "logfile", None):
-            log.error("%s", exc)
+        _fail(args, f"{exc}: fix the configuration and start again", prog)
     finally:
         args.starter.tell(code)
         if pid_path is not None:
