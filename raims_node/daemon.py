@@ -79,13 +79,13 @@ from raims_node.transports.name import (
 )
 from raims_node.transports.pgm import PgmError, start_pgm
 from raims_node.transports.poll_stats import PollStats
-
-if TYPE_CHECKING:
-    from raims_node.console.context import ConsoleContext
 from raims_node.transports.ports import link_port_row
 from raims_node.transports.tcp import LinkProtocol
 from raims_node.wake import NodeWake
 from raims_node.wire.batch import Run
+
+if TYPE_CHECKING:
+    from raims_node.console.context import ConsoleContext
 
 log = logging.getLogger("raims.daemon")
 

@@ -179,7 +179,6 @@ class IpcServer(BridgeServer):
         self._flush_soon = False
         # local fan-out: routing key -> (receivers, bus subject or None)
         self._routes: dict[bytes, tuple[tuple[IpcClient, ...], str | None]] = {}
-        # bus subscriptions: (NetSub, shard) -> [sid, holders, compiled RV pattern or None]
         self.net = NetSubs(self, self.bus, self.counters)  # its bus subscriptions (ipc_net.py)
         self._keys: dict[str, bytes] = {}  # bus subject -> routing key (b"": none)
 
