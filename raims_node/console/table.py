@@ -47,10 +47,15 @@ class Command:
     def usage(self) -> str:
         return f"{self.name} {self.args}".rstrip()
 
+    @property
+    def required(self) -> int:
+        """How many arguments it takes at least (the letters not in brackets)."""
+        return sum(1 for a in self.args.split() if not a.startswith("["))
+
     def bind(self, given: list[str]) -> list[str]:
         """The arguments `given` checked against the command's letters."""
         letters = self.args.split()
-        required = sum(1 for a in letters if not a.startswith("["))
+        required = self.required
         rest = bool(letters) and letters[-1].strip("[]") in REST_OF_LINE
         if rest and len(given) > len(letters):
             given = [*given[: len(letters) - 1], " ".join(given[len(letters) - 1 :])]

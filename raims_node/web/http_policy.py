@@ -39,14 +39,12 @@ ENDS_A_SESSION = frozenset({"die", "quit", "exit"})
 def refusal(verb: str, args: list[str], session: bool, headers: Mapping[str, str], host: str) -> str | None:
     """Why command `verb` (with `args`; `session`: one that acts, run in a session of its
     own) may not run for this request, or None."""
-    if verb in FILE_WRITERS:
+    if verb in FILE_WRITERS or verb in ("sub", "psub", "gsub") and len(args) > 1:  # `sub S F`: F
         return f"{verb} works on files of the node's host: run it in the console (telnet, ms_server -c)"
     if not session:
         return None  # the show commands: they change nothing
     if verb in ENDS_A_SESSION:
         return f"{verb} is not run over HTTP: a page does not end the node or a session"
-    if verb in ("sub", "psub", "gsub") and len(args) > 1:
-        return f"{verb} writes a file on the node's host: run it in the console (telnet, ms_server -c)"
     if verb in SESSION_ONLY:
         return f"{verb} is not run over HTTP: {SESSION_ONLY[verb]}"
     if verb == "configure transport" and len(args) < 2:

@@ -54,8 +54,7 @@ def index_html(node: Node) -> str:
     # the show commands that need no argument: a link to one that does would be an error page
     links = "".join(f"<li><a href='/show/{'/'.join(c.words[1:])}'>{html.escape(c.name)}</a> "
                     f"&mdash; {html.escape(c.description)}</li>"
-                    for c in COMMANDS if c.words[0] == "show" and c.handler is not None
-                    and not any(not a.startswith("[") for a in c.args.split()))
+                    for c in COMMANDS if c.words[0] == "show" and c.handler is not None and not c.required)
     return page(f"{node.user}.{node.service}", f"<ul>{links}</ul>")
 
 
