@@ -396,10 +396,7 @@ class RvSession(SessionOutput):
 
     def _again(self, sid: str, subject: str, payload: bytes) -> bool:
         """Whether this delivery is the last message again, through another subscription."""
-        if payload is self._last_payload and subject == self._last_subject and sid not in self._last_sids:
-            self._last_sids.add(sid)
-            return True
-        return False
+        return payload is self._last_payload and subject == self._last_subject and sid not in self._last_sids
 
     def _delivered(self, sid: str, subject: str, payload: bytes) -> None:
         self._last_payload, self._last_subject = payload, subject
@@ -409,6 +406,7 @@ class RvSession(SessionOutput):
 
     def deliver(self, sid: str, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
         if self._again(sid, subject, payload):
+            self._last_sids.add(sid)
             return  # the same message through another of this client's subscriptions
         if sid == ">" and subject.startswith("_INBOX."):
             return
@@ -453,7 +451,7 @@ class RvSession(SessionOutput):
     def data_loss(self, sid: str, subject: str, lost: int, payload: bytes) -> None:
         """The router reports `lost` messages missing before `payload` on `subject`
         (told before its delivery to subscription `sid`)."""
-        if payload is self._last_payload and subject == self._last_subject and sid not in self._last_sids:
+        if self._again(sid, subject, payload):
             return  # reported already for another subscription
         self._loss[subject] = self._loss.get(subject, 0) + lost
         self.lost_in += lost
