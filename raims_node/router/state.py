@@ -369,7 +369,10 @@ class NodeState:
         if off >= INBOX_WINDOW or (peer.inbox_seen >> off) & 1:
             return False
         peer.inbox_seen |= 1 << off
-        peer.loss.ibx_loss = max(0, peer.loss.ibx_loss - 1)
+        loss = peer.loss
+        loss.ibx_loss = max(0, loss.ibx_loss - 1)
+        if not loss.ibx_loss:  # every gap filled: no loss to date (show loss: no time without a count)
+            loss.ibx_time = 0
         peer.inbox_recv_types.append((seqno, kind))
         return True
 
