@@ -3,9 +3,12 @@ show cost, status, urls, reachable, fds, buffers, windows, cache, poll, startup,
 RV tables hosts, rvsub; rpcs).
 
 Decisions where the manual is vague, or raims has no such state:
-- `show cost [T]`: one row per transport of this node with its four path costs.
-- `show status [T]`: the transports with their state (the port rows: connections, flags,
-  address) and, for configured transports not running, "not running".
+- `show cost [T]`: one row per transport of this node with its four path costs, and the
+  fd, fl and address of its port row (show ports).
+- `show status [T]`: the port rows' tport, type, fd and fl, and a status: the address
+  when all is well; a link transport none of whose links is up and whose last connect
+  failed shows that failure as the system reported it (errno name and address,
+  `ECONNREFUSED 127.0.0.1:5000`); a configured transport not running, "not running".
 - `show urls`: one row per neighbour: the user, the transport and the address of the link.
 - `show reachable`: per peer, each transport that is the first hop of one of its four
   paths, with those paths ("0,1,2,3") and the transport's fd, as the manual's columns;
@@ -52,21 +55,26 @@ def _match(t: object, args: list[str]) -> bool:
 
 
 def show_cost(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    rows: list[Row] = [{"tport": f"{t.name}.{t.tport_id}", "type": t.type, "cost": t.cost[0], "cost2": t.cost[1],
-                        "cost3": t.cost[2], "cost4": t.cost[3]}
-                       for t in ctx.node.tports if _match(f"{t.name}.{t.tport_id}", args)]
-    return CommandResult(["tport", "type", "cost", "cost2", "cost3", "cost4"], rows)
+    ports = {str(r.get("tport")): r for r in ctx.ports()}
+    rows: list[Row] = []
+    for t in ctx.node.tports:
+        label = f"{t.name}.{t.tport_id}"
+        if _match(label, args):
+            port = ports.get(label, {})
+            rows.append({"tport": label, "type": t.type, "cost": t.cost[0], "cost2": t.cost[1], "cost3": t.cost[2],
+                         "cost4": t.cost[3], **{c: as_cell(port.get(c)) for c in ("fd", "fl", "address")}})
+    return CommandResult(["tport", "type", "cost", "cost2", "cost3", "cost4", "fd", "fl", "address"], rows)
 
 
 def show_status(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    cols = ["tport", "type", "fd", "fl", "state", "address"]
+    cols = ["tport", "type", "fd", "fl", "status"]
     rows: list[Row] = [{"tport": as_cell(r.get("tport")), "type": as_cell(r.get("type")), "fd": as_cell(r.get("fd")),
-                        "fl": as_cell(r.get("fl")), "state": "running", "address": as_cell(r.get("address"))}
+                        "fl": as_cell(r.get("fl")), "status": as_cell(r.get("status") or r.get("address"))}
                        for r in ctx.ports()]
     running = {str(r["tport"]).rpartition(".")[0] or str(r["tport"]) for r in rows}
     if isinstance(ctx.config, ConfigTree):
-        rows += [{"tport": t.tport, "type": t.type, "fd": None, "fl": None, "state": "not running",
-                  "address": None} for t in ctx.config.transports if t.tport not in running]
+        rows += [{"tport": t.tport, "type": t.type, "fd": None, "fl": None, "status": "not running"}
+                 for t in ctx.config.transports if t.tport not in running]
     return CommandResult(cols, [r for r in rows if _match(r["tport"], args)])
 
 

@@ -13,6 +13,7 @@ peers are dialed one address each (`connector`).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ class Running:
     dialing: dict[tuple[str, int], Dial] = field(default_factory=dict)  # once-only outbound links
     joiner: asyncio.Task[None] | None = None  # dials the configured `connect` addresses
     pgm: PgmTransport | None = None  # a `type: pgm` transport (transports/pgm.py)
+    error: str = ""  # the last connect failure ("ECONNREFUSED 10.0.0.2:5000"), until a connect succeeds
 
 
 class Dialer:
@@ -143,11 +145,13 @@ class Dialer:
                     exc = task.exception()
                     if exc is not None:
                         log.debug("connect failed: %s", exc)
+                        run.error = connect_error(exc, addrs[tasks.index(task)])
                         continue
                     _, proto = task.result()
                     assert isinstance(proto, LinkProtocol)
                     if won is None:
                         won = proto
+                        run.error = ""
                     else:  # two answered in one pass: keep the first
                         proto.close("another connect address won")
             for task in pending:
@@ -189,6 +193,7 @@ class Dialer:
                                            family=self.host._family()), timeout)
             except (TimeoutError, OSError) as exc:
                 log.debug("connect %s:%d failed: %s", addr[0], addr[1], exc)
+                run.error = connect_error(exc, addr)
                 failed += 1
                 if failed == tries:
                     return
@@ -196,6 +201,7 @@ class Dialer:
                 delay = min(delay * 2, RECONNECT_MAX_S)
                 continue
             assert isinstance(proto, LinkProtocol)
+            run.error = ""
             if dial is not None:
                 dial.link = proto
             opened = loop.time()
@@ -206,6 +212,15 @@ class Dialer:
             # a link that fails at once (refused keys, bad stream) backs off like a refused connect
             delay = min(delay * 2, RECONNECT_MAX_S) if loop.time() - opened < 2 * RECONNECT_MAX_S else RECONNECT_MIN_S
             await asyncio.sleep(delay)
+
+
+def connect_error(exc: BaseException, addr: tuple[str, int]) -> str:
+    """show status: a failed connect as the system reported it, errno name first."""
+    code = getattr(exc, "errno", None)
+    name = errno.errorcode.get(code, "") if isinstance(code, int) else ""
+    if isinstance(exc, TimeoutError) and not name:
+        name = "ETIMEDOUT"
+    return f"{name or type(exc).__name__} {addr[0]}:{addr[1]}"
 
 
 def reachable(url: str) -> str:

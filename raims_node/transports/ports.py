@@ -27,6 +27,7 @@ def link_port_row(name: str, run: Running, links: list[RouterLink], encrypted: b
               + ("M" if run.pgm is not None else "") + ("" if encrypted and run.pgm is None else "N"),
         "address": ", ".join(run.bound) or ", ".join(lk.peer_addr for lk in links),
     }
+    row["status"] = run.error if run.error and not linked else row["address"]  # show status
     # show routes: the address of each neighbour at the other end of one of these links
     row["peer_addrs"] = {c.peer: lk.peer_addr for lk, c in linked if lk.peer_addr}
     if run.pgm is not None:  # show urls: each peer's unicast inbox
