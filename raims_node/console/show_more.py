@@ -19,7 +19,9 @@ Decisions where the manual is vague, or raims has no such state:
   windows and their old generations (sizes are the entries' estimate the rotation uses),
   and the peers' bloom filters (count, bytes encoded); no inbox, route or rv rows (show
   cache has the route table's; raims keeps no inbox cache or rv table).
-- `show cache`: the route table's cached trees (per source and path).
+- `show cache`: one row per router cache (not per transport: raims has one route cache
+  per node), the manual's hit and size columns where the cache counts them, and its
+  entries now.
 - `show poll`: the event loop's lag is not sampled: one row saying so, not invented data.
 - `show hosts` / `show rvsub`: one row per RV client session (its service, session,
   user, daemon port, start, the service's clients, bytes and messages each way,
@@ -47,6 +49,7 @@ from raims_node.transports.poll_stats import POLL_COLUMNS
 from raims_node.wire.subjects import bridge_b64
 
 RPC_COLUMNS = ["type", "arg", "recv", "count"]
+CACHE_COLUMNS = ["cache", "hit_pct", "hit", "miss", "max_cnt", "max_size", "entries"]
 WINDOW_COLUMNS = ["tab", "count", "size", "win_size", "max_size", "rotate_time", "interval"]
 
 
@@ -163,14 +166,22 @@ def show_windows(ctx: ConsoleContext, args: list[str]) -> CommandResult:
 
 
 def show_cache(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    """The router's caches and their entries (the manual's columns are the C++ route
-    cache's hit counts, which this router does not keep): route trees, next hops and
-    forwarding sets of the link-state database's version, and the forwarding decisions."""
+    """The router's caches: the manual's hit_pct, hit, miss, max_cnt and max_size where
+    the cache counts them (the forwarding decisions by source, path and subject: the
+    route cache the manual describes), and the entries each holds now (route trees,
+    next hops and forwarding sets of the link-state database's version, the subjects
+    published here). raims keeps one route cache per node, not one per transport, so the
+    first column names the cache."""
     node = ctx.node
-    sizes = {**node.routes.cache_sizes(), **forward_cache_sizes(node.forward)}
-    rows: list[Row] = [{"cache": name, "entries": n, "peers": len(node.peers), "db_version": node.db.version}
-                       for name, n in sizes.items()]
-    return CommandResult(["cache", "entries", "peers", "db_version"], rows)
+    sizes = {**{k: (n, None) for k, n in node.routes.cache_sizes().items()}, **forward_cache_sizes(node.forward)}
+    rows: list[Row] = []
+    for name, (n, stats) in sizes.items():
+        row: Row = dict.fromkeys(CACHE_COLUMNS) | {"cache": name, "entries": n}
+        if stats is not None:
+            row |= {"hit_pct": stats.hit_pct, "hit": stats.hits, "miss": stats.misses, "max_cnt": stats.max_cnt,
+                    "max_size": stats.max_size}
+        rows.append(row)
+    return CommandResult(CACHE_COLUMNS, rows)
 
 
 def show_poll(ctx: ConsoleContext, args: list[str]) -> CommandResult:

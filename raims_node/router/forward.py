@@ -21,6 +21,7 @@ import mmh3
 from raims_node.bloom import BloomFilter, SubjectHashes
 from raims_node.linkstate.routes import path_for_hash
 from raims_node.router.actions import Deliver, DeliverRun, Send
+from raims_node.router.cache_stats import CacheStats
 from raims_node.router.localsubs import LocalSub
 from raims_node.router.messages import MalformedMessage, get_int
 from raims_node.router.peer import Peer
@@ -55,10 +56,11 @@ M_PREFIX = S.MCAST.encode()  # `_M.` subjects reach every node of the tree, unpr
 M_PING = S.M_PING.encode()
 
 
-def cache_sizes(forward: Forward) -> dict[str, int]:
-    """Entries `forward` holds (show cache): forwarding decisions by (source, path,
-    subject), and the subjects published here with their hashes."""
-    return {"forward_decisions": len(forward._fwd_cache), "published_subjects": len(forward._published)}
+def cache_sizes(forward: Forward) -> dict[str, tuple[int, CacheStats | None]]:
+    """Entries `forward` holds, with their hit counts (show cache): forwarding decisions
+    by (source, path, subject), and the subjects published here with their hashes."""
+    return {"forward_decisions": (len(forward._fwd_cache), forward.fwd_stats),
+            "published_subjects": (len(forward._published), None)}
 
 
 class Forward:
@@ -66,6 +68,7 @@ class Forward:
         self.st = st
         self.on_mping = on_mping
         self._fwd_cache: dict[tuple[bytes, int, bytes], tuple[int, ...]] = {}
+        self.fwd_stats = CacheStats()
         self._fwd_version: tuple[int, int, int] = (-1, -1, -1)
         self._fwd_links = -1  # the db's links version the cache was made from
         self._fwd_built: tuple[bool, int] = (False, 0)  # converged, and when, as the cache was emptied
@@ -285,15 +288,14 @@ class Forward:
             self._fwd_built = (st.converged, st.converge_ns)
         key = (source, path, subject)
         conns = self._fwd_cache.get(key)
+        self.fwd_stats.lookups += 1
         if conns is None:
             hashes = SubjectHashes(subject, h)
 
             def matches(b: bytes) -> bool:
-                if subject.startswith(M_PREFIX):
+                peer = st.peers.get(b)  # no filter yet (a joining node, a new link): send, the far side filters
+                if subject.startswith(M_PREFIX) or peer is None or peer.bloom is None:
                     return True
-                peer = st.peers.get(b)
-                if peer is None or peer.bloom is None:  # its filter is on its way (a joining
-                    return True  # node, a new link): send, the far side filters
                 return isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes)
 
             out = []
@@ -305,6 +307,7 @@ class Forward:
             if len(self._fwd_cache) >= FORWARD_CACHE_LIMIT:
                 self._fwd_cache.clear()
             self._fwd_cache[key] = conns
+            self.fwd_stats.missed(len(self._fwd_cache), len(conns))
         return conns
 
     # ------------------------------------------------------------------ local delivery

@@ -500,3 +500,18 @@ def test_startup_is_the_configuration_files_and_running_adds_what_was_not_saved(
     assert one[0] == "transports:" and any("9001" in str(x) for x in one)
     assert execute(ctx(net, "A", config=running), "show startup transport added").error == \
         "no tport 'added' in the configuration"
+
+
+def test_cache_counts_the_forwarding_decisions_hits_and_misses(net: SimNetwork) -> None:
+    def decisions() -> dict[str, object]:
+        return next(r for r in rows(net, "A", "show cache") if r["cache"] == "forward_decisions")
+
+    before = decisions()
+    for i in range(5):
+        net.publish("A", "cache.hits", f"m{i}".encode())  # the first decides, the next four hit
+    after = decisions()
+    assert isinstance(before["hit"], int) and isinstance(before["miss"], int)
+    assert (after["miss"], after["hit"]) == (before["miss"] + 1, before["hit"] + 4)
+    assert after["max_cnt"] >= after["entries"] >= 1 and after["max_size"] >= 1  # A's links the subject goes on
+    assert after["hit_pct"] == round(after["hit"] * 100 / (after["hit"] + after["miss"]), 2)
+    assert {r["cache"]: r["hit"] for r in rows(net, "A", "show cache")}["trees"] is None  # entries only
