@@ -117,7 +117,8 @@ def render_text(result: CommandResult) -> str:
         ).rstrip()
 
     rule = "+".join("-" * (w + (1 if i else 0) + (1 if i < last else 0)) for i, w in enumerate(width))
-    out = [line([_center(c, width[i]) for i, c in enumerate(cols)]), rule]
+    titles = [c.replace("_", " ") if c in result.spaced else c for c in cols]
+    out = [line([_center(c, width[i]) for i, c in enumerate(titles)]), rule]
     for r in cells:
         out.append(rule if r is None else line([p.rjust(width[i]) for i, p in enumerate(r)]))
     return "\n".join(out) + "\n"

@@ -10,7 +10,9 @@ Layout hints for the text renderer only (the rows are complete without them):
 - `group`: the column whose runs of equal values form groups, with a dashed rule
   between groups (show adjacency, show subs, show forward, show tree);
 - `blank_repeats`: that column is printed only on a group's first row;
-- `plain`: the rows are lines of text in the single column (show graph, show running).
+- `plain`: the rows are lines of text in the single column (show graph, show running);
+- `spaced`: columns whose header the manual writes with spaces ("rep time"): the text
+  header has the manual's, the rows keep the key ("rep_time").
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class CommandResult:
     blank_repeats: bool = False
     plain: bool = False
     hidden: tuple[str, ...] = ()  # columns the table leaves out: data for JSON readers only
+    spaced: tuple[str, ...] = ()  # columns headed with spaces for their '_' in the text
 
     @classmethod
     def failed(cls, message: str) -> CommandResult:

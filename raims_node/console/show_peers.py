@@ -31,6 +31,8 @@ from raims_node.router.node import Node
 from raims_node.router.peer import Peer
 from raims_node.wire.subjects import bridge_b64
 
+COUNTER_COLUMNS = ("user", "start", "hb_seqno", "hb_time", "snd_ibx", "rcv_ibx", "ping_snd", "ping_stime",
+                   "pong_rcv", "ping_rcv")  # the manual's; the daemon's flow counters follow
 PEER_ORDERS = {"nonce": "bridge", "start": "time", "user": "user"}  # argument -> column sorted
 ZOMBIE = "zombie"
 
@@ -102,7 +104,7 @@ def show_loss(ctx: ConsoleContext, args: list[str]) -> CommandResult:
             "msg_loss": loss.msg_loss, "loss_time": _nonzero(loss.loss_time),
             "ibx_loss": loss.ibx_loss, "ibx_time": _nonzero(loss.ibx_time),
         })
-    return CommandResult(cols, rows, kinds={c: Kind.TIME for c in cols if c.endswith("_time")})
+    return CommandResult(cols, rows, kinds={c: Kind.TIME for c in cols if c.endswith("_time")}, spaced=tuple(cols))
 
 
 def show_counters(ctx: ConsoleContext, args: list[str]) -> CommandResult:
@@ -114,8 +116,7 @@ def show_counters(ctx: ConsoleContext, args: list[str]) -> CommandResult:
         counts = {**node.counters.rejects, "bad_mac": node.counters.bad_mac}
         return CommandResult(["reason", "count"], [{"reason": k, "count": v} for k, v in sorted(counts.items())])
     names = Names(node)
-    cols = ["user", "start", "hb_seqno", "hb_time", "snd_ibx", "rcv_ibx", "ping_snd", "ping_stime",
-            "pong_rcv", "ping_rcv"]
+    cols = list(COUNTER_COLUMNS)
     flow = ctx.flow()  # this node's flow control counters, on its own row
     cols += list(flow)
     rows: list[Row] = [dict.fromkeys(cols) | {"user": names.user(node.bridge), "start": node.start_ns} | flow]
@@ -125,7 +126,8 @@ def show_counters(ctx: ConsoleContext, args: list[str]) -> CommandResult:
             "snd_ibx": p.inbox_sent, "rcv_ibx": p.inbox_recv, "ping_snd": p.ping_sent,
             "ping_stime": _nonzero(p.ping_time_ns), "pong_rcv": p.pong_recv, "ping_rcv": p.ping_recv,
         })
-    return CommandResult(cols, rows, kinds={"start": Kind.TIME, "hb_time": Kind.TIME, "ping_stime": Kind.TIME})
+    return CommandResult(cols, rows, kinds={"start": Kind.TIME, "hb_time": Kind.TIME, "ping_stime": Kind.TIME},
+                         spaced=COUNTER_COLUMNS)
 
 
 def show_sync(ctx: ConsoleContext, args: list[str]) -> CommandResult:
@@ -179,4 +181,4 @@ def show_inbox(ctx: ConsoleContext, args: list[str]) -> CommandResult:
             r_seqno, r_type = recv[i] if i < len(recv) else (None, None)
             rows.append({"user": names.user(b), "send_seqno": s_seqno, "send_type": s_type,
                          "recv_seqno": r_seqno, "recv_type": r_type})
-    return CommandResult(cols, rows, group="user", blank_repeats=True)
+    return CommandResult(cols, rows, group="user", blank_repeats=True, spaced=tuple(cols))

@@ -515,3 +515,16 @@ def test_cache_counts_the_forwarding_decisions_hits_and_misses(net: SimNetwork) 
     assert after["max_cnt"] >= after["entries"] >= 1 and after["max_size"] >= 1  # A's links the subject goes on
     assert after["hit_pct"] == round(after["hit"] * 100 / (after["hit"] + after["miss"]), 2)
     assert {r["cache"]: r["hit"] for r in rows(net, "A", "show cache")}["trees"] is None  # entries only
+
+
+@pytest.mark.parametrize(("line", "header"), [
+    ("show loss", "user | repeat | rep time | not sub | not time | msg loss | loss time | ibx loss | ibx time"),
+    ("show counters", "user | start | hb seqno | hb time | snd ibx | rcv ibx | ping snd | ping stime | pong rcv "
+                      "| ping rcv"),
+    ("show inbox", "user | send seqno | send type | recv seqno | recv type"),
+])
+def test_headers_the_manual_spaces_are_spaced_in_the_text_only(net: SimNetwork, line: str, header: str) -> None:
+    res = execute(ctx(net, "A"), line)
+    text = render_text(res).splitlines()[0]
+    assert " ".join(text.split()).startswith(header)  # the manual's header, columns padded alike
+    assert [t.replace(" ", "_") for t in header.split(" | ")] == res.columns[:len(header.split(" | "))]  # the keys
