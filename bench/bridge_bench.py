@@ -31,7 +31,12 @@ loopback of two more processes cost before any parsing, routing or crypto; once 
 relays that block at once, once with the daemons' `idle_busy` (default 16 polls before
 blocking). The last row sets raims beside the second: the p50 that B and D add to one
 node's (A->D minus one node) against what two more C relays add (three relays minus one);
-a ratio near 1 means a raims hop costs what a bare relay's does.
+a ratio near 1 means a raims hop costs what a bare relay's does. The same two rows again
+with relays that are Python processes on the daemons' own event loop (bench/pyrelay.py:
+uvloop, asyncio Protocols, the same idle policy; a blocking Python client times them,
+and its cost cancels in the difference): what any Python process pays per hop to be
+woken and move the bytes, so raims's added p50 minus theirs is its own work on the two
+hops.
 
     .venv/bin/python bench/bridge_bench.py [--quick] [--repeat N] [--native-only]
 """
@@ -58,6 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 import native  # noqa: E402
+import pyrelay  # noqa: E402
 
 from raims_node.config.params import PARAM_SPECS  # noqa: E402
 from raims_node.config.test_adj import free_port  # noqa: E402
@@ -529,6 +535,16 @@ def native_rows(single: BridgeNet, four: BridgeNet, peer: Peer, n: int, n_lat: i
         rows.append({"proto": "nats", "client": client, "path": f"2 more hops vs C relays, idle_busy {busy}",
                      "metric": "p50_us_added", "raims": round(extra, 1), "peer": round(floors[busy], 1),
                      "ratio": round(extra / floors[busy], 2) if floors[busy] > 0 else "", "target": "", "meets": ""})
+        relay_pairs = [(pyrelay.hop_floor(1, n_lat, size, busy), pyrelay.hop_floor(3, n_lat, size, busy))
+                       for _ in range(rounds)]  # interleaved, as the raims rounds
+        py_one, py_three = (_median_lat([pair[i] for pair in relay_pairs]) for i in (0, 1))
+        py_added = py_three[0] - py_one[0]
+        rows.append({"proto": "tcp", "client": f"Python relays, idle_busy {busy}", "path": f"3 relays vs 1 {size}B",
+                     "metric": "p50_us", "raims": round(py_three[0], 1), "peer": round(py_one[0], 1),
+                     "ratio": round(py_three[0] / py_one[0], 2), "target": "floor", "meets": ""})
+        rows.append({"proto": "nats", "client": client, "path": f"2 more hops vs Python relays, idle_busy {busy}",
+                     "metric": "p50_us_added", "raims": round(extra, 1), "peer": round(py_added, 1),
+                     "ratio": round(extra / py_added, 2) if py_added > 0 else "", "target": "", "meets": ""})
     print(f"native: nats-server {peer_rate.rate:,.0f} msgs/s p50 {peer_lat[0]:.1f} us; "
           f"one node {one_rate.rate:,.0f} p50 {one_lat[0]:.1f}; A->D {far_rate.rate:,.0f} "
           f"(lost {far_rate.lost}, out of order {far_rate.disorder}) p50 {far_lat[0]:.1f}")
