@@ -6,10 +6,8 @@ A user is printed `<name>.<uid>`, this node as `<name>.*`; a transport (or one o
 peer's links) `<name>.<tport_id>`. Names may repeat, the uid and tport id make them
 unique on one node.
 
-Decision where the node is silent: the node keeps no uid table, so the uid is the
-peer's position in `Node.peers` (the order the node learned its peers, counting from
-1), with dead peers (`Node.zombies`) numbered after the live ones. A uid is therefore
-stable while no peer is removed; the daemon's node should keep a uid per bridge.
+The uid is the node's (router/uids.py): taken when the node learns of a peer, kept while
+it is live and while it is a zombie.
 """
 
 from __future__ import annotations
@@ -33,13 +31,11 @@ class Names:
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self._uid: dict[bytes, int] = {}
-        for b in (*node.peers, *node.zombies):
-            self._uid.setdefault(b, len(self._uid) + 1)
+        self._uid = node.state.uids
 
     def users(self) -> list[bytes]:
         """This node, then its live peers by uid."""
-        return [self.node.bridge, *self.node.peers]
+        return [self.node.bridge, *sorted(self.node.peers, key=lambda b: self._uid.get(b) or 0)]
 
     def name(self, b: bytes) -> str:
         if b == self.node.bridge:

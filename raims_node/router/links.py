@@ -25,6 +25,7 @@ from raims_node.router.mesh import Mesh
 from raims_node.router.messages import get_int, link_fields, summary_fields
 from raims_node.router.peer import Peer
 from raims_node.router.state import Conn, NodeState, count
+from raims_node.router.uids import ZOMBIES_KEPT
 from raims_node.wire import Fid, Frame, MsgType, decode_frame
 from raims_node.wire import subjects as S
 
@@ -227,6 +228,7 @@ class Links:
         peer = Peer(b, user, start_ns)
         st.peers[b] = peer
         st.zombies.pop(b, None)
+        st.uids.assign(b)
         st.db.put_peer(PeerRecord(b, user, start_ns))
         return peer
 
@@ -302,6 +304,8 @@ class Links:
         peer.zombie_since_ns = now_ns
         peer.neighbor = False
         st.zombies[b] = peer
+        if len(st.zombies) > ZOMBIES_KEPT:  # the oldest is forgotten, its uid free again
+            st.uids.release(st.zombies.pop(next(iter(st.zombies))).bridge)
         st.db.remove_peer(b)
         st.sync.forget(b)
         if forget:

@@ -29,6 +29,7 @@ from raims_node.router.localsubs import LocalSubs
 from raims_node.router.messages import PeerSummary, summary_fields
 from raims_node.router.peer import Peer
 from raims_node.router.seqwin import PubWindow, SubWindow
+from raims_node.router.uids import UidTable
 from raims_node.wire import (
     DIGEST_LEN,
     DIGEST_OFFSET,
@@ -156,7 +157,8 @@ class NodeState:
         self.db = LinkStateDB()
         self.routes = RouteTable(self.db, self.bridge)
         self.peers: dict[bytes, Peer] = {}
-        self.zombies: dict[bytes, Peer] = {}
+        self.zombies: dict[bytes, Peer] = {}  # dead peers, oldest first (router/uids.py)
+        self.uids = UidTable()
         self.tports: list[Tport] = []
         self.conns: dict[int, Conn] = {}
         self.subs = LocalSubs()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import raims_node.router.links as links_module
 from raims_node.config.gen_key import new_network_config
 from raims_node.config.tree import from_dict
 from raims_node.console import ConsoleContext, Names, execute, render_json, render_text, tport_label
@@ -18,6 +19,7 @@ from raims_node.linkstate import graph_from_db, parse_graph
 from raims_node.router.actions import Deliver, Send
 from raims_node.router.node import NS, Node
 from raims_node.router.sim import SimNetwork
+from raims_node.router.uids import UidTable
 from raims_node.wire.subjects import bridge_b64
 from tests.sim.conftest import creds_factory
 from tests.sim.test_sim_basic import MANUAL_GRAPH as GRAPH
@@ -202,6 +204,60 @@ def test_zombies_are_the_peers_removed() -> None:
     assert [(r["bridge"], r["link"], r["cost"]) for r in got] == [(bridge_b64(c.bridge), None, None)]
     assert str(got[0]["user"]).startswith("C.")
     assert [r["user"] for r in rows(net, "A", "peers")][1:] == [label(net, "A", "B")]
+
+
+def test_a_uid_stays_with_its_peer_through_death_and_a_new_instance() -> None:
+    net = SimNetwork(creds_factory(), seed=9)
+    for name in "ABC":
+        net.add_node(name)
+    net.add_link("ab", "A", "B")
+    net.add_link("bc", "B", "C")
+    net.run_until(net.converged, timeout_ns=10 * NS)
+    a = net.nodes["A"].node
+    before = {r["bridge"]: r["user"] for r in rows(net, "A", "peers")}
+    old_c = net.nodes["C"].node.bridge
+    net.bye("C")
+    net.run_until(lambda: old_c not in a.peers, timeout_ns=5 * NS)
+    new_c = net.restart("C").bridge
+    net.run_until(lambda: new_c in a.peers and net.converged(), timeout_ns=10 * NS)
+    live = {r["bridge"]: r["user"] for r in rows(net, "A", "peers")}
+    zombies = {r["bridge"]: r["user"] for r in rows(net, "A", "peers zombie")}
+    b64 = bridge_b64
+    assert zombies == {b64(old_c): before[b64(old_c)]}  # the dead instance keeps its label
+    assert live[b64(net.nodes["B"].node.bridge)] == before[b64(net.nodes["B"].node.bridge)]
+    assert live[b64(new_c)].startswith("C.") and live[b64(new_c)] not in before.values()  # a uid of its own
+    assert {r["user"] for r in rows(net, "A", f"show inbox {live[b64(new_c)]}")} == {live[b64(new_c)]}  # typed back
+
+
+def test_the_node_keeps_a_bounded_number_of_zombies(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(links_module, "ZOMBIES_KEPT", 1)
+    net = SimNetwork(creds_factory(), seed=9)
+    for name in "ABC":
+        net.add_node(name)
+    net.add_link("ab", "A", "B")
+    net.add_link("bc", "B", "C")
+    net.run_until(net.converged, timeout_ns=10 * NS)
+    a = net.nodes["A"].node
+    first_uid = a.state.uids.get(net.nodes["C"].node.bridge)
+    for _ in range(2):  # two instances of C die
+        gone = net.nodes["C"].node.bridge
+        net.bye("C")
+        net.run_until(lambda: gone not in a.peers, timeout_ns=5 * NS)  # noqa: B023
+        fresh = net.restart("C").bridge
+        net.run_until(lambda: fresh in a.peers and net.converged(), timeout_ns=10 * NS)  # noqa: B023
+    assert list(a.zombies) == [gone]  # only the last one is kept
+    assert a.state.uids.get(fresh) == first_uid  # the first C's uid was free again
+    assert len(a.state.uids) == len(a.peers) + len(a.zombies)
+
+
+def test_the_oldest_zombies_are_forgotten_and_their_uids_taken_again() -> None:
+    table = UidTable()
+    assert [table.assign(bytes([i]) * 16) for i in range(3)] == [1, 2, 3]
+    assert table.assign(bytes([1]) * 16) == 2  # kept
+    table.release(bytes([0]) * 16)
+    table.release(bytes([1]) * 16)
+    assert table.assign(b"n" * 16) == 1 and table.assign(b"m" * 16) == 2 and table.assign(b"o" * 16) == 4
+    assert len(table) == 4
 
 
 def test_loss_counts_what_was_injected(net: SimNetwork) -> None:
