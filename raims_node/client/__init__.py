@@ -4,7 +4,7 @@ node is found through the endpoints file each daemon writes (client/endpoints.py
 
 from raims_node.client.aio import AsyncClient, AsyncSubscription, aconnect
 from raims_node.client.endpoints import Endpoints, NoNode, find, nodes
-from raims_node.client.sync import Client, ClientError, Message, Subscription, connect
+from raims_node.client.sync import Client, ClientError, Message, SlowConsumer, Subscription, connect
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Client", "ClientError", "Endpoints", "Message", "NoNode",
-           "Subscription", "aconnect", "connect", "find", "nodes"]
+           "SlowConsumer", "Subscription", "aconnect", "connect", "find", "nodes"]

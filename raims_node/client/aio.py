@@ -1,8 +1,8 @@
 """The asyncio face of the client: the same connection (client/sync.py) with awaitable
 calls; messages reach coroutines through asyncio queues fed from the reader thread.
 
-    async with await aconnect() as c:
-        sub = await c.subscribe("rows/*")
+    async with await aconnect(error_cb=on_error) as c:
+        sub = await c.subscribe("rows/*")    # pending_msgs_limit=, pending_bytes_limit=
         await c.wait_visible("rows/x")
         await c.publish("rows/x", b"p")
         msg = await sub.next(timeout=5)      # or: async for msg in sub
@@ -10,28 +10,79 @@ calls; messages reach coroutines through asyncio queues fed from the reader thre
 Publishing sends straight on the socket (a packet is taken whole or refused; the call
 blocks only while the node's flood control holds its publishers). Calls that wait for
 the node (connect, flush, wait_visible, request) run in the loop's default executor.
+
+Pending limits and slow consumers as in client/sync.py, with the same semantics: the
+reader thread admits a message against the subscription's limits (client/pending.py)
+before it schedules the message onto the loop, so a message counts as pending from then
+until `next()` / `async for` takes it out, also while it waits in the loop's ready queue
+(which would otherwise be the unbounded part). Drops count in the subscription's and the
+client's `dropped`. `error_cb` runs on the loop (a coroutine function's result becomes a
+task), once per episode; without one the client logs the rate-limited warning.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import inspect
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
-from raims_node.client.sync import DEFAULT_RECONNECT_S, Client, ClientError, Message, Subscription
+from raims_node.client.pending import (
+    ADMIT,
+    DEFAULT_PENDING_BYTES_LIMIT,
+    DEFAULT_PENDING_MSGS_LIMIT,
+    NOTICE,
+    Pending,
+)
+from raims_node.client.sync import (
+    DEFAULT_RECONNECT_S,
+    Client,
+    ClientError,
+    Message,
+    SlowConsumer,
+    Subscription,
+)
 
 
 class AsyncSubscription:
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, client: Client, pattern: bytes, pending: Pending) -> None:
         self._loop = loop
+        self._client = client
+        self.pattern = pattern
+        # with the messages scheduled by _put, at most pending.msgs_limit (and the None that ends it)
         self.queue: asyncio.Queue[Message | None] = asyncio.Queue()
+        self.pending = pending
         self.sub: Subscription | None = None
 
-    def _put(self, msg: Message | None) -> None:
-        self._loop.call_soon_threadsafe(self.queue.put_nowait, msg)
+    @property
+    def dropped(self) -> int:
+        """Messages dropped because the queue was full (client/sync.py)."""
+        return self.pending.dropped
+
+    @property
+    def pending_msgs(self) -> int:
+        return self.pending.msgs
+
+    @property
+    def pending_bytes(self) -> int:
+        return self.pending.bytes
+
+    def _put(self, msg: Message) -> None:
+        """The reader thread's delivery: scheduled onto the loop if it fits, else dropped."""
+        verdict = self.pending.admit(len(msg.payload))
+        if verdict == ADMIT:
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, msg)
+        else:
+            self._client._dropped(self, self.pattern, msg.subject, self.pending, verdict == NOTICE)
+
+    def _take(self, msg: Message | None) -> Message | None:
+        if msg is not None:
+            self.pending.release(len(msg.payload))
+        return msg
 
     async def next(self, timeout: float | None = None) -> Message:
         try:
-            msg = await asyncio.wait_for(self.queue.get(), timeout)
+            msg = self._take(await asyncio.wait_for(self.queue.get(), timeout))
         except TimeoutError:
             raise ClientError(f"no message within {timeout} s") from None
         if msg is None:
@@ -40,7 +91,7 @@ class AsyncSubscription:
 
     async def __aiter__(self) -> AsyncIterator[Message]:
         while True:
-            msg = await self.queue.get()
+            msg = self._take(await self.queue.get())
             if msg is None:
                 return
             yield msg
@@ -55,12 +106,22 @@ class AsyncClient:
     def __init__(self, client: Client) -> None:
         self.sync = client
 
+    @property
+    def dropped(self) -> int:
+        """Messages dropped by all the client's subscriptions (client/sync.py)."""
+        return self.sync.dropped
+
     async def publish(self, subject: str | bytes, payload: bytes = b"") -> None:
         self.sync.publish(subject, payload)
 
-    async def subscribe(self, pattern: str | bytes) -> AsyncSubscription:
-        asub = AsyncSubscription(asyncio.get_running_loop())
-        asub.sub = self.sync.subscribe(pattern, callback=asub._put)
+    async def subscribe(self, pattern: str | bytes, *, pending_msgs_limit: int | None = None,
+                        pending_bytes_limit: int | None = None) -> AsyncSubscription:
+        """Messages on `pattern` for `next()` / `async for`, within the pending limits (the
+        client's unless given)."""
+        key = pattern.encode("utf-8", "surrogateescape") if isinstance(pattern, str) else pattern
+        asub = AsyncSubscription(asyncio.get_running_loop(), self.sync, key,
+                                 self.sync._pending(pending_msgs_limit, pending_bytes_limit))
+        asub.sub = self.sync.subscribe(key, callback=asub._put)
         return asub
 
     async def flush(self, timeout: float = 10.0) -> None:
@@ -82,8 +143,33 @@ class AsyncClient:
         await self.close()
 
 
+def _on_loop(loop: asyncio.AbstractEventLoop, error_cb: Callable[[SlowConsumer], Any]) -> Callable[[SlowConsumer], None]:
+    """`error_cb` moved from the reader thread onto the loop; a coroutine becomes a task
+    (held here until done, so that it is not collected while it runs)."""
+    tasks: set[asyncio.Future[Any]] = set()
+
+    def run(err: SlowConsumer) -> None:
+        result = error_cb(err)
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    def hand_over(err: SlowConsumer) -> None:
+        loop.call_soon_threadsafe(run, err)
+
+    return hand_over
+
+
 async def aconnect(node: str | None = None, path: str | None = None, flood: tuple[str, ...] = (),
-                   reconnect_s: float = DEFAULT_RECONNECT_S) -> AsyncClient:
+                   reconnect_s: float = DEFAULT_RECONNECT_S, *,
+                   pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
+                   pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
+                   error_cb: Callable[[SlowConsumer], Any] | None = None) -> AsyncClient:
+    """The asyncio client (client/sync.py's `connect`); `error_cb` may be a coroutine function."""
     loop = asyncio.get_running_loop()
-    client = await loop.run_in_executor(None, lambda: Client(node, path, flood, reconnect_s))
+    cb = None if error_cb is None else _on_loop(loop, error_cb)
+    client = await loop.run_in_executor(None, lambda: Client(
+        node, path, flood, reconnect_s, pending_msgs_limit=pending_msgs_limit,
+        pending_bytes_limit=pending_bytes_limit, error_cb=cb))
     return AsyncClient(client)

@@ -12,9 +12,25 @@
 Subjects are sbus routing keys (`a/b/c`, which NATS and Redis clients of the bus's
 service see as `a.b.c`); str or bytes. Decisions:
 - One reader thread per client reads the socket and hands each message to every local
-  subscription whose pattern matches (the server sends one copy per client). Iterator
-  subscriptions queue without bound: the server's flood control (`flood=` modes, sent
-  on connect and after every reconnect) governs what reaches the client.
+  subscription whose pattern matches (the server sends one copy per client). The
+  server's flood control (`flood=` modes, sent on connect and after every reconnect)
+  governs what reaches the client; callbacks run on the reader thread, so a slow
+  callback holds the socket and the server's flood control takes over.
+- Pending limits (client/pending.py), as the NATS clients have them: an iterator
+  subscription queues at most `pending_msgs_limit` messages and `pending_bytes_limit`
+  payload bytes (defaults nats-py's, 512 Ki messages and 128 MiB; per client in
+  `connect()`, per subscription in `subscribe()`; <= 0 switches one off). A message
+  that does not fit is dropped, counted in the subscription's `dropped` and the
+  client's `dropped`; one that fits is never dropped, and the queue keeps the order.
+  The bytes are given back when the application takes a message out (`next`, iterating).
+  Dropping rather than blocking the reader: a blocked reader would stall the client's
+  other subscriptions and its control answers (flush, request) for one idle reader.
+- Slow consumer: the first drop of an episode calls `error_cb(SlowConsumer)` (on the
+  reader thread, like callbacks) or, without one, logs a warning on `raims.client`, at
+  most one every SLOW_LOG_EVERY_S per client (episodes in between are counted in the
+  next line). The episode ends once the application takes out a message that leaves the
+  queue below both limits; the next overflow is a new episode and a new notice.
+  nats-py calls its error callback on every drop; nats.go once per episode, as here.
 - `request`: sbus has no reply keys (seed: "should be implemented at application
   level"), so the client wraps a request's payload as `REQUEST_MAGIC + reply key + NUL +
   payload`; a client's subscription unwraps it into `Message.reply`, and
@@ -30,6 +46,7 @@ service see as `a.b.c`); str or bytes. Decisions:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import queue
 import socket
@@ -41,6 +58,13 @@ from typing import Any
 
 from raims_node.bridges import sbus_proto as sp
 from raims_node.client.endpoints import Endpoints, NoNode, find
+from raims_node.client.pending import (
+    ADMIT,
+    DEFAULT_PENDING_BYTES_LIMIT,
+    DEFAULT_PENDING_MSGS_LIMIT,
+    NOTICE,
+    Pending,
+)
 from raims_node.subject import Pattern, compile_pattern, subject_text
 
 REQUEST_MAGIC = b"\x00raims-req\x00"
@@ -48,10 +72,28 @@ CTL_PING = b"raims/ping"
 CTL_VISIBLE = b"raims/visible"
 RECV_MAX = 1 << 20
 DEFAULT_RECONNECT_S = 30.0
+SLOW_LOG_EVERY_S = 10.0
+
+log = logging.getLogger("raims.client")
 
 
 class ClientError(RuntimeError):
     """A call that could not be done (closed client, timeout)."""
+
+
+class SlowConsumer(ClientError):
+    """A subscription's queue is full and new messages for it are dropped (module
+    docstring): given to the client's `error_cb` once per episode, never raised."""
+
+    def __init__(self, subscription: object, pattern: bytes, subject: str, pending: Pending) -> None:
+        self.subscription = subscription
+        self.pattern = subject_text(pattern)
+        self.subject = subject  # of the first message dropped
+        self.msgs, self.bytes, self.dropped = pending.msgs, pending.bytes, pending.dropped
+        self.msgs_limit, self.bytes_limit = pending.msgs_limit, pending.bytes_limit
+        super().__init__(f"slow consumer on {self.pattern!r}: {self.msgs} messages, {self.bytes} bytes pending "
+                         f"(limits {self.msgs_limit}, {self.bytes_limit}); dropping new messages "
+                         f"({self.dropped} dropped so far)")
 
 
 def _b(text: str | bytes) -> bytes:
@@ -84,18 +126,47 @@ def _own_cred_fields(pattern: bytes) -> bytes:
 
 
 class Subscription:
-    def __init__(self, client: Client, pattern: bytes, callback: Callable[[Message], Any] | None) -> None:
+    def __init__(self, client: Client, pattern: bytes, callback: Callable[[Message], Any] | None,
+                 pending: Pending | None = None) -> None:
         self.client = client
         self.pattern = pattern
         self.compiled: Pattern = compile_pattern(subject_text(_own_cred_fields(pattern)), "sbus")
         self.callback = callback
+        # holds at most pending.msgs_limit messages, and the None that ends the iteration
         self.queue: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
+        self.pending = pending or Pending()
         self.active = True
+
+    @property
+    def dropped(self) -> int:
+        """Messages dropped because the queue was full (module docstring)."""
+        return self.pending.dropped
+
+    @property
+    def pending_msgs(self) -> int:
+        return self.pending.msgs
+
+    @property
+    def pending_bytes(self) -> int:
+        return self.pending.bytes
+
+    def _offer(self, msg: Message) -> None:
+        """The reader thread's delivery: queued if it fits, else dropped and counted."""
+        verdict = self.pending.admit(len(msg.payload))
+        if verdict == ADMIT:
+            self.queue.put(msg)
+        else:
+            self.client._dropped(self, self.pattern, msg.subject, self.pending, verdict == NOTICE)
+
+    def _take(self, msg: Message | None) -> Message | None:
+        if msg is not None:
+            self.pending.release(len(msg.payload))
+        return msg
 
     def next(self, timeout: float | None = None) -> Message:
         """The next message; ClientError on timeout or once unsubscribed."""
         try:
-            msg = self.queue.get(timeout=timeout)
+            msg = self._take(self.queue.get(timeout=timeout))
         except queue.Empty:
             raise ClientError(f"no message on {self.pattern!r} within {timeout} s") from None
         if msg is None:
@@ -104,7 +175,7 @@ class Subscription:
 
     def __iter__(self) -> Iterator[Message]:
         while True:
-            msg = self.queue.get()
+            msg = self._take(self.queue.get())
             if msg is None:
                 return
             yield msg
@@ -121,10 +192,18 @@ class Subscription:
 
 class Client:
     def __init__(self, node: str | None = None, path: str | None = None, flood: tuple[str, ...] = (),
-                 reconnect_s: float = DEFAULT_RECONNECT_S) -> None:
+                 reconnect_s: float = DEFAULT_RECONNECT_S, *,
+                 pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
+                 pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
+                 error_cb: Callable[[SlowConsumer], Any] | None = None) -> None:
         self._node, self._path = node, path
         self.flood = tuple(flood)  # e.g. ("blocking/hard/block",): sent on every connect
         self.reconnect_s = reconnect_s
+        self.pending_msgs_limit, self.pending_bytes_limit = pending_msgs_limit, pending_bytes_limit
+        self.error_cb = error_cb
+        self.dropped = 0  # by all the client's subscriptions, since it started
+        self._slow_logged_at: float | None = None
+        self._slow_unlogged = 0
         self.endpoints: Endpoints | None = None
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()
@@ -218,11 +297,31 @@ class Client:
                 try:
                     sub.callback(msg)
                 except Exception:  # a callback's bug must not stop the reader
-                    import logging
-
-                    logging.getLogger("raims.client").exception("callback on %r failed", sub.pattern)
+                    log.exception("callback on %r failed", sub.pattern)
             else:
-                sub.queue.put(msg)
+                sub._offer(msg)
+
+    def _dropped(self, owner: object, pattern: bytes, subject: str, pending: Pending, notice: bool) -> None:
+        """A subscription dropped a message (reader thread); the first of an episode is
+        reported to error_cb, else logged at most every SLOW_LOG_EVERY_S."""
+        with self._lock:
+            self.dropped += 1
+        if not notice:
+            return
+        err = SlowConsumer(owner, pattern, subject, pending)
+        if self.error_cb is not None:
+            try:
+                self.error_cb(err)
+            except Exception:
+                log.exception("error callback failed")
+            return
+        now = time.monotonic()
+        if self._slow_logged_at is not None and now - self._slow_logged_at < SLOW_LOG_EVERY_S:
+            self._slow_unlogged += 1
+            return
+        more = f" ({self._slow_unlogged} more slow-consumer episodes not logged)" if self._slow_unlogged else ""
+        self._slow_logged_at, self._slow_unlogged = now, 0
+        log.warning("%s%s", err, more)
 
     def _send(self, packet: bytes) -> None:
         if self._closed:
@@ -243,12 +342,19 @@ class Client:
     def publish(self, subject: str | bytes, payload: bytes = b"") -> None:
         self._send(sp.encode_msg(_b(subject), payload))
 
-    def subscribe(self, pattern: str | bytes, callback: Callable[[Message], Any] | None = None) -> Subscription:
-        sub = Subscription(self, _b(pattern), callback)
+    def subscribe(self, pattern: str | bytes, callback: Callable[[Message], Any] | None = None, *,
+                  pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None) -> Subscription:
+        """Messages on `pattern` queued for `next()` / iteration (within the pending limits,
+        the client's unless given), or handed to `callback` on the reader thread."""
+        sub = Subscription(self, _b(pattern), callback, self._pending(pending_msgs_limit, pending_bytes_limit))
         with self._lock:
             self._subs.append(sub)
         self._send(sp.encode_sub(sub.pattern))
         return sub
+
+    def _pending(self, msgs_limit: int | None, bytes_limit: int | None) -> Pending:
+        return Pending(self.pending_msgs_limit if msgs_limit is None else msgs_limit,
+                       self.pending_bytes_limit if bytes_limit is None else bytes_limit)
 
     def _unsubscribe(self, sub: Subscription) -> None:
         if not sub.active:
@@ -345,6 +451,11 @@ class Client:
 
 
 def connect(node: str | None = None, path: str | None = None, flood: tuple[str, ...] = (),
-            reconnect_s: float = DEFAULT_RECONNECT_S) -> Client:
-    """A client of this host's node (`node` or `path` pick one; endpoints.find)."""
-    return Client(node, path, flood, reconnect_s)
+            reconnect_s: float = DEFAULT_RECONNECT_S, *,
+            pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
+            pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
+            error_cb: Callable[[SlowConsumer], Any] | None = None) -> Client:
+    """A client of this host's node (`node` or `path` pick one; endpoints.find); the
+    pending limits are its subscriptions' defaults, `error_cb` hears of slow consumers."""
+    return Client(node, path, flood, reconnect_s, pending_msgs_limit=pending_msgs_limit,
+                  pending_bytes_limit=pending_bytes_limit, error_cb=error_cb)

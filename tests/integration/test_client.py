@@ -1,9 +1,11 @@
 """raims_node.client against a real ms_server: found through its endpoints file,
-pub/sub (iterator, callback, asyncio), flush, wait_visible, request, reconnect."""
+pub/sub (iterator, callback, asyncio), flush, wait_visible, request, reconnect, and the
+subscriptions' pending limits (slow consumers)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import signal
@@ -14,7 +16,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raims_node.client import ClientError, Message, NoNode, aconnect, connect, endpoints
+from raims_node.client import (
+    AsyncSubscription,
+    Client,
+    ClientError,
+    Message,
+    NoNode,
+    SlowConsumer,
+    Subscription,
+    aconnect,
+    connect,
+    endpoints,
+    sync,
+)
 from tests.integration.harness import NodeProc, graph_config
 
 
@@ -153,3 +167,142 @@ def test_ipc_name_parameter_alone_starts_a_named_bus(tmp_path: Path, monkeypatch
             c.wait_visible("n/x", timeout=5)
     finally:
         proc.stop()
+
+
+# ---------------------------------------------------------------- pending limits
+
+LIMIT = 20
+
+
+def _payloads(start: int, stop: int) -> list[bytes]:
+    return [b"%d" % i for i in range(start, stop)]
+
+
+def _lockstep(pub: Client, fast: Subscription, start: int, stop: int) -> list[bytes]:
+    """Publish `slow/<i>` then `fast/<i>` for each i and read `fast` as it comes: once
+    fast's message i is here, the reader thread has handed on slow's message i too."""
+    got = []
+    for payload in _payloads(start, stop):
+        pub.publish("sc/slow", payload)
+        pub.publish("sc/fast", payload)
+        got.append(fast.next(5).payload)
+    return got
+
+
+def test_a_subscriber_that_does_not_read_drops_past_its_limit(node: Node) -> None:
+    """The queue holds LIMIT messages, the rest are dropped and counted, the error
+    callback hears of it once per episode, the reading subscription loses nothing; after
+    draining, new messages arrive again in order."""
+    notices: list[SlowConsumer] = []
+    with connect(error_cb=notices.append) as c, connect() as d:
+        slow = c.subscribe("sc/slow", pending_msgs_limit=LIMIT)
+        fast = c.subscribe("sc/fast", pending_msgs_limit=LIMIT)
+        c.flush()
+        sent = 3 * LIMIT
+        assert _lockstep(d, fast, 0, sent) == _payloads(0, sent) and fast.dropped == 0
+        assert slow.queue.qsize() == slow.pending_msgs == LIMIT
+        assert slow.pending_bytes == sum(map(len, _payloads(0, LIMIT)))
+        assert slow.dropped == c.dropped == sent - LIMIT
+        assert len(notices) == 1
+        n = notices[0]
+        assert (n.subscription, n.pattern, n.subject, n.msgs, n.msgs_limit, n.dropped) == \
+            (slow, "sc/slow", "sc/slow", LIMIT, LIMIT, 1)
+        assert "slow consumer on 'sc/slow'" in str(n)
+
+        assert [slow.next(5).payload for _ in range(LIMIT)] == _payloads(0, LIMIT)
+        assert slow.pending_msgs == slow.pending_bytes == slow.queue.qsize() == 0
+        assert _lockstep(d, fast, sent, sent + LIMIT + 5) == _payloads(sent, sent + LIMIT + 5)
+        assert slow.dropped == c.dropped == sent - LIMIT + 5
+        assert len(notices) == 2  # a second episode, a second notice
+        assert [slow.next(5).payload for _ in range(LIMIT)] == _payloads(sent, sent + LIMIT)
+        assert fast.dropped == 0 and fast.pending_msgs == 0
+
+
+def test_client_byte_limit_and_the_rate_limited_log(node: Node, caplog: pytest.LogCaptureFixture,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's byte limit for its subscriptions; the bytes come back as messages are
+    taken out; without an error callback a warning per episode, at most one per
+    SLOW_LOG_EVERY_S (the episodes in between are counted in the next one)."""
+    caplog.set_level(logging.WARNING, logger="raims.client")
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "raims.client"]
+
+    payload = b"x" * 10
+    with connect(pending_bytes_limit=10 * len(payload)) as c, connect() as d:
+        slow = c.subscribe("sc/slow")
+        fast = c.subscribe("sc/fast")
+        c.flush()
+
+        def send(count: int) -> None:
+            for _ in range(count):
+                d.publish("sc/slow", payload)
+            d.publish("sc/fast", b"mark")
+            assert fast.next(5).payload == b"mark"
+
+        send(25)
+        assert (slow.pending_msgs, slow.pending_bytes, slow.dropped) == (10, 100, 15)
+        assert len(warnings()) == 1 and "100 bytes pending (limits 524288, 100)" in warnings()[0]
+        slow.next(5)
+        assert slow.pending_bytes == 90
+        send(3)  # one fits, a second episode within SLOW_LOG_EVERY_S: not logged
+        assert (slow.pending_msgs, slow.dropped, c.dropped) == (10, 17, 17)
+        assert len(warnings()) == 1
+        monkeypatch.setattr(sync, "SLOW_LOG_EVERY_S", 0.0)
+        slow.next(5)
+        send(2)
+        assert len(warnings()) == 2 and "(1 more slow-consumer episodes not logged)" in warnings()[1]
+        assert [slow.next(5).payload for _ in range(10)] == [payload] * 10
+        assert slow.pending_msgs == slow.pending_bytes == 0
+
+
+@pytest.mark.parametrize("coroutine", [False, True])
+def test_asyncio_subscriber_that_does_not_read_drops_past_its_limit(node: Node, coroutine: bool) -> None:
+    """The same as the blocking client's, with the messages in the loop's hands counted
+    as pending; error_cb runs on the loop, a plain function or a coroutine function."""
+
+    async def run() -> None:
+        notices: list[SlowConsumer] = []
+        noticed = asyncio.Event()
+
+        def on_error(err: SlowConsumer) -> None:
+            notices.append(err)
+            noticed.set()
+
+        async def on_error_async(err: SlowConsumer) -> None:
+            on_error(err)
+
+        async def lockstep(fast: AsyncSubscription, start: int, stop: int) -> list[bytes]:
+            got = []
+            for payload in _payloads(start, stop):
+                await c.publish("sc/slow", payload)
+                await c.publish("sc/fast", payload)
+                got.append((await fast.next(5)).payload)
+            return got
+
+        async with await aconnect(error_cb=on_error_async if coroutine else on_error) as c:
+            slow = await c.subscribe("sc/slow", pending_msgs_limit=LIMIT)
+            fast = await c.subscribe("sc/fast", pending_msgs_limit=LIMIT)
+            await c.flush()
+            sent = 3 * LIMIT
+            assert await lockstep(fast, 0, sent) == _payloads(0, sent) and fast.dropped == 0
+            await asyncio.wait_for(noticed.wait(), 5)
+            assert slow.queue.qsize() == slow.pending_msgs == LIMIT
+            assert slow.dropped == c.dropped == sent - LIMIT
+            assert len(notices) == 1 and notices[0].subscription is slow and notices[0].msgs == LIMIT
+            noticed.clear()
+
+            assert [(await slow.next(5)).payload for _ in range(LIMIT)] == _payloads(0, LIMIT)
+            assert slow.pending_msgs == slow.pending_bytes == 0
+            assert await lockstep(fast, sent, sent + LIMIT + 5) == _payloads(sent, sent + LIMIT + 5)
+            await asyncio.wait_for(noticed.wait(), 5)
+            assert slow.dropped == c.dropped == sent - LIMIT + 5
+            assert len(notices) == 2
+            got = []
+            async for msg in slow:
+                got.append(msg.payload)
+                if len(got) == LIMIT:
+                    break
+            assert got == _payloads(sent, sent + LIMIT) and slow.pending_msgs == 0
+
+    asyncio.run(run())

@@ -1,0 +1,76 @@
+"""What a client subscription holds for its application, against its pending limits.
+
+The sbus client (client/sync.py, client/aio.py) queues each iterator subscription's
+messages until the application takes them out. `Pending` counts them, messages and
+payload bytes, and decides, as the NATS clients do (nats-py: `pending_msgs_limit`,
+`pending_bytes_limit`), whether a new message may join the queue:
+
+- A message is admitted when, with it, the queue holds at most `msgs_limit` messages
+  and `bytes_limit` payload bytes; otherwise it is dropped (never queued) and counted
+  in `dropped`. Messages that fit are never dropped, so a subscription's queue keeps
+  the order in which they came. A message whose payload alone is larger than
+  `bytes_limit` never fits (as in nats.go and nats-py, the bound is a hard one).
+- A limit <= 0 switches that limit off (nats-py's 0).
+- The first drop after a time of admitting starts a slow-consumer *episode*: `admit`
+  answers `NOTICE` once, so that the client reports it once, and `DROP` for the drops
+  that follow. The episode ends when the application takes a message out and leaves
+  the queue below both limits; a later overflow is a new episode.
+- `release` is the application taking a message out: its bytes are given back.
+
+Thread-safe: the client's reader thread admits, application threads (or the event
+loop's thread) release. Pure otherwise: no I/O, no logging, no clock.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Final
+
+DEFAULT_PENDING_MSGS_LIMIT: Final = 512 * 1024  # nats-py's DEFAULT_SUB_PENDING_MSGS_LIMIT
+DEFAULT_PENDING_BYTES_LIMIT: Final = 128 * 1024 * 1024  # nats-py's DEFAULT_SUB_PENDING_BYTES_LIMIT
+
+ADMIT: Final = 0
+DROP: Final = 1
+NOTICE: Final = 2  # dropped, and the first drop of an episode
+
+
+class Pending:
+    """Counters of one subscription's queue (module docstring)."""
+
+    __slots__ = ("_lock", "bytes", "bytes_limit", "dropped", "msgs", "msgs_limit", "slow")
+
+    def __init__(self, msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
+                 bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT) -> None:
+        self._lock = threading.Lock()
+        self.msgs_limit = msgs_limit
+        self.bytes_limit = bytes_limit
+        self.msgs = 0
+        self.bytes = 0
+        self.dropped = 0
+        self.slow = False
+
+    def _fits(self, msgs: int, nbytes: int) -> bool:
+        return (self.msgs_limit <= 0 or msgs <= self.msgs_limit) and \
+            (self.bytes_limit <= 0 or nbytes <= self.bytes_limit)
+
+    def admit(self, size: int) -> int:
+        """ADMIT (count the message in), DROP or NOTICE (count a drop)."""
+        with self._lock:
+            if self._fits(self.msgs + 1, self.bytes + size):
+                self.msgs += 1
+                self.bytes += size
+                return ADMIT
+            self.dropped += 1
+            if self.slow:
+                return DROP
+            self.slow = True
+            return NOTICE
+
+    def release(self, size: int) -> None:
+        """The application took a message of `size` payload bytes out of the queue."""
+        with self._lock:
+            self.msgs -= 1
+            self.bytes -= size
+            if self.slow and (self.msgs_limit <= 0 or self.msgs < self.msgs_limit) and \
+                    (self.bytes_limit <= 0 or self.bytes < self.bytes_limit):
+                self.slow = False
