@@ -23,8 +23,10 @@ service see as `a.b.c`); str or bytes. Decisions:
   that does not fit is dropped, counted in the subscription's `dropped` and the
   client's `dropped`; one that fits is never dropped, and the queue keeps the order.
   The bytes are given back when the application takes a message out (`next`, iterating).
-  Dropping rather than blocking the reader: a blocked reader would stall the client's
-  other subscriptions and its control answers (flush, request) for one idle reader.
+  Bytes are payload bytes, as in the NATS clients (subjects and objects come on top);
+  the limits bound each subscription, not the client. Dropping rather than blocking the
+  reader: a blocked reader would stall the client's other subscriptions and its control
+  answers (flush, request) for the sake of one subscription nobody reads.
 - Slow consumer: the first drop of an episode calls `error_cb(SlowConsumer)` (on the
   reader thread, like callbacks) or, without one, logs a warning on `raims.client`, at
   most one every SLOW_LOG_EVERY_S per client (episodes in between are counted in the
