@@ -125,7 +125,7 @@ class NodeStats:
         node = self.node
         self.out = []
         me = node.user
-        uid_of = {b: i + 1 for i, b in enumerate(node.peers)}
+        uids = node.state.uids  # the console's uids (router/uids.py)
         if node.link_seqno != self.adj_seqno:
             self.adj_seqno = node.link_seqno
             subject = f"_N.ADJ.{me}"
@@ -137,11 +137,12 @@ class NodeStats:
             self._send(subject, {"user": me, "peer": me, "uid": 0, "sub_cnt": len(node.subs),
                                  "latency": "0", "cost": 0}, now_ns)
         for bridge, peer in list(node.peers.items()):
-            subject = f"_N.PEER.{me}.{uid_of[bridge]}"
+            uid = uids.assign(bridge)  # every live peer has its uid already: this reads it
+            subject = f"_N.PEER.{me}.{uid}"
             if not self._wanted(subject):
                 continue
             cost = node.routes.path_cost(bridge, 0)
-            self._send(subject, {"user": me, "peer": peer.user, "uid": uid_of[bridge],
+            self._send(subject, {"user": me, "peer": peer.user, "uid": uid,
                                  "sub_cnt": len(peer.subjects) + len(peer.patterns),
                                  "latency": _latency(peer.latency_ns), "cost": cost}, now_ns)
         everything = PortTotals()

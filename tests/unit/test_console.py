@@ -16,6 +16,7 @@ from raims_node.config.gen_key import new_network_config
 from raims_node.config.tree import from_dict
 from raims_node.console import ConsoleContext, Names, execute, render_json, render_text, tport_label
 from raims_node.linkstate import graph_from_db, parse_graph
+from raims_node.nstats import NodeStats
 from raims_node.router.actions import Deliver, Send
 from raims_node.router.node import NS, Node
 from raims_node.router.sim import SimNetwork
@@ -227,6 +228,9 @@ def test_a_uid_stays_with_its_peer_through_death_and_a_new_instance() -> None:
     assert live[b64(net.nodes["B"].node.bridge)] == before[b64(net.nodes["B"].node.bridge)]
     assert live[b64(new_c)].startswith("C.") and live[b64(new_c)] not in before.values()  # a uid of its own
     assert {r["user"] for r in rows(net, "A", f"show inbox {live[b64(new_c)]}")} == {live[b64(new_c)]}  # typed back
+    subject = "_N.PEER.A." + live[b64(new_c)].rpartition(".")[2]  # the statistics name the same uid
+    net.subscribe("A", subject)
+    assert [json.loads(p)["peer"] for s, p in NodeStats(a).build(net.now, []) if s == subject] == ["C"]
 
 
 def test_the_node_keeps_a_bounded_number_of_zombies(monkeypatch: pytest.MonkeyPatch) -> None:
