@@ -66,6 +66,7 @@ from raims_node.router.node import NS, OPT_ACK, OPT_TRACE, Node, NodeParams
 from raims_node.transports.addr import WILDCARD, AddressError, split_address
 from raims_node.transports.backpressure import Backpressure
 from raims_node.transports.dialer import DaemonError, Dial, Dialer, Running, reachable
+from raims_node.transports.fds import daemon_fds
 from raims_node.transports.guard import LinkGuard
 from raims_node.transports.idle_busy import IdleBusy
 from raims_node.transports.link import RouterLink
@@ -324,6 +325,7 @@ class Daemon:
 
     def _protocol(self, run: Running, outbound: bool) -> LinkProtocol:
         p = self.tree.parameters
+        run.accepts += not outbound
         return LinkProtocol(
             self, run.tport_id, self.kdf if self._encrypt(run.cfg) else None,
             highwater=p.size("tcp_write_highwater"), write_timeout_s=p.time("tcp_write_timeout"),
@@ -497,7 +499,7 @@ class Daemon:
 
         return ConsoleContext(node=self.node, ports=self.port_rows, now_ns=time.time_ns, config=self.tree,
                               log_lines=lambda: list(self.log_lines), names=self.naming.service,
-                              flow=self.flow_counters, poll=self.poll)
+                              flow=self.flow_counters, poll=self.poll, fds=lambda: daemon_fds(self))
 
     def run_command(self, line: str) -> str:
         """One console command, rendered as text (`rem` requests from other nodes)."""

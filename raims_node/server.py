@@ -266,7 +266,9 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
                 run.bridge.on_idle = stop.set
         for name in [n for n in listen if n in telnet_names]:
             webs.append(await _start_telnet(daemon, tree.transport(name), args.config))
-            _console_port(daemon, name, "telnet", webs[-1].bound)
+            telnet = webs[-1]
+            assert isinstance(telnet, _Closer)
+            _console_port(daemon, name, "telnet", telnet.bound, list(telnet.server.sockets))
         for name in [n for n in listen + connect if n in web_names]:
             from raims_node.web.admin import WebAdmin
 
@@ -282,7 +284,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
                 daemon.say(f"listening on {addr}")
             webs.append(admin)
             web_bound += bound
-            _console_port(daemon, name, "web", bound)
+            _console_port(daemon, name, "web", bound, admin.sockets)
         _write_endpoints(daemon, web_bound)
         if getattr(args, "hup_exits", False):  # rvd mode: the manual's start lines
             from raims_node.rvd import RV_TPORT
@@ -336,10 +338,12 @@ class _Closer:
         self.server.close()
 
 
-def _console_port(daemon: Daemon, name: str, kind: str, bound: list[str]) -> None:
-    """A telnet or web transport's row in `show ports` (and so `running` in show tport)."""
-    row: dict[str, object] = {"tport": name, "type": kind, "cost": "", "fd": "", "bs": "", "br": "", "ms": "",
-                              "mr": "", "lat": "", "idle": "", "fl": "L", "address": ", ".join(bound)}
+def _console_port(daemon: Daemon, name: str, kind: str, bound: list[str], sockets: list[object]) -> None:
+    """A telnet or web transport's row in `show ports` (and so `running` in show tport);
+    its listening `sockets` for show fds (transports/fds.py)."""
+    row: dict[str, object] = {"tport": name, "type": kind, "cost": "", "fd": "", "bs": "", "br": "",
+                              "ms": "", "mr": "", "lat": "", "idle": "", "fl": "L", "address": ", ".join(bound),
+                              "sockets": sockets}
     daemon.extra_ports.append(lambda: [row])
 
 

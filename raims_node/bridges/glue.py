@@ -204,6 +204,7 @@ class SessionProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self.server.accepts += 1
         if len(self.server.hub.gate.conns) >= self.server.hub.max_clients:  # bridges/capacity.py
             self.server.refuse_full(self.transport)
             return
@@ -274,15 +275,25 @@ class SessionProtocol(asyncio.Protocol):
     @property
     def buffered(self) -> int:
         """Bytes held for this client: output unsent, input unfed or unparsed."""
+        return self.unsent + self.unread
+
+    @property
+    def unsent(self) -> int:
+        """Output bytes held: the session's and the transport's (show fds `wq`)."""
         session, transport = self.session, self.transport
-        size = 0
-        if session is not None:
-            size += session.buffered + session.input_buffered
-        if transport is not None:
-            size += transport.get_write_buffer_size()
-        if self._backlog is not None:
-            size += len(self._backlog[0]) - self._backlog[1]
-        return size
+        return (session.buffered if session is not None else 0) + \
+            (transport.get_write_buffer_size() if transport is not None else 0)
+
+    @property
+    def unread(self) -> int:
+        """Input bytes held: unparsed by the session, or read and not fed yet (`rq`)."""
+        session, backlog = self.session, self._backlog
+        return (session.input_buffered if session is not None else 0) + \
+            (len(backlog[0]) - backlog[1] if backlog is not None else 0)
+
+    @property
+    def reading(self) -> bool:
+        return not self._read_paused
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -414,6 +425,7 @@ class BridgeServer:
         self.servers: list[asyncio.Server] = []
         self.bound: list[str] = []
         self.conns: set[SessionProtocol] = set()
+        self.accepts = 0  # connections accepted on its listeners (show fds `ac`)
         self.slow_consumers = 0
         self.error_closes = 0  # closed for another error: protocol, authorization, stale, capacity
         self._full_log = RateLimitedLog(self.log.log, window_s=LOG_EVERY_S, burst=1)

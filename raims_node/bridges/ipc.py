@@ -216,6 +216,7 @@ class IpcServer(BridgeServer):
                 log.warning("%s accept: %s", self.name, exc)
                 return
             sock.setblocking(False)
+            self.accepts += 1
             if self.settings.sndbuf:
                 with contextlib.suppress(OSError):  # the kernel caps it at wmem_max, then doubles it
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.settings.sndbuf)

@@ -10,6 +10,7 @@ one answers that it is not available in this console.
 from __future__ import annotations
 
 from raims_node.console import show_config as cfg
+from raims_node.console import show_fds
 from raims_node.console import show_local as loc
 from raims_node.console import show_more as more
 from raims_node.console import show_names as nms
@@ -66,7 +67,7 @@ COMMANDS: tuple[Command, ...] = (
     _c("show cost", "[T]", "Show the port costs", more.show_cost),
     _c("show status", "[T]", "Show the port status with any errors", more.show_status),
     _c("show routes", "[P]", "Show the route for each peer for path P (0-3)", rts.show_routes),
-    _c("show urls", "", "Show urls of connected peers", more.show_urls),
+    _c("show urls", "", "Show urls of connected peers", show_fds.show_urls),
     _c("show pgm", "[T]", "Show PGM transport counters: data, repairs, NAKs, unrecoverable loss", more.show_pgm),
     _c("show tport", "[T]", "Show the configured tports", cfg.show_tport),
     _c("show users", "[U]", "Show the configured users", cfg.show_users),
@@ -83,8 +84,8 @@ COMMANDS: tuple[Command, ...] = (
     _c("show tree", "[U] [P]", "Show multicast tree from me or U", rts.show_tree),
     _c("show path", "[P]", "Show multicast path P (0-3)", rts.show_path),
     _c("show forward", "[P]", "Show forwarding P (0-3)", rts.show_forward),
-    _c("show fds", "", "Show fd statistics", more.show_fds),
-    _c("show buffers", "", "Show fd buffer memory usage", more.show_buffers),
+    _c("show fds", "", "Show fd statistics", show_fds.show_fds),
+    _c("show buffers", "", "Show fd buffer memory usage", show_fds.show_buffers),
     _c("show windows", "", "Show pub and sub window memory usage", more.show_windows),
     _c("show blooms", "[P]", "Show bloom centric routes for path P (0-3)", rts.show_blooms),
     _c("show match", "S", "Show users which have a bloom that match sub", rts.show_match),

@@ -47,6 +47,7 @@ class ConsoleContext:
     names: NameService | None = None  # the service name table (show names, show topology)
     flow: Callable[[], dict[str, int]] = _no_flow  # the daemon's flow control counters
     poll: PollStats | None = None  # the daemon's event loop times (show poll)
+    fds: Callable[[], list[dict[str, object]]] = _no_rows  # its network fds (transports/fds.py)
 
 
 Handler = Callable[[ConsoleContext, list[str]], CommandResult]

@@ -9,12 +9,10 @@ Decisions where the manual is vague, or raims has no such state:
   when all is well; a link transport none of whose links is up and whose last connect
   failed shows that failure as the system reported it (errno name and address,
   `ECONNREFUSED 127.0.0.1:5000`); a configured transport not running, "not running".
-- `show urls`: one row per neighbour: the user, the transport and the address of the link.
+- `show urls`, `show fds`, `show buffers`: console/show_fds.py.
 - `show reachable`: per peer, each transport that is the first hop of one of its four
   paths, with those paths ("0,1,2,3") and the transport's fd, as the manual's columns;
   a peer no path reaches has one empty row.
-- `show fds` / `show buffers`: the port rows' connection counts and byte counters (a
-  Python process has no per-fd buffer pools; `bs`/`br` are what was sent and received).
 - `show windows`: the manual's rows and columns for the subscribe and publish sequence
   windows and their old generations (sizes are the entries' estimate the rotation uses),
   and the peers' bloom filters (count, bytes encoded); no inbox, route or rv rows (show
@@ -46,7 +44,6 @@ from raims_node.console.result import CommandResult, Kind, Row, as_cell
 from raims_node.linkstate.records import NUM_PATHS
 from raims_node.router.forward import cache_sizes as forward_cache_sizes
 from raims_node.transports.poll_stats import POLL_COLUMNS
-from raims_node.wire.subjects import bridge_b64
 
 RPC_COLUMNS = ["type", "arg", "recv", "count"]
 CACHE_COLUMNS = ["cache", "hit_pct", "hit", "miss", "max_cnt", "max_size", "entries"]
@@ -79,25 +76,6 @@ def show_status(ctx: ConsoleContext, args: list[str]) -> CommandResult:
         rows += [{"tport": t.tport, "type": t.type, "fd": None, "fl": None, "status": "not running"}
                  for t in ctx.config.transports if t.tport not in running]
     return CommandResult(cols, [r for r in rows if _match(r["tport"], args)])
-
-
-def show_urls(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    node = ctx.node
-    names = Names(node)
-    by_tport: dict[str, str] = {}
-    conn_urls: dict[int, str] = {}  # a multicast transport's peers: their unicast inboxes
-    for r in ctx.ports():
-        by_tport[str(r.get("tport", "")).rpartition(".")[0]] = str(r.get("address") or "")
-        urls = r.get("urls")
-        if isinstance(urls, dict):
-            conn_urls.update(urls)
-    rows: list[Row] = []
-    for c in node.conns.values():
-        if c.active and c.peer is not None:
-            rows.append({"user": names.user(c.peer), "bridge": bridge_b64(c.peer), "tport": f"{c.tport.name}.{c.tport.tport_id}",
-                         "type": c.tport.type,
-                         "url": conn_urls.get(c.conn_id) or f"{c.tport.type}://{by_tport.get(c.tport.name, '')}"})
-    return CommandResult(["user", "bridge", "tport", "type", "url"], rows)
 
 
 PGM_COLUMNS = ["tport", "peers", "odata", "spm", "naks_sent", "naks_recv", "ncf", "rdata_sent", "rdata", "lost",
@@ -135,18 +113,6 @@ def show_reachable(ctx: ConsoleContext, args: list[str]) -> CommandResult:
             rows.append({"user": names.user(b), "path": ",".join(map(str, on)), "fd": as_cell(fds.get(tport)),
                          "tport": tport})
     return CommandResult(["user", "path", "fd", "tport"], rows)
-
-
-def show_fds(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    rows: list[Row] = [{"tport": as_cell(r.get("tport")), "type": as_cell(r.get("type")), "fd": as_cell(r.get("fd")),
-                        "address": as_cell(r.get("address"))} for r in ctx.ports()]
-    return CommandResult(["tport", "type", "fd", "address"], rows)
-
-
-def show_buffers(ctx: ConsoleContext, args: list[str]) -> CommandResult:
-    rows: list[Row] = [{"tport": as_cell(r.get("tport")), "fd": as_cell(r.get("fd")), "bs": as_cell(r.get("bs")),
-                        "br": as_cell(r.get("br"))} for r in ctx.ports()]
-    return CommandResult(["tport", "fd", "bs", "br"], rows)
 
 
 def show_windows(ctx: ConsoleContext, args: list[str]) -> CommandResult:

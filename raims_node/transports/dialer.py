@@ -77,6 +77,7 @@ class Running:
     joiner: asyncio.Task[None] | None = None  # dials the configured `connect` addresses
     pgm: PgmTransport | None = None  # a `type: pgm` transport (transports/pgm.py)
     error: str = ""  # the last connect failure ("ECONNREFUSED 10.0.0.2:5000"), until a connect succeeds
+    accepts: int = 0  # links its listeners accepted (show fds `ac`)
 
 
 class Dialer:

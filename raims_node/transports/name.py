@@ -387,6 +387,10 @@ class NameService(asyncio.DatagramProtocol):
             raise
         return sock
 
+    def transports(self) -> tuple[asyncio.DatagramTransport | None, socket.socket | None]:
+        """The receiving transport and the sending socket (show fds)."""
+        return self._transport, self._send_sock
+
     def close(self) -> None:
         for handle in [*self._timers, self._reply, self._tick_handle]:
             if handle is not None:

@@ -215,6 +215,10 @@ class PgmTransport:
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, MCAST_TTL)
         return sock
 
+    def transports(self) -> tuple[asyncio.DatagramTransport | None, asyncio.DatagramTransport | None]:
+        """The group and inbox sockets' transports (show fds)."""
+        return self._group_tr, self._inbox_tr
+
     def close(self) -> None:
         if self._closed:
             return

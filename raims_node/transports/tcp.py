@@ -396,6 +396,15 @@ class LinkProtocol(asyncio.Protocol):
         return size
 
     @property
+    def unread(self) -> int:
+        """Input bytes held: a partial frame and the frames waiting for the next turn."""
+        return self.reader.buffered + sum(map(len, self._backlog))
+
+    @property
+    def reading(self) -> bool:
+        return not self._read_paused
+
+    @property
     def writable(self) -> bool:
         return self._congested_since is None
 

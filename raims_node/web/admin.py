@@ -97,6 +97,7 @@ class WebAdmin:
         self.app.router.add_get("/{name:[^/]+}", self.file_page)
         self.runner: web.AppRunner | None = None
         self.bound: list[str] = []
+        self.sockets: list[object] = []  # the listening sockets (show fds)
 
     def context(self) -> ConsoleContext:
         return self.daemon.console_context()
@@ -108,6 +109,7 @@ class WebAdmin:
         await site.start()
         server = site._server
         sockets = getattr(server, "sockets", None) or []
+        self.sockets = list(sockets)  # show fds
         for sock in sockets:
             name = sock.getsockname()
             self.bound.append(f"{name[0]}:{name[1]}")

@@ -124,7 +124,8 @@ def test_three_namespaces_converge_over_pgm_and_repair_loss(net: Net) -> None:
     assert c_pgm["lost"] == 0
     assert a_pgm["rdata_sent"] > 0, a_pgm
     # show urls: A's peers by their unicast UDP inboxes
-    urls = {str(r["user"]).partition(".")[0]: r["url"] for r in net.show("A", "show urls")}
+    urls = {str(r["user"]).partition(".")[0]: r["url"] for r in net.show("A", "show urls")
+            if r["section"] == "ports" and r["user"]}
     for user in ("B", "C", "D"):
         assert re.fullmatch(rf"inbox://{re.escape(net.lan.ip(NS_OF[user]))}:\d+", urls[user]), urls
     print(f"pgm C {c_pgm}, A {a_pgm}, nft dropped {sum(dropped)}")

@@ -1,0 +1,216 @@
+"""The daemon's network file descriptors, one row each, for the console's `show fds`,
+`show buffers` and `show urls` (console/show_fds.py).
+
+A row is a dict with the keys of the manual's `show fds` and `show buffers` columns and a
+few the console formats (decisions below):
+
+- fd: the OS file descriptor (`socket.fileno()`, through the asyncio transport's
+  `socket` extra info), so it is the one /proc/<pid>/fd lists.
+- rid: the node's transport id (Node.tports), -1 for a socket of no transport (telnet,
+  web, a name service).
+- type: the transport's type (tcp, mesh, nats, redis, rv, ipc, pgm, name, telnet, web);
+  kind: what the fd does: tcp_listen, tcp_accept, tcp_connect (links), unix_listen,
+  <type>_accept (a bridge's client: nats_accept, redis_accept, rv_accept, ipc_accept),
+  pgm_group, pgm_inbox, mcast_recv, mcast_send (udp).
+- name: "<tport>.<short kind>.<rid>" as the manual's `rvd.lex_amesh.tcp_acc.1` (without
+  the service prefix): tcp_list, tcp_acc, tcp_conn, <type>_acc, pgm_grp, pgm_inbox,
+  name_recv, name_send; a socket of no transport drops the id.
+- bs/br/ms/mr: bytes and messages (frames for a link) sent and received on the fd; empty
+  for a listener and for a UDP socket whose counts are the transport's (show pgm).
+- ac: a listener's accepted connections since its transport started (the transport's
+  count on each of its listeners when it has several; the telnet and web listeners keep
+  none: empty).
+- rq: bytes raims holds read but not yet processed (a partial frame, a backlog); wq:
+  bytes waiting to be written: queued in raims and in the asyncio transport.
+- fl: R the fd is being read (not paused by flow control), W output waits (wq > 0),
+  + input waits to be processed (rq > 0); a listener shows L.
+- address: a listener's (or UDP socket's) local address; a connection's remote address.
+- wr/wmax (show buffers): wq, and the high-water mark of the transport's write buffer
+  (asyncio's limit: `tcp_write_highwater` on a link); rd/rmax: rq and the most one read
+  takes (the event loop's read size; an ipc socket's packet buffer).
+- the keys conn_id (Node.conns), peer (the neighbour's bridge id), tport (its label),
+  local, remote and url are for `show urls`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from raims_node.router.node import Node
+from raims_node.transports.tcp import LinkProtocol
+
+if TYPE_CHECKING:
+    from raims_node.bridges.glue import BridgeServer
+    from raims_node.transports.dialer import Running
+    from raims_node.transports.link import RouterLink
+    from raims_node.transports.name import NameService
+
+FdRow = dict[str, object]
+
+
+class Discovery(Protocol):
+    @property
+    def names(self) -> dict[str, NameService]: ...
+
+
+class FdHost(Protocol):
+    """What the fd table reads of the daemon."""
+
+    node: Node
+    running: dict[str, Running]
+    links: dict[int, RouterLink]
+    extra_ports: list[Callable[[], list[dict[str, object]]]]
+
+    @property
+    def discovery(self) -> Discovery: ...
+
+LOOP_READ = 256 * 1024  # what one read of the event loop takes at most (asyncio's max_size)
+
+
+def sock_fd(transport: asyncio.BaseTransport | None) -> int | None:
+    """The OS fd of a transport's socket; None when it has none (closed)."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    try:
+        fd = sock.fileno() if sock is not None else -1
+    except (OSError, ValueError):
+        return None
+    return fd if fd >= 0 else None
+
+
+def addr(info: object) -> str:
+    if isinstance(info, tuple) and len(info) >= 2:
+        host = str(info[0])
+        return f"[{host}]:{info[1]}" if ":" in host else f"{host}:{info[1]}"
+    return str(info or "")
+
+
+def _wmax(transport: asyncio.BaseTransport | None) -> int | None:
+    limits = getattr(transport, "get_write_buffer_limits", None)
+    return int(limits()[1]) if limits is not None else None
+
+
+def _flags(reading: bool, rq: int, wq: int) -> str:
+    return ("R" if reading else "") + ("W" if wq else "") + ("+" if rq else "")
+
+
+def listener_rows(socks: Iterable[socket.socket], rid: int, tport: str, typ: str, kind: str,
+                  accepts: int | None) -> list[FdRow]:
+    rows: list[FdRow] = []
+    short = kind.replace("_listen", "_list")
+    for sock in socks:
+        fd = sock.fileno()
+        if fd < 0:
+            continue
+        rows.append({"fd": fd, "rid": rid, "ac": accepts, "rq": 0, "wq": 0, "fl": "L", "type": typ, "kind": kind,
+                     "name": f"{tport}.{short}" + (f".{rid}" if rid >= 0 else ""),
+                     "address": addr(sock.getsockname()), "tport": tport})
+    return rows
+
+
+def link_row(link: LinkProtocol, tport: str, typ: str, peer: bytes | None) -> FdRow | None:
+    tr = link.transport
+    fd = sock_fd(tr)
+    if fd is None:
+        return None
+    rq, wq = link.unread, link.buffered
+    kind, short = ("tcp_connect", "tcp_conn") if link.outbound else ("tcp_accept", "tcp_acc")
+    return {"fd": fd, "rid": link.tport_id, "bs": link.bytes_out, "br": link.bytes_in, "ms": link.frames_out,
+            "mr": link.frames_in, "rq": rq, "wq": wq, "fl": _flags(link.reading, rq, wq), "type": typ,
+            "kind": kind, "name": f"{tport}.{short}.{link.tport_id}", "address": link.peer_addr,
+            "wr": wq, "wmax": _wmax(tr), "rd": rq, "rmax": LOOP_READ, "send": link.bytes_out, "recv": link.bytes_in,
+            "conn_id": link.conn_id, "peer": peer, "tport": tport, "local": link.local_addr,
+            "remote": link.peer_addr, "url": f"{typ}://{link.peer_addr}" if link.outbound else None}
+
+
+def bridge_rows(bridge: BridgeServer, rid: int, tport: str) -> list[FdRow]:
+    """A bridge transport's listeners and clients (NATS, Redis, RV: glue.SessionProtocol;
+    ipc: its unix socket and ipc_client.IpcClient)."""
+    typ = bridge.kind
+    socks: list[socket.socket] = [s for srv in bridge.servers for s in srv.sockets]
+    own = getattr(bridge, "_sock", None)  # the ipc transport's unix listener
+    rows = listener_rows(socks, rid, tport, typ, "tcp_listen", bridge.accepts)
+    if isinstance(own, socket.socket):
+        rows += listener_rows([own], rid, tport, typ, "unix_listen", bridge.accepts)
+        for row in rows:
+            row["address"] = row["address"] or ", ".join(bridge.bound)
+    base = {"rid": rid, "type": typ, "kind": f"{typ}_accept", "name": f"{tport}.{typ}_acc.{rid}", "tport": tport,
+            "zref": 0, "mall": 0, "pall": 0}
+    for proto in bridge.conns:
+        session, tr = proto.session, proto.transport
+        fd = sock_fd(tr)
+        if session is None or fd is None:
+            continue
+        rq, wq = proto.unread, proto.unsent
+        peer = tr.get_extra_info("peername") if tr is not None else None
+        rows.append(base | {"fd": fd, "bs": session.bytes_out, "br": proto.bytes_in, "ms": session.msgs_out,
+                            "mr": session.msgs_in, "rq": rq, "wq": wq, "fl": _flags(proto.reading, rq, wq),
+                            "address": addr(peer), "wr": wq, "wmax": _wmax(tr), "rd": rq, "rmax": LOOP_READ,
+                            "send": session.bytes_out, "recv": proto.bytes_in})
+    for client in getattr(bridge, "clients", {}).values():  # ipc
+        wq = client.buffered
+        rows.append(base | {"fd": client.fd, "bs": client.bytes_out, "br": client.bytes_in, "ms": client.msgs_out,
+                            "mr": client.msgs_in, "rq": 0, "wq": wq, "fl": _flags(True, 0, wq),
+                            "address": ", ".join(bridge.bound), "wr": wq, "wmax": client.outbox.hard, "rd": 0,
+                            "rmax": getattr(bridge.settings, "max_packet", 0) + 1, "send": client.bytes_out,
+                            "recv": client.bytes_in})
+    return rows
+
+
+def _udp_row(sock: object, rid: int, tport: str, typ: str, kind: str, short: str) -> FdRow | None:
+    """A UDP socket: a plain one, or an asyncio datagram transport's."""
+    if isinstance(sock, asyncio.BaseTransport):
+        sock = sock.get_extra_info("socket")
+    try:
+        fd, local = sock.fileno(), sock.getsockname()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return None
+    if fd < 0:
+        return None
+    return {"fd": fd, "rid": rid, "rq": 0, "wq": 0, "fl": "R" if kind != "mcast_send" else "", "type": typ,
+            "kind": kind, "name": f"{tport}.{short}" + (f".{rid}" if rid >= 0 else ""), "address": addr(local),
+            "tport": tport}
+
+
+def run_rows(daemon: FdHost, name: str, run: Running) -> list[FdRow]:
+    """One running transport's fds: listeners, links, bridge clients, PGM sockets."""
+    rid, typ = run.tport_id, run.cfg.type
+    if run.bridge is not None:
+        return bridge_rows(run.bridge, rid, name)
+    socks = [s for srv in run.servers for s in srv.sockets]
+    rows = listener_rows(socks, rid, name, typ, "tcp_listen", run.accepts)
+    if run.pgm is not None:
+        group, inbox = run.pgm.transports()
+        rows += [r for r in (_udp_row(group, rid, name, typ, "pgm_group", "pgm_grp"),
+                             _udp_row(inbox, rid, name, typ, "pgm_inbox", "pgm_inbox")) if r is not None]
+    for link in daemon.links.values():
+        if link.tport_id == rid and isinstance(link, LinkProtocol):
+            conn = daemon.node.conns.get(link.conn_id)
+            row = link_row(link, name, typ, conn.peer if conn is not None else None)
+            if row is not None:
+                rows.append(row)
+    return rows
+
+
+def daemon_fds(daemon: FdHost) -> list[FdRow]:
+    """Every network fd of the daemon, by fd number (module docstring)."""
+    rows: list[FdRow] = []
+    for name, run in daemon.running.items():
+        rows += run_rows(daemon, name, run)
+    for device, names in daemon.discovery.names.items():
+        recv, send = names.transports()
+        rows += [r for r in (_udp_row(recv, -1, device, "name", "mcast_recv", "name_recv"),
+                             _udp_row(send, -1, device, "name", "mcast_send", "name_send")) if r is not None]
+    for extra in daemon.extra_ports:  # telnet and web listeners (server.py)
+        for port in extra():
+            socks = port.get("sockets")
+            if isinstance(socks, list):
+                rows += listener_rows(socks, -1, str(port.get("tport")), str(port.get("type")),
+                                      f"{port.get('type')}_listen", None)
+    for row in rows:
+        row.setdefault("zref", 0)
+        row.setdefault("mall", 0)
+        row.setdefault("pall", 0)
+    return sorted(rows, key=lambda r: int(str(r["fd"])))
