@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.integration.harness import get_json, poll
+from tests.integration.harness import NodeProc, get_json, graph_config, poll, web_addr
 from tests.integration.test_bridges_net import BridgeNet, start_network
+from tests.integration.test_ipc_bus import Raw
 
 GRAPH = "node A B\ntcp_link_ab A B : 100\n"  # A listens, B connects
 
@@ -173,3 +175,41 @@ def test_show_urls_has_the_ports_then_the_routes_with_the_links_addresses(ab: Br
 def _link_port(net: BridgeNet) -> int:
     return next(int(str(r["address"]).rpartition(":")[2]) for r in show(net, "A", "show fds")
                 if r["kind"] == "tcp_listen" and r["type"] == "tcp")
+
+
+def test_show_fds_lists_an_ipc_bus_and_its_sbus_clients(tmp_path: Path) -> None:
+    """The ipc transport's unix listener and an sbus client's socket, with their counts."""
+    cfg, _ = graph_config(tmp_path, "node A\n")
+    data = yaml.safe_load(cfg.read_text())
+    path = str(tmp_path / "bus.sock")
+    data["transports"].append({"tport": "bus", "type": "ipc", "route": {"path": path}})
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    node = NodeProc("A", ["-d", str(cfg), "-u", "A", "-t", "bus.listen", "web.listen"], tmp_path)
+    try:
+        web = web_addr(node)
+        client = Raw(path)
+        client.sub(b"fds.y")
+        client.sync()
+
+        def fds() -> list[dict[str, Any]]:
+            status, rows = get_json(web, "show fds")
+            assert status == 200 and isinstance(rows, list)
+            return rows
+
+        rows = fds()
+        (listen,) = [r for r in rows if r["kind"] == "unix_listen"]
+        (sbus,) = [r for r in rows if r["kind"] == "ipc_accept"]
+        assert listen["address"] == path and listen["ac"] == 1 and listen["type"] == "ipc"
+        assert sbus["rid"] == listen["rid"] >= 0 and sbus["name"] == f"bus.ipc_acc.{sbus['rid']}"
+        pid = node.proc.pid
+        _inode(pid, listen["fd"])
+        _inode(pid, sbus["fd"])
+        for _ in range(3):
+            client.pub(b"fds.y", b"hello")
+        assert [p for p in client.drain() if p.startswith(b"MSG ")] == [b"MSG fds.y\x00hello"] * 3
+        after = next(r for r in fds() if r["fd"] == sbus["fd"])
+        assert after["mr"] >= sbus["mr"] + 3 and after["br"] > sbus["br"] and after["bs"] > sbus["bs"]
+        client.close()
+        assert poll(lambda: not any(r["kind"] == "ipc_accept" for r in fds()), 5)
+    finally:
+        node.stop()
