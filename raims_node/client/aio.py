@@ -28,10 +28,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from raims_node.client.pending import (
-    ADMIT,
     DEFAULT_PENDING_BYTES_LIMIT,
     DEFAULT_PENDING_MSGS_LIMIT,
-    NOTICE,
+    Limited,
     Pending,
 )
 from raims_node.client.sync import (
@@ -44,7 +43,7 @@ from raims_node.client.sync import (
 )
 
 
-class AsyncSubscription:
+class AsyncSubscription(Limited):
     def __init__(self, loop: asyncio.AbstractEventLoop, client: Client, pattern: bytes, pending: Pending) -> None:
         self._loop = loop
         self._client = client
@@ -54,31 +53,10 @@ class AsyncSubscription:
         self.pending = pending
         self.sub: Subscription | None = None
 
-    @property
-    def dropped(self) -> int:
-        """Messages dropped because the queue was full (client/sync.py)."""
-        return self.pending.dropped
-
-    @property
-    def pending_msgs(self) -> int:
-        return self.pending.msgs
-
-    @property
-    def pending_bytes(self) -> int:
-        return self.pending.bytes
-
     def _put(self, msg: Message) -> None:
         """The reader thread's delivery: scheduled onto the loop if it fits, else dropped."""
-        verdict = self.pending.admit(len(msg.payload))
-        if verdict == ADMIT:
+        if self._admit(msg, self._client):
             self._loop.call_soon_threadsafe(self.queue.put_nowait, msg)
-        else:
-            self._client._dropped(self, self.pattern, msg.subject, self.pending, verdict == NOTICE)
-
-    def _take(self, msg: Message | None) -> Message | None:
-        if msg is not None:
-            self.pending.release(len(msg.payload))
-        return msg
 
     async def next(self, timeout: float | None = None) -> Message:
         try:

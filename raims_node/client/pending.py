@@ -18,13 +18,15 @@ payload bytes, and decides, as the NATS clients do (nats-py: `pending_msgs_limit
 - `release` is the application taking a message out: its bytes are given back.
 
 Thread-safe: the client's reader thread admits, application threads (or the event
-loop's thread) release. Pure otherwise: no I/O, no logging, no clock.
+loop's thread) release. Pure otherwise: no I/O, no logging, no clock. `Limited` is what
+the subscriptions of both clients share: the counts, admitting a message and telling
+the client of a drop, releasing one taken out.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Final
+from typing import Final, Protocol, TypeVar
 
 DEFAULT_PENDING_MSGS_LIMIT: Final = 512 * 1024  # nats-py's DEFAULT_SUB_PENDING_MSGS_LIMIT
 DEFAULT_PENDING_BYTES_LIMIT: Final = 128 * 1024 * 1024  # nats-py's DEFAULT_SUB_PENDING_BYTES_LIMIT
@@ -74,3 +76,52 @@ class Pending:
             if self.slow and (self.msgs_limit <= 0 or self.msgs < self.msgs_limit) and \
                     (self.bytes_limit <= 0 or self.bytes < self.bytes_limit):
                 self.slow = False
+
+
+class _Payload(Protocol):
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def subject(self) -> str: ...
+
+
+class _DropSink(Protocol):
+    def _dropped(self, owner: object, pattern: bytes, subject: str, pending: Pending, notice: bool) -> None: ...
+
+
+M = TypeVar("M", bound=_Payload)
+
+
+class Limited:
+    """The pending side of a subscription of either client: its counts, the admission
+    of a message the reader thread brings, and the release of one taken out."""
+
+    pending: Pending
+    pattern: bytes
+
+    @property
+    def dropped(self) -> int:
+        """Messages dropped because the queue was full."""
+        return self.pending.dropped
+
+    @property
+    def pending_msgs(self) -> int:
+        return self.pending.msgs
+
+    @property
+    def pending_bytes(self) -> int:
+        return self.pending.bytes
+
+    def _admit(self, msg: _Payload, client: _DropSink) -> bool:
+        """True: queue `msg`; False: it was dropped and `client` told (reader thread)."""
+        verdict = self.pending.admit(len(msg.payload))
+        if verdict == ADMIT:
+            return True
+        client._dropped(self, self.pattern, msg.subject, self.pending, verdict == NOTICE)
+        return False
+
+    def _take(self, msg: M | None) -> M | None:
+        """`msg` taken out of the queue (None: the end of the subscription)."""
+        if msg is not None:
+            self.pending.release(len(msg.payload))
+        return msg

@@ -61,10 +61,9 @@ from typing import Any
 from raims_node.bridges import sbus_proto as sp
 from raims_node.client.endpoints import Endpoints, NoNode, find
 from raims_node.client.pending import (
-    ADMIT,
     DEFAULT_PENDING_BYTES_LIMIT,
     DEFAULT_PENDING_MSGS_LIMIT,
-    NOTICE,
+    Limited,
     Pending,
 )
 from raims_node.subject import Pattern, compile_pattern, subject_text
@@ -127,7 +126,7 @@ def _own_cred_fields(pattern: bytes) -> bytes:
         return pattern
 
 
-class Subscription:
+class Subscription(Limited):
     def __init__(self, client: Client, pattern: bytes, callback: Callable[[Message], Any] | None,
                  pending: Pending | None = None) -> None:
         self.client = client
@@ -139,31 +138,10 @@ class Subscription:
         self.pending = pending or Pending()
         self.active = True
 
-    @property
-    def dropped(self) -> int:
-        """Messages dropped because the queue was full (module docstring)."""
-        return self.pending.dropped
-
-    @property
-    def pending_msgs(self) -> int:
-        return self.pending.msgs
-
-    @property
-    def pending_bytes(self) -> int:
-        return self.pending.bytes
-
     def _offer(self, msg: Message) -> None:
         """The reader thread's delivery: queued if it fits, else dropped and counted."""
-        verdict = self.pending.admit(len(msg.payload))
-        if verdict == ADMIT:
+        if self._admit(msg, self.client):
             self.queue.put(msg)
-        else:
-            self.client._dropped(self, self.pattern, msg.subject, self.pending, verdict == NOTICE)
-
-    def _take(self, msg: Message | None) -> Message | None:
-        if msg is not None:
-            self.pending.release(len(msg.payload))
-        return msg
 
     def next(self, timeout: float | None = None) -> Message:
         """The next message; ClientError on timeout or once unsubscribed."""
