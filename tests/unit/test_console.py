@@ -191,13 +191,19 @@ def test_peers_rows_follow_the_node(net: SimNetwork) -> None:
     assert hosts[label(net, "A", "D")] == d.bridge[:4].hex() and ips["A.*"] == ".".join(map(str, a.bridge[:4]))
 
 
-def test_zombies_are_the_peers_removed() -> None:
+def _chain_abc() -> SimNetwork:
+    """A - B - C, converged."""
     net = SimNetwork(creds_factory(), seed=9)
     for name in "ABC":
         net.add_node(name)
     net.add_link("ab", "A", "B")
     net.add_link("bc", "B", "C")
     net.run_until(net.converged, timeout_ns=10 * NS)
+    return net
+
+
+def test_zombies_are_the_peers_removed() -> None:
+    net = _chain_abc()
     c = net.nodes["C"].node
     net.bye("C")
     net.run_until(lambda: c.bridge not in net.nodes["A"].node.peers, timeout_ns=5 * NS)
@@ -208,12 +214,7 @@ def test_zombies_are_the_peers_removed() -> None:
 
 
 def test_a_uid_stays_with_its_peer_through_death_and_a_new_instance() -> None:
-    net = SimNetwork(creds_factory(), seed=9)
-    for name in "ABC":
-        net.add_node(name)
-    net.add_link("ab", "A", "B")
-    net.add_link("bc", "B", "C")
-    net.run_until(net.converged, timeout_ns=10 * NS)
+    net = _chain_abc()
     a = net.nodes["A"].node
     before = {r["bridge"]: r["user"] for r in rows(net, "A", "peers")}
     old_c = net.nodes["C"].node.bridge
@@ -235,12 +236,7 @@ def test_a_uid_stays_with_its_peer_through_death_and_a_new_instance() -> None:
 
 def test_the_node_keeps_a_bounded_number_of_zombies(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(links_module, "ZOMBIES_KEPT", 1)
-    net = SimNetwork(creds_factory(), seed=9)
-    for name in "ABC":
-        net.add_node(name)
-    net.add_link("ab", "A", "B")
-    net.add_link("bc", "B", "C")
-    net.run_until(net.converged, timeout_ns=10 * NS)
+    net = _chain_abc()
     a = net.nodes["A"].node
     first_uid = a.state.uids.get(net.nodes["C"].node.bridge)
     for _ in range(2):  # two instances of C die
