@@ -4,9 +4,12 @@ Commands").
 One row per user, this node first (`<user>.*`) where the manual prints it, then the
 live peers by uid. Cells the node has no value for are empty (None):
 - peers: lat/max/avg (the node records one latency per peer and no ping history);
-- sync: mc_req, mc_res, req_adj, res_adj (the node has no `_M.sync` RPC);
-  link_sum and sub_sum of a peer are those its last heartbeat carried, so only
-  directly connected peers have them, as the manual says;
+- sync: link_sum and sub_sum of a peer are those its last heartbeat carried, so only
+  directly connected peers have them, as the manual says; mc_req, mc_res, req_adj and
+  res_adj count the `_M.sync` messages, their `_I.<nonce>.sync` replies and the
+  adjacency requests they caused: raims mends a heartbeat disagreement with `add_rte`
+  instead (router/links.py), so they are 0 for every peer (and empty on this node's
+  row, as the manual prints them);
 - skew: hb and ref for peers that are not neighbours (hb is measured on the node's own
   links, so ref is always 0, this node), lat before the first pong;
 - inbox: the last INBOX_TYPES_KEPT (32) inbox messages each way, by seqno and publish
@@ -130,6 +133,9 @@ def show_counters(ctx: ConsoleContext, args: list[str]) -> CommandResult:
                          spaced=COUNTER_COLUMNS)
 
 
+SYNC_NONE = ("mc_req", "mc_res", "req_adj", "res_adj")  # counts of the `_M.sync` exchange raims does not have
+
+
 def show_sync(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     node = ctx.node
     names = Names(node)
@@ -146,6 +152,7 @@ def show_sync(ctx: ConsoleContext, args: list[str]) -> CommandResult:
             "user": names.user(b), "start": p.start_ns, "link_seqno": rec.link_seqno if rec else None,
             "link_sum": p.hb_link_sum if p.neighbor else None, "sub_seqno": p.sub_seqno,
             "sub_sum": p.hb_sub_sum if p.neighbor else None, "hb_diff": p.hb_diff, "ping_adj": p.ping_adj,
+            **dict.fromkeys(SYNC_NONE, 0),
         })
     return CommandResult(cols, rows, kinds={"start": Kind.TIME})
 

@@ -334,6 +334,8 @@ def test_counters_sync_inbox_skew_follow_the_peers(net: SimNetwork) -> None:
     assert (sb["link_sum"], sb["sub_sum"]) == (b.db.seqno_sums().link_sum, b.db.seqno_sums().sub_sum)
     assert sync[label(net, "A", "D")]["link_sum"] is None
     assert sync[label(net, "A", "D")]["sub_seqno"] == d.sub_seqno
+    mc = ("mc_req", "mc_res", "req_adj", "res_adj")  # no _M.sync in raims: counted 0, as the manual's quiet rows
+    assert [sync["A.*"][c] for c in mc] == [None] * 4 and [sb[c] for c in mc] == [0] * 4
 
     inbox = rows(net, "A", "show inbox B")  # the last 32 each way, by seqno, with their types
     assert {r["user"] for r in inbox} == {label(net, "A", "B")} and len(inbox) <= 32
