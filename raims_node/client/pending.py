@@ -73,8 +73,7 @@ class Pending:
         with self._lock:
             self.msgs -= 1
             self.bytes -= size
-            if self.slow and (self.msgs_limit <= 0 or self.msgs < self.msgs_limit) and \
-                    (self.bytes_limit <= 0 or self.bytes < self.bytes_limit):
+            if self.slow and self._fits(self.msgs + 1, self.bytes + 1):  # below both limits
                 self.slow = False
 
 
