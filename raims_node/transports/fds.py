@@ -136,8 +136,7 @@ def bridge_rows(bridge: BridgeServer, rid: int, tport: str) -> list[FdRow]:
         rows += listener_rows([own], rid, tport, typ, "unix_listen", bridge.accepts)
         for row in rows:
             row["address"] = row["address"] or ", ".join(bridge.bound)
-    base = {"rid": rid, "type": typ, "kind": f"{typ}_accept", "name": f"{tport}.{typ}_acc.{rid}", "tport": tport,
-            "zref": 0, "mall": 0, "pall": 0}
+    base = {"rid": rid, "type": typ, "kind": f"{typ}_accept", "name": f"{tport}.{typ}_acc.{rid}", "tport": tport}
     for proto in bridge.conns:
         session, tr = proto.session, proto.transport
         fd = sock_fd(tr)
