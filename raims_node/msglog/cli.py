@@ -221,6 +221,10 @@ def _consume(args: argparse.Namespace) -> None:
 
                 time.sleep(0.1)
     finally:
+        if consumer.reader.resyncs:
+            print(f"ms_msglog consume: cursor resynced {consumer.reader.resyncs} time(s), "
+                  f"{consumer.reader.resynced_bytes} byte(s) (the log was cut back by a power loss)",
+                  file=sys.stderr)
         consumer.close()
 
 

@@ -6,6 +6,11 @@ rename), so a crash leaves the old or the new position, never half of one. A con
 that crashes after processing a record and before saving its cursor processes that
 record again on restart: consumers get at-least-once from a cursor; exactly-once
 needs the state (`State.offer`), which servers and clients use.
+
+A power loss can leave a cursor ahead of the log: the cursor reached the disk, the
+records it went past did not, and the producer cut the torn tail on open and logs new
+records there. Such a cursor is past the end of the active file or inside a record; the
+reader resyncs it (`LogReader`, using `saved_ns` and the producer's `~.repair` notes).
 """
 
 from __future__ import annotations
@@ -22,14 +27,17 @@ class Cursor:
     def __init__(self, directory: Path, name: str, sync: bool = False) -> None:
         self.path = paths.cursor_file(directory, name)
         self.sync = sync
+        self.saved_ns: int | None = None  # when the loaded cursor was written (its mtime)
 
     def load(self) -> Position | None:
         """The saved position, or None when the consumer has none yet. MsgLogError for
         a cursor that is no position in this log: not two numbers, negative or beyond
         what a file holds, in a file after the newest, or past the end of its file (a
-        consumer there waited for ever, printing nothing)."""
+        consumer there waited for ever, printing nothing) unless that file is the active
+        one, which a power loss cuts back (the reader resyncs)."""
         try:
             text = self.path.read_text()
+            self.saved_ns = self.path.stat().st_mtime_ns
         except FileNotFoundError:
             return None
         try:
@@ -48,7 +56,7 @@ class Cursor:
             size = (self.path.parent / paths.numbered(file_no)).stat().st_size
         except FileNotFoundError:
             size = None  # pruned: the reader goes on from the next file
-        if size is not None and offset > size:
+        if size is not None and offset > size and file_no != newest:  # the active one: resynced
             raise MsgLogError(f"{self.path}: cursor {file_no} {offset} is past the end of that file "
                               f"({size} bytes): remove it to read the log from its start")
         return Position(file_no, offset)

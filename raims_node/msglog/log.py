@@ -9,7 +9,8 @@ the active file, and rebuilds the state from its header and records. Crash safet
 - Every append is one `write()` of whole records on an O_APPEND descriptor, so a killed
   process loses nothing the call returned for; a power loss can tear the last record.
 - A torn last record (cut short, or failing its CRC with nothing valid after it, or a
-  tail of zero bytes) is cut off on open and counted in `repaired_bytes`. A bad record
+  tail of zero bytes) is cut off on open, counted in `repaired_bytes` and noted in
+  `~.repair` (readers resync cursors saved before it: reader.py). A bad record
   followed by more data is not a torn write: `CorruptLog`, never silent loss.
 - Rollover (the active file would pass `max_file_size`): footer (the state at close) on
   the old file, fsync, new file with a header (the state at start), fsync, then the
@@ -165,6 +166,39 @@ def create_log(
     return directory
 
 
+MAX_REPAIR_LINES: Final = 64  # ~.repair keeps the newest ones
+
+
+def _note_repair(directory: Path, file_no: int, offset: int, cut: int) -> None:
+    """Record a torn tail cut at `offset` of `file_no` (paths.REPAIR_FILE), synced: a
+    consumer whose cursor was saved before the cut and points past `offset` lost the
+    records there to the power loss, and the records logged there since are new to it."""
+    path = directory / paths.REPAIR_FILE
+    try:
+        lines = path.read_text().splitlines()[-(MAX_REPAIR_LINES - 1) :]
+    except FileNotFoundError:
+        lines = []
+    lines.append(f"{file_no} {offset} {cut} {time.time_ns()}")
+    _replace_file(path, ("\n".join(lines) + "\n").encode(), True)
+    _fsync_dir(directory)
+
+
+def read_repairs(directory: Path) -> list[tuple[int, int, int]]:
+    """(file, offset, time ns) of each recorded torn-tail repair; unreadable lines skipped."""
+    try:
+        text = (directory / paths.REPAIR_FILE).read_text()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            file_no, offset, _cut, when = (int(x) for x in line.split())
+        except ValueError:
+            continue
+        out.append((file_no, offset, when))
+    return out
+
+
 def read_file_header(path: Path) -> FileHeader:
     with open(path, "rb") as f:
         head = f.read(4096)
@@ -175,7 +209,7 @@ def read_file_header(path: Path) -> FileHeader:
     raise MsgLogError(f"{path}: empty message file")
 
 
-def _is_torn(buf: bytes, bad: record.Bad) -> bool:
+def is_torn(buf: bytes, bad: record.Bad) -> bool:
     """A bad record that can only be the tail of an interrupted write: it runs to (or
     past) the end of the file, or only zero bytes follow it (space the file system
     allocated but the write never filled), and no whole record follows it (a write is
@@ -199,7 +233,7 @@ def scan_file(path: Path) -> tuple[FileHeader, State, int, bool, record.Bad | No
     message = int(Kind.MESSAGE)
     for h in record.scan_heads(buf):
         if isinstance(h, record.Bad):
-            if header is None or not _is_torn(buf, h):
+            if header is None or not is_torn(buf, h):
                 raise CorruptLog(str(path), h.offset, h.why)
             return header, state, end, closed, h, messages
         if h.kind == message and header is not None and not closed:
@@ -329,6 +363,7 @@ class MessageLog:
                 f.flush()
                 os.fsync(f.fileno())
             self.repaired_bytes = size - end
+            _note_repair(self.directory, active, end, size - end)
         self.kind, self.node_number, self.state = LogKind.CONTENT, header.node_number, state
         self.active_no, self.end = active, end
         self._file_start = len(record.encode_header(header))

@@ -123,7 +123,7 @@ class Consumer:
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self.cursor = Cursor(directory, name, sync=sync_cursor)
-            self.reader = LogReader(directory, self.cursor.load())
+            self.reader = LogReader(directory, self.cursor.load(), saved_ns=self.cursor.saved_ns)
         except BlockingIOError:
             os.close(self._lock)
             raise MsgLogError(f"consumer {name!r} of {directory} is running already") from None

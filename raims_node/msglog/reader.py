@@ -7,6 +7,19 @@ where the file ends) is left for the next read. A footer moves the reader to the
 numbered file; a file pruned under the reader's feet moves it to the oldest file left
 (the messages in between are gone: `skipped_files` counts it).
 
+Torn tails and power loss (the producer cuts a torn tail only when it opens the log):
+- In the newest file a bad record that can only be a torn write (`log.is_torn`: it runs
+  to the end, or only zeros follow, and no whole record follows) is waited at like a
+  record still being written: never returned, never raised. Elsewhere it is `CorruptLog`.
+- A position given from outside (a consumer's cursor) is checked once, on the first
+  read: when it is not a record boundary (inside a record, in a torn tail, or past the
+  end: a power loss cut the log back under a cursor that reached the disk), or points
+  past a torn tail the producer cut after the cursor was saved (`~.repair`), the reader
+  resyncs back to the boundary where the log was cut, or else the start of the record
+  holding it (that record was logged after the cut, so the consumer never saw it:
+  going back redelivers nothing it had, going forward would lose it). `resyncs` and
+  `resynced_bytes` count it and it is logged (a warning on `raims.msglog`).
+
 `start_for(state)` is where a server starts for a client's state: the latest file whose
 header state the client's state covers (everything before it the client has), else the
 oldest file.
@@ -14,14 +27,15 @@ oldest file.
 
 from __future__ import annotations
 
+import logging
 import os
 import zlib
 from pathlib import Path
 from typing import Final, NamedTuple
 
 from raims_node.msglog import paths, record
-from raims_node.msglog.errors import CorruptLog, LogNotFound
-from raims_node.msglog.log import Position, read_file_header
+from raims_node.msglog.errors import CorruptLog, LogNotFound, MsgLogError
+from raims_node.msglog.log import Position, is_torn, read_file_header, read_repairs
 from raims_node.msglog.record import HEAD, HEAD_SIZE, MAX_DATA, Kind, Record
 from raims_node.msglog.state import State
 
@@ -29,6 +43,7 @@ READ_SIZE: Final = 1 << 20
 _MESSAGE: Final = int(Kind.MESSAGE)
 _FOOTER: Final = int(Kind.FOOTER)
 _HEADER: Final = int(Kind.HEADER)
+log = logging.getLogger("raims.msglog")
 
 
 class Span(NamedTuple):
@@ -50,12 +65,24 @@ class Chunk(NamedTuple):
 
 
 class LogReader:
-    def __init__(self, directory: Path, pos: Position | None = None, verify: bool = True) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        pos: Position | None = None,
+        verify: bool = True,
+        saved_ns: int | None = None,
+    ) -> None:
+        """`pos` from outside (a cursor, saved at `saved_ns`) is checked on the first read."""
         if not directory.is_dir():
             raise LogNotFound(f"no message log {directory}")
         self.directory = directory
         self.verify = verify
         self.skipped_files = 0
+        self.resyncs = 0
+        self.resynced_bytes = 0
+        self.torn = False  # waiting at a torn tail the producer has not cut yet
+        self._saved_ns = saved_ns
+        self._check = pos is not None and pos.offset > 0
         self._fd = -1
         self._fd_no = 0
         files = self.files()
@@ -75,6 +102,11 @@ class LogReader:
                     return Position(file_no, 0)
             except FileNotFoundError:  # pruned meanwhile
                 break
+            except MsgLogError:
+                if file_no != files[-1]:
+                    raise
+                # a rollover a crash cut before the header was whole: the producer
+                # removes the file on open; read it as it stands (it waits at the tear)
         return Position(files[0] if files else 1, 0)
 
     def close(self) -> None:
@@ -105,6 +137,9 @@ class LogReader:
             pos = self.pos
             if not self._open(pos.file_no):
                 return None
+            if self._check:
+                self._check = False
+                self._resync()
             pos = self.pos
             data = os.pread(self._fd, max_bytes, pos.offset)
             if not data:
@@ -125,6 +160,38 @@ class LogReader:
             self.pos = nxt
             return Chunk(pos, data[:used], spans, nxt)
 
+    def _resync(self) -> None:
+        """Move a position from outside back to a record boundary (see the module doc)."""
+        pos = self.pos
+        target = pos.offset
+        if self._saved_ns is not None:
+            for file_no, offset, when in read_repairs(self.directory):
+                if file_no == pos.file_no and offset < target and when > self._saved_ns:
+                    target = offset
+        boundary = 0
+        for h in record.scan_heads(os.pread(self._fd, target, 0)):
+            if isinstance(h, record.Bad):  # the record holding `target`, or a tear before it
+                break
+            boundary = h.stop
+        if boundary == pos.offset:
+            return
+        self.resyncs += 1
+        self.resynced_bytes += abs(pos.offset - boundary)
+        self.pos = Position(pos.file_no, boundary)
+        log.warning("message log %s: position %d of file %d is not a record boundary the log "
+                    "still has (a power loss cut it back); reading again from offset %d",
+                    self.directory, pos.offset, pos.file_no, boundary)
+
+    def _torn_or_corrupt(self, pos: Position, off: int, extent: int, why: str) -> int:
+        """0 (wait) for a torn tail of the newest file, else CorruptLog."""
+        at = pos.offset + off
+        if not any(n > pos.file_no for n in paths.numbered_files(self.directory)):
+            rest = os.pread(self._fd, max(0, os.fstat(self._fd).st_size - at), at)
+            if is_torn(rest, record.Bad(0, why, extent)):
+                self.torn = True
+                return 0
+        raise CorruptLog(str(self.directory / paths.numbered(pos.file_no)), at, why)
+
     def _check_closed(self, pos: Position) -> None:
         """At the end of a file: a later file means this one was closed, so it must have
         ended with its footer (read again: the footer is written before the next file is
@@ -142,32 +209,26 @@ class LogReader:
         crc32 = zlib.crc32
         verify = self.verify
         view = memoryview(data)
+        self.torn = False
         while end - off >= HEAD_SIZE:
             crc, kind, origin, _f, length, mid, _t = unpack(data, off)
             if length > MAX_DATA:  # never read that much for it
-                raise CorruptLog(str(self.directory / paths.numbered(pos.file_no)), pos.offset + off,
-                                 f"record length {length}")
+                return spans, off, False, self._torn_or_corrupt(pos, off, HEAD_SIZE + length,
+                                                                f"record length {length}")
             stop = off + HEAD_SIZE + length
             if stop > end:
                 return spans, off, False, stop - off
             if verify and crc32(view[off + 4 : stop]) != crc:
                 if stop == end:  # maybe a write still in progress: look again later
                     return spans, off, False, stop - off
-                raise CorruptLog(
-                    str(self.directory / paths.numbered(pos.file_no)),
-                    pos.offset + off,
-                    "checksum mismatch",
-                )
+                return spans, off, False, self._torn_or_corrupt(pos, off, stop - off, "checksum mismatch")
             if kind == _MESSAGE:
                 spans.append(Span(origin, mid, off, stop))
             elif kind == _FOOTER:
                 return spans, stop, True, 0
             elif kind != _HEADER:
-                raise CorruptLog(
-                    str(self.directory / paths.numbered(pos.file_no)),
-                    pos.offset + off,
-                    f"bad record kind {kind}",
-                )
+                return spans, off, False, self._torn_or_corrupt(pos, off, stop - off,
+                                                                f"bad record kind {kind}")
             off = stop
         return spans, off, False, HEAD_SIZE
 

@@ -137,10 +137,12 @@ def test_a_count_takes_that_many_and_leaves_the_rest_for_the_next_poll(tmp_path:
 
 def test_a_cursor_that_is_no_position_in_the_log_is_an_error(tmp_path: Path) -> None:
     """A consumer whose cursor is past the end (or negative, or after the newest file)
-    waited for ever printing nothing; now it is told why."""
+    waited for ever printing nothing; now it is told why. (Past the end of the active
+    file is what a power loss leaves: the reader resyncs it, test_msglog_torn.py.)"""
     d = create_log(tmp_path, "c", "n", 1)
     with MessageLog.open(tmp_path, "c", "n") as log:
         log.originate(b"one")
+        log.roll_over()  # file 1 is closed
     for text, why in (("1 999999", "past the end of that file"), ("99 0", "past the log's newest file"),
                       ("1 -5", "no position"), ("1 " + "9" * 25, "no position"), ("x", "not a cursor")):
         (d / "bad.cursor").write_text(text)

@@ -1,0 +1,182 @@
+"""Power loss under readers and consumers (seed 004 sections 1.1, 1.2): a torn tail the
+reader did not repair, cut at every byte of the last record, and a consumer cursor that
+reached the disk while the records it went past did not (left past the end or inside a
+record once the producer cut the tear and logged new records)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from raims_node.msglog import paths, record
+from raims_node.msglog.cli import main
+from raims_node.msglog.cursor import Cursor
+from raims_node.msglog.log import MessageLog, Position, create_log
+from raims_node.msglog.producer import Consumer
+from raims_node.msglog.reader import LogReader
+
+FILE = "00000001.msg"
+
+
+def _log(tmp_path: Path, payloads: list[bytes]) -> tuple[Path, list[int]]:
+    """A log of `payloads`; returns its directory and each record's start offset."""
+    d = create_log(tmp_path, "c", "n", 1)
+    starts = []
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        for p in payloads:
+            starts.append(log.position.offset)
+            log.originate(p)
+    return d, starts
+
+
+def _data(reader: LogReader) -> list[bytes]:
+    return [r.data for r in reader.all_records()]
+
+
+def test_readers_return_whole_records_only_at_every_cut_of_the_last_record(tmp_path: Path) -> None:
+    """Cut at every byte of the last record, then also with zeros (or garbage) where the
+    rest was: readers return the records before it, never part of it, never raise, and
+    a reader waiting at the tear reads what the producer logs after cutting it."""
+    payloads = [b"m%d" % i * (i + 1) for i in range(4)] + [b"last" * 9]
+    d, starts = _log(tmp_path, payloads)
+    f = d / FILE
+    full = f.read_bytes()
+    last = starts[-1]
+    assert len(full) - last == record.HEAD_SIZE + len(payloads[-1])
+    fills = (b"", b"zeros", b"junk")
+    for cut in range(last, len(full)):
+        for fill in fills:
+            rest = len(full) - cut
+            tail = {b"": b"", b"zeros": b"\0" * rest, b"junk": (b"\xa5" * rest)}[fill]
+            f.write_bytes(full[:cut] + tail + (b"\0" * 64 if fill == b"zeros" else b""))
+            reader = LogReader(d)
+            assert _data(reader) == payloads[:-1], (cut, fill)
+            assert reader.records() == []  # waiting at the tear, again and again
+            waiting = Consumer(d, "w")
+            assert [r.data for r in waiting.poll()] == payloads[:-1]
+            waiting.close()
+            with MessageLog.open(tmp_path, "c", "n") as log:  # the producer cuts the tear
+                assert log.end == last
+                log.originate(b"after")
+            assert _data(reader) == [b"after"], (cut, fill)
+            reader.close()
+            (d / "w.cursor").unlink()
+    f.write_bytes(full)
+
+
+def test_consume_command_on_a_torn_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    payloads = [b"one", b"two", b"three"]
+    d, starts = _log(tmp_path, payloads)
+    f = d / FILE
+    full = f.read_bytes()
+    f.write_bytes(full[: starts[-1] + 5] + b"\0" * 100)  # torn, zero-filled: it raised
+    root = str(tmp_path)
+    assert main(["consume", root, "c", "n", "r1"]) == 0
+    assert capsys.readouterr().out.split("\n") == ['1 1 data="one"', '1 2 data="two"', ""]
+    # a lone empty numbered file (a crash right after create): an empty log, no error
+    d2 = tmp_path / "c" / "e"
+    d2.mkdir()
+    (d2 / FILE).write_bytes(b"")
+    assert main(["consume", root, "c", "e", "r1"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def _power_loss(tmp_path: Path, d: Path, cut: int, new: list[bytes]) -> None:
+    """The file loses everything from `cut` on but a few torn bytes; the producer
+    reopens (cutting the tear) and logs `new`."""
+    f = d / FILE
+    full = f.read_bytes()
+    f.write_bytes(full[: cut + 7])
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        assert log.end == cut and log.repaired_bytes == 7
+        for p in new:
+            log.originate(p)
+
+
+def test_a_cursor_left_inside_a_record_by_a_power_loss_resyncs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cursor reached the disk at the end of ten records; the log kept six. The
+    producer logs new records of other sizes, so the cursor is inside one of them: the
+    consumer resumes where the log was cut (the `~.repair` note is newer than the
+    cursor), reads every new record, reports it, and goes on normally."""
+    payloads = [b"x" * 40 for _ in range(10)]
+    d, starts = _log(tmp_path, payloads)
+    con = Consumer(d, "c1")
+    assert len(con.poll()) == 10
+    end = con.reader.pos.offset
+    con.close()
+    new = [b"n%d" % i + b"y" * 57 for i in range(10)]
+    _power_loss(tmp_path, d, starts[6], new)
+    boundaries = {starts[6] + i * (record.HEAD_SIZE + 59) for i in range(11)}
+    assert end not in boundaries  # inside a new record
+    with caplog.at_level(logging.WARNING, logger="raims.msglog"):
+        con = Consumer(d, "c1")
+        got = [r.data for r in con.poll()]
+    assert got == new  # before: [] for ever (it waited inside a record)
+    assert con.reader.resyncs == 1 and con.reader.resynced_bytes == end - starts[6]
+    assert "not a record boundary" in caplog.text
+    assert Cursor(d, "c1").load() == Position(1, starts[6] + 10 * (record.HEAD_SIZE + 59))
+    con.close()
+    con = Consumer(d, "c1")  # the cursor saved since is trusted
+    assert con.poll() == [] and con.reader.resyncs == 0
+    con.close()
+
+
+def test_without_a_repair_note_the_record_holding_the_cursor_is_read(tmp_path: Path) -> None:
+    """No `~.repair` (a log cut by an older producer, or the note lost): the record
+    holding the cursor was logged after the cut, so it is new to the consumer: the
+    reader goes back to its start rather than waiting for ever (or skipping it)."""
+    d, starts = _log(tmp_path, [b"x" * 40 for _ in range(10)])
+    con = Consumer(d, "c1")
+    con.poll()
+    end = con.reader.pos.offset
+    con.close()
+    new = [b"n%d" % i + b"y" * 57 for i in range(10)]
+    _power_loss(tmp_path, d, starts[6], new)
+    (d / paths.REPAIR_FILE).unlink()
+    size = record.HEAD_SIZE + 59
+    holder = starts[6] + (end - starts[6]) // size * size
+    con = Consumer(d, "c1")
+    got = [r.data for r in con.poll()]
+    assert got == new[(holder - starts[6]) // size :]
+    assert con.reader.resyncs == 1 and con.reader.resynced_bytes == end - holder
+    con.close()
+
+
+def test_a_cursor_past_the_cut_end_resumes_there(tmp_path: Path) -> None:
+    """Nothing logged since the cut: the cursor is past the end of the active file. It
+    was an error ('remove it'); now the consumer resumes at the cut and reads what the
+    producer logs next. A cursor past the end of a closed file is still an error."""
+    d, starts = _log(tmp_path, [b"x" * 40 for _ in range(10)])
+    con = Consumer(d, "c1")
+    con.poll()
+    con.close()
+    _power_loss(tmp_path, d, starts[4], [])
+    con = Consumer(d, "c1")
+    assert con.poll() == []
+    assert con.reader.pos == Position(1, starts[4]) and con.reader.resyncs == 1
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        log.originate(b"next")
+    assert [r.data for r in con.poll()] == [b"next"]
+    con.close()
+
+
+def test_a_reader_given_a_position_inside_a_torn_tail_waits_at_the_tear(tmp_path: Path) -> None:
+    """Before the producer reopens: a cursor inside the torn tail goes back to where the
+    tear starts (where the producer will cut) and waits there, then reads the new ones."""
+    d, starts = _log(tmp_path, [b"x" * 40 for _ in range(5)])
+    f = d / FILE
+    full = f.read_bytes()
+    f.write_bytes(full[: starts[3] + 30] + b"\0" * 200)
+    Cursor(d, "c1").save(Position(1, starts[3] + 68 + 20))
+    os.utime(d / "c1.cursor", ns=(1, 1))  # saved long before any repair
+    con = Consumer(d, "c1")
+    assert con.poll() == [] and con.reader.pos == Position(1, starts[3])
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        log.originate(b"new")
+    assert [r.data for r in con.poll()] == [b"new"]
+    con.close()
