@@ -99,7 +99,8 @@ class AsyncClient:
         key = pattern.encode("utf-8", "surrogateescape") if isinstance(pattern, str) else pattern
         asub = AsyncSubscription(asyncio.get_running_loop(), self.sync, key,
                                  self.sync._pending(pending_msgs_limit, pending_bytes_limit))
-        asub.sub = self.sync.subscribe(key, callback=asub._put)
+        asub.sub = self.sync.subscribe(key, callback=asub._put, confirm=False)
+        await self.flush()  # as the sync client's subscribe, without blocking the loop
         return asub
 
     async def flush(self, timeout: float = 10.0) -> None:

@@ -38,7 +38,9 @@ service see as `a.b.c`); str or bytes. Decisions:
   payload`; a client's subscription unwraps it into `Message.reply`, and
   `Message.respond()` publishes to it. Reply keys are `_INBOX/<random>/<n>`.
 - `flush()`: `CMSG raims/ping`, answered once the server has handled everything sent
-  before. `wait_visible(subject)`: `CMSG raims/visible` until the node answers 1 (an sbus
+  before. `subscribe()` flushes before it returns (but on the reader thread): a publish
+  by any client of the node after it returns is delivered (before, one that another
+  client had queued behind its earlier packets was handled first and missed it). `wait_visible(subject)`: `CMSG raims/visible` until the node answers 1 (an sbus
   subscriber on the node, or one the network's bloom filters know of).
 - Reconnect: when the node goes away the reader re-reads the endpoints file and
   reconnects (backoff up to `reconnect_s`), then restores the subscriptions and flood
@@ -323,13 +325,22 @@ class Client:
         self._send(sp.encode_msg(_b(subject), payload))
 
     def subscribe(self, pattern: str | bytes, callback: Callable[[Message], Any] | None = None, *,
-                  pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None) -> Subscription:
+                  pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None,
+                  confirm: bool = True, timeout: float = 10.0) -> Subscription:
         """Messages on `pattern` queued for `next()` / iteration (within the pending limits,
-        the client's unless given), or handed to `callback` on the reader thread."""
+        the client's unless given), or handed to `callback` on the reader thread.
+
+        Returns once the node has the subscription (a `flush`, ClientError after
+        `timeout`): whatever any publisher on this node sends after it returns is
+        delivered. Not so from the reader thread (a callback), which cannot wait for the
+        node's answer it reads itself, nor with `confirm=False`. Publishers on other nodes
+        learn of it later: `wait_visible` there."""
         sub = Subscription(self, _b(pattern), callback, self._pending(pending_msgs_limit, pending_bytes_limit))
         with self._lock:
             self._subs.append(sub)
         self._send(sp.encode_sub(sub.pattern))
+        if confirm and threading.current_thread() is not self._reader:
+            self.flush(timeout)
         return sub
 
     def _pending(self, msgs_limit: int | None, bytes_limit: int | None) -> Pending:
@@ -409,8 +420,7 @@ class Client:
         with self._lock:
             self._seq += 1
             reply = self._inbox + b"/%d" % self._seq
-        with self.subscribe(reply) as sub:
-            self.flush(timeout)  # the reply subscription is in place before the request goes
+        with self.subscribe(reply, timeout=timeout) as sub:  # in place before the request goes
             self._send(sp.encode_msg(_b(subject), REQUEST_MAGIC + reply + b"\x00" + payload))
             return sub.next(timeout)
 

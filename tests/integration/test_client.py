@@ -115,6 +115,37 @@ def test_a_secret_key_subscription_with_empty_fields_delivers(node: Node) -> Non
         assert sub.next(5).payload == b"for me"
 
 
+def test_a_subscribe_that_returned_sees_the_next_publish(node: Node) -> None:
+    """A publisher on the same node whose packets were queued before the subscription:
+    its next publish after `subscribe` returned was read by the node before the SUB and
+    missed the subscriber (20 of 20 before; `subscribe` now returns once the node has it)."""
+    with connect() as a, connect() as b:
+        missed = []
+        for i in range(10):
+            for _ in range(300):  # b's earlier packets: one read burst of the node's
+                b.publish("noise/x", b"n" * 100)
+            sub = a.subscribe(f"sub/{i}")
+            b.publish(f"sub/{i}", b"first")
+            b.flush()
+            a.flush()
+            try:
+                assert sub.next(timeout=2).payload == b"first"
+            except ClientError:
+                missed.append(i)
+            sub.unsubscribe()
+        assert missed == []
+
+        async def run() -> bytes:
+            async with await aconnect() as ac:
+                for _ in range(300):
+                    b.publish("noise/x", b"n" * 100)
+                asub = await ac.subscribe("sub/async")
+                b.publish("sub/async", b"first")
+                return (await asub.next(timeout=5)).payload
+
+        assert asyncio.run(run()) == b"first"
+
+
 def test_request(node: Node) -> None:
     with connect() as server, connect() as c:
         server.subscribe("svc/echo", callback=lambda m: m.respond(b"re:" + m.payload))
