@@ -139,6 +139,37 @@ def _point(link: Path, target: str) -> None:
     _fsync_dir(link.parent)
 
 
+def _holds_no_message(path: Path) -> bool:
+    """Whether `path` holds at most a file header (whole or not) and nothing after it."""
+    heads = [h for h in record.scan_heads(path.read_bytes()) if not isinstance(h, record.Bad)]
+    return not heads or (len(heads) == 1 and heads[0].kind == Kind.HEADER)
+
+
+def _clear_interrupted_create(directory: Path, named: Path) -> None:
+    """Remove what a `create_log` cut short by a crash left: a state-only named file
+    without its whole header, or `00000001.msg` alone (empty, a torn or a whole header)
+    with no named link yet. Neither holds a message; left, the log could be neither
+    opened nor created again. Numbered files with messages and no named file are no
+    create's: LogExists."""
+    if named.is_symlink() or not directory.is_dir():
+        return
+    if named.exists():
+        try:
+            read_file_header(named)
+        except MsgLogError:
+            if _holds_no_message(named):
+                named.unlink()
+        return
+    files = paths.numbered_files(directory)
+    if not files:
+        return
+    first = directory / paths.numbered(files[0])
+    if files != [1] or not _holds_no_message(first):
+        raise LogExists(f"message log {directory} has numbered files but no {named.name}: "
+                        "restore the link to the newest (create would lose them)")
+    first.unlink()
+
+
 def create_log(
     root: str | Path,
     cabal: str,
@@ -153,6 +184,7 @@ def create_log(
         raise BadArgument("a state-only log is for node number 0 (a log with no server)")
     directory = paths.log_dir(root, cabal, node)
     named = paths.named_file(directory, node)
+    _clear_interrupted_create(directory, named)
     if named.exists() or named.is_symlink():
         raise LogExists(f"message log {directory} already exists")
     directory.mkdir(parents=True, exist_ok=True)
@@ -307,6 +339,12 @@ class MessageLog:
         named = paths.named_file(directory, node)
         if not (named.exists() or named.is_symlink()):
             raise LogNotFound(f"no message log {directory} (create it first)")
+        if not named.is_symlink():
+            try:
+                read_file_header(named)
+            except MsgLogError:  # create_log clears it
+                raise LogNotFound(f"message log {directory}: its creation was cut short "
+                                  "(create it again)") from None
         log = cls(directory, node, **options)  # type: ignore[arg-type]
         log._lock()
         try:

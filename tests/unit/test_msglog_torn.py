@@ -14,9 +14,11 @@ import pytest
 from raims_node.msglog import paths, record
 from raims_node.msglog.cli import main
 from raims_node.msglog.cursor import Cursor
+from raims_node.msglog.errors import LogExists, LogNotFound
 from raims_node.msglog.log import MessageLog, Position, create_log
 from raims_node.msglog.producer import Consumer
 from raims_node.msglog.reader import LogReader
+from raims_node.msglog.record import LogKind
 
 FILE = "00000001.msg"
 
@@ -180,3 +182,33 @@ def test_a_reader_given_a_position_inside_a_torn_tail_waits_at_the_tear(tmp_path
         log.originate(b"new")
     assert [r.data for r in con.poll()] == [b"new"]
     con.close()
+
+
+@pytest.mark.parametrize("left", [b"", b"H\x01", "whole header"])
+def test_a_create_cut_short_by_a_crash_can_be_created_again(tmp_path: Path, left: bytes | str) -> None:
+    """A crash inside `create` leaves `00000001.msg` (empty, a torn header, or a whole
+    one) and no named link, or a state-only named file without its header: open said
+    'create it first' and create failed (FileExistsError, LogExists) for ever."""
+    d = create_log(tmp_path, "c", "n", 1)
+    (d / "n.msg").unlink()
+    if isinstance(left, bytes):
+        (d / FILE).write_bytes(left)
+    with pytest.raises(LogNotFound):
+        MessageLog.open(tmp_path, "c", "n")
+    assert main(["create", str(tmp_path), "c", "n", "1"]) == 0
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        assert log.originate(b"x") == 1
+    s = create_log(tmp_path, "c", "s", 0, LogKind.STATE)
+    (s / "s.msg").write_bytes((s / "s.msg").read_bytes()[:9])
+    with pytest.raises(LogNotFound, match="cut short"):
+        MessageLog.open(tmp_path, "c", "s")
+    create_log(tmp_path, "c", "s", 0, LogKind.STATE)
+    MessageLog.open(tmp_path, "c", "s").close()
+
+
+def test_numbered_files_with_messages_and_no_named_link_are_not_recreated(tmp_path: Path) -> None:
+    d, _ = _log(tmp_path, [b"keep me"])
+    (d / "n.msg").unlink()
+    with pytest.raises(LogExists, match="restore the link"):
+        create_log(tmp_path, "c", "n", 1)
+    assert [r.data for r in LogReader(d).all_records()] == [b"keep me"]
