@@ -11,10 +11,14 @@ A power loss can leave a cursor ahead of the log: the cursor reached the disk, t
 records it went past did not, and the producer cut the torn tail on open and logs new
 records there. Such a cursor is past the end of the active file or inside a record; the
 reader resyncs it (`LogReader`, using `saved_ns` and the producer's `~.repair` notes).
+Without `sync` a power loss can also leave the cursor file empty (the rename reached the
+disk, its data did not): the consumer reads the log again from its start (`lost`,
+logged), at least once, rather than refusing to start until someone removes it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -22,12 +26,15 @@ from raims_node.msglog import paths
 from raims_node.msglog.errors import MsgLogError
 from raims_node.msglog.log import Position
 
+log = logging.getLogger("raims.msglog")
+
 
 class Cursor:
     def __init__(self, directory: Path, name: str, sync: bool = False) -> None:
         self.path = paths.cursor_file(directory, name)
         self.sync = sync
         self.saved_ns: int | None = None  # when the loaded cursor was written (its mtime)
+        self.lost = False  # the loaded cursor was empty (load read the log from its start)
 
     def load(self) -> Position | None:
         """The saved position, or None when the consumer has none yet. MsgLogError for
@@ -39,6 +46,13 @@ class Cursor:
             text = self.path.read_text()
             self.saved_ns = self.path.stat().st_mtime_ns
         except FileNotFoundError:
+            return None
+        if not text.strip("\0 \n"):
+            # what a power loss can leave of an unsynced replace (the rename reached the
+            # disk, the data did not): the position is unknown; at-least-once reads the
+            # log again from its start rather than refusing to run
+            log.warning("%s: empty cursor (a power loss?): reading the log from its start", self.path)
+            self.lost = True
             return None
         try:
             file_no, offset = (int(x) for x in text.split())

@@ -14,7 +14,7 @@ import pytest
 from raims_node.msglog import paths, record
 from raims_node.msglog.cli import main
 from raims_node.msglog.cursor import Cursor
-from raims_node.msglog.errors import LogExists, LogNotFound
+from raims_node.msglog.errors import LogExists, LogNotFound, MsgLogError
 from raims_node.msglog.log import MessageLog, Position, create_log
 from raims_node.msglog.producer import Consumer
 from raims_node.msglog.reader import LogReader
@@ -212,3 +212,18 @@ def test_numbered_files_with_messages_and_no_named_link_are_not_recreated(tmp_pa
     with pytest.raises(LogExists, match="restore the link"):
         create_log(tmp_path, "c", "n", 1)
     assert [r.data for r in LogReader(d).all_records()] == [b"keep me"]
+
+
+def test_a_cursor_file_emptied_by_a_power_loss_reads_the_log_again(tmp_path: Path) -> None:
+    """An unsynced cursor replace whose data never reached the disk leaves an empty (or
+    zero-filled) file: the consumer refused to start ('not a cursor') until someone
+    removed it; now it reads the log from its start (at least once) and says so."""
+    d, _ = _log(tmp_path, [b"a", b"b"])
+    for junk in (b"", b"\0" * 12):
+        (d / "c1.cursor").write_bytes(junk)
+        con = Consumer(d, "c1")
+        assert con.cursor.lost and [r.data for r in con.poll()] == [b"a", b"b"]
+        con.close()
+    (d / "c1.cursor").write_text("x")
+    with pytest.raises(MsgLogError, match="not a cursor"):  # written by someone: still an error
+        Consumer(d, "c1")
