@@ -191,7 +191,8 @@ class Client:
         self._lock = threading.Lock()
         self._connected = threading.Event()
         self._closed = False
-        self._waiters: dict[bytes, list[queue.SimpleQueue[bytes]]] = {}
+        # control answers awaited, by key NUL answer; None put in: reconnected, ask again
+        self._waiters: dict[bytes, list[queue.SimpleQueue[bytes | None]]] = {}
         self._inbox = b"_INBOX/%s" % os.urandom(8).hex().encode()
         self._seq = 0
         self._sock = self._open()
@@ -227,6 +228,10 @@ class Client:
             try:
                 self._sock = self._open()
                 self._connected.set()
+                with self._lock:  # their questions went to the node that is gone
+                    waiting = [w for lst in self._waiters.values() for w in lst]
+                for w in waiting:
+                    w.put(None)
                 return True
             except (NoNode, OSError):
                 time.sleep(delay)
@@ -359,14 +364,32 @@ class Client:
                 self._send(sp.encode_unsub(sub.pattern))
 
     def _control(self, key: bytes, payload: bytes, answer: bytes, timeout: float) -> bytes:
-        w: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        """Ask the node and wait for `answer`; asked again after a reconnect (the node
+        that had the question is gone: a flush or subscribe across a restart returns)."""
+        w: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        wkey = key + b"\x00" + answer
         with self._lock:
-            self._waiters.setdefault(key + b"\x00" + answer, []).append(w)
-        self._send(sp.encode_cmsg(key, payload))
+            self._waiters.setdefault(wkey, []).append(w)
+        deadline = time.monotonic() + timeout
         try:
-            return w.get(timeout=timeout)
+            for _ in range(1000):  # reconnects within one call
+                self._send(sp.encode_cmsg(key, payload))
+                got = w.get(timeout=max(0.0, deadline - time.monotonic()))
+                if got is not None:
+                    return got
+            raise queue.Empty
         except queue.Empty:
             raise ClientError(f"no answer to {key.decode()} within {timeout} s") from None
+        finally:
+            self._forget_waiter(wkey, w)
+
+    def _forget_waiter(self, wkey: bytes, w: queue.SimpleQueue[bytes | None]) -> None:
+        with self._lock:
+            lst = self._waiters.get(wkey)
+            if lst is not None and w in lst:
+                lst.remove(w)
+                if not lst:
+                    del self._waiters[wkey]
 
     def flush(self, timeout: float = 10.0) -> None:
         """Return once the node has handled everything this client sent before."""
@@ -391,23 +414,18 @@ class Client:
         deadline = time.monotonic() + timeout
         delay = 0.02
         while True:
-            w: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+            w: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
             yes, no = CTL_VISIBLE + b"\x00" + key + b"\x001", CTL_VISIBLE + b"\x00" + key + b"\x000"
             with self._lock:
                 self._waiters.setdefault(yes, []).append(w)
                 self._waiters.setdefault(no, []).append(w)
             self._send(sp.encode_cmsg(CTL_VISIBLE, key))
             try:
-                answer = w.get(timeout=max(0.01, deadline - time.monotonic()))
+                answer = w.get(timeout=max(0.01, deadline - time.monotonic())) or b""  # None: ask again
             except queue.Empty:
                 answer = b""
-            with self._lock:
-                for k in (yes, no):
-                    lst = self._waiters.get(k)
-                    if lst is not None and w in lst:
-                        lst.remove(w)
-                        if not lst:
-                            del self._waiters[k]
+            for k in (yes, no):
+                self._forget_waiter(k, w)
             if answer.endswith(b"\x001"):
                 return
             if time.monotonic() >= deadline:

@@ -146,6 +146,27 @@ def test_a_subscribe_that_returned_sees_the_next_publish(node: Node) -> None:
         assert asyncio.run(run()) == b"first"
 
 
+def test_a_subscribe_or_flush_across_a_node_restart_returns(node: Node) -> None:
+    """The node takes a subscribe's SUB and ping into its socket and dies (stopped, then
+    SIGKILL) before it answers: the client reconnects to the restarted node and asks
+    again, so subscribe returns with the subscription in place. Before, the ping waited
+    for an answer from the dead node: ClientError after the timeout."""
+    with connect(reconnect_s=20) as c:
+        node.proc.proc.send_signal(signal.SIGSTOP)
+        result: list[object] = []
+        t = threading.Thread(target=lambda: result.append(c.subscribe("rs/x", timeout=15)))
+        t.start()
+        node.proc.stop(signal.SIGKILL)
+        node.proc = node.start()
+        t.join(20)
+        assert result and isinstance(result[0], Subscription)
+        with connect() as d:
+            d.publish("rs/x", b"after")
+            assert result[0].next(5).payload == b"after"
+        c.flush(timeout=5)
+        assert c._waiters == {}  # answered and timed-out questions leave nothing behind
+
+
 def test_request(node: Node) -> None:
     with connect() as server, connect() as c:
         server.subscribe("svc/echo", callback=lambda m: m.respond(b"re:" + m.payload))
