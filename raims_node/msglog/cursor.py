@@ -10,7 +10,7 @@ needs the state (`State.offer`), which servers and clients use.
 A power loss can leave a cursor ahead of the log: the cursor reached the disk, the
 records it went past did not, and the producer cut the torn tail on open and logs new
 records there. Such a cursor is past the end of the active file or inside a record; the
-reader resyncs it (`LogReader`, using `saved_ns` and the producer's `~.repair` notes).
+reader resyncs it (`LogReader`, using `saved_ns` and the producer's `~.opens` notes).
 Without `sync` a power loss can also leave the cursor file empty (the rename reached the
 disk, its data did not): the consumer reads the log again from its start (`lost`,
 logged), at least once, rather than refusing to start until someone removes it.

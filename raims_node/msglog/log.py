@@ -10,7 +10,9 @@ the active file, and rebuilds the state from its header and records. Crash safet
   process loses nothing the call returned for; a power loss can tear the last record.
 - A torn last record (cut short, or failing its CRC with nothing valid after it, or a
   tail of zero bytes) is cut off on open, counted in `repaired_bytes` and noted in
-  `~.repair` (readers resync cursors saved before it: reader.py). A bad record
+  `~.opens`, which notes where the active file ended at every open (a power loss can
+  also lose whole records and leave no tear: readers resync cursors saved before an
+  open that point past its end: reader.py). A bad record
   followed by more data is not a torn write: `CorruptLog`, never silent loss.
 - Rollover (the active file would pass `max_file_size`): footer (the state at close) on
   the old file, fsync, new file with a header (the state at start), fsync, then the
@@ -198,16 +200,17 @@ def create_log(
     return directory
 
 
-MAX_REPAIR_LINES: Final = 64  # ~.repair keeps the newest ones
+MAX_OPENS_LINES: Final = 64  # ~.opens keeps the newest ones
 
 
-def _note_repair(directory: Path, file_no: int, offset: int, cut: int) -> None:
-    """Record a torn tail cut at `offset` of `file_no` (paths.REPAIR_FILE), synced: a
-    consumer whose cursor was saved before the cut and points past `offset` lost the
-    records there to the power loss, and the records logged there since are new to it."""
-    path = directory / paths.REPAIR_FILE
+def _note_open(directory: Path, file_no: int, offset: int, cut: int) -> None:
+    """Record that the active file `file_no` ended at `offset` when opened (`cut` torn
+    bytes cut off) in paths.OPENS_FILE, synced: a consumer whose cursor was saved before
+    and points past `offset` went past records a power loss lost, and the records
+    logged there since are new to it."""
+    path = directory / paths.OPENS_FILE
     try:
-        lines = path.read_text().splitlines()[-(MAX_REPAIR_LINES - 1) :]
+        lines = path.read_text().splitlines()[-(MAX_OPENS_LINES - 1) :]
     except FileNotFoundError:
         lines = []
     lines.append(f"{file_no} {offset} {cut} {time.time_ns()}")
@@ -215,10 +218,10 @@ def _note_repair(directory: Path, file_no: int, offset: int, cut: int) -> None:
     _fsync_dir(directory)
 
 
-def read_repairs(directory: Path) -> list[tuple[int, int, int]]:
-    """(file, offset, time ns) of each recorded torn-tail repair; unreadable lines skipped."""
+def read_opens(directory: Path) -> list[tuple[int, int, int]]:
+    """(file, end, time ns) of each recorded producer open; unreadable lines skipped."""
     try:
-        text = (directory / paths.REPAIR_FILE).read_text()
+        text = (directory / paths.OPENS_FILE).read_text()
     except (FileNotFoundError, UnicodeDecodeError):
         return []
     out = []
@@ -401,7 +404,7 @@ class MessageLog:
                 f.flush()
                 os.fsync(f.fileno())
             self.repaired_bytes = size - end
-            _note_repair(self.directory, active, end, size - end)
+        _note_open(self.directory, active, end, self.repaired_bytes)
         self.kind, self.node_number, self.state = LogKind.CONTENT, header.node_number, state
         self.active_no, self.end = active, end
         self._file_start = len(record.encode_header(header))

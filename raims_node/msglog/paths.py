@@ -8,8 +8,8 @@
     <name>.socket   a consumer's datagram socket (live stream packets)
     <name>.lock     held (flock) by the one running consumer of that name
     ~.lock          held (flock) by the one producer of the log
-    ~.repair        one line per torn tail the producer cut on open: `<file> <offset>
-                    <bytes cut> <time ns>` (readers resync cursors saved before it)
+    ~.opens         one line per producer open: `<file> <end> <torn bytes cut> <time ns>`
+                    (readers resync cursors saved before it that point past that end)
 
 Names (cabal, node, consumer) are single path components of letters, digits, `_`, `-`
 and `.` (not starting with a dot), so a name can never climb out of the log directory.
@@ -26,7 +26,7 @@ from raims_node.msglog.errors import BadArgument
 DEFAULT_ROOT: Final = "./message"
 PRODUCER_SOCKET: Final = "~.socket"
 LOCK_FILE: Final = "~.lock"
-REPAIR_FILE: Final = "~.repair"
+OPENS_FILE: Final = "~.opens"
 _NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _NUMBERED: Final = re.compile(r"^(\d{8})\.msg$")
 

@@ -14,7 +14,8 @@ Torn tails and power loss (the producer cuts a torn tail only when it opens the 
 - A position given from outside (a consumer's cursor) is checked once, on the first
   read: when it is not a record boundary (inside a record, in a torn tail, or past the
   end: a power loss cut the log back under a cursor that reached the disk), or points
-  past a torn tail the producer cut after the cursor was saved (`~.repair`), the reader
+  past where the active file ended when the producer opened it after the cursor was
+  saved (`~.opens`: a power loss lost records it had gone past), the reader
   resyncs back to the boundary where the log was cut, or else the start of the record
   holding it (that record was logged after the cut, so the consumer never saw it:
   going back redelivers nothing it had, going forward would lose it). `resyncs` and
@@ -35,7 +36,7 @@ from typing import Final, NamedTuple
 
 from raims_node.msglog import paths, record
 from raims_node.msglog.errors import CorruptLog, LogNotFound, MsgLogError
-from raims_node.msglog.log import Position, is_torn, read_file_header, read_repairs
+from raims_node.msglog.log import Position, is_torn, read_file_header, read_opens
 from raims_node.msglog.record import HEAD, HEAD_SIZE, MAX_DATA, Kind, Record
 from raims_node.msglog.state import State
 
@@ -165,7 +166,7 @@ class LogReader:
         pos = self.pos
         target = pos.offset
         if self._saved_ns is not None:
-            for file_no, offset, when in read_repairs(self.directory):
+            for file_no, offset, when in read_opens(self.directory):
                 if file_no == pos.file_no and offset < target and when > self._saved_ns:
                     target = offset
         boundary = 0

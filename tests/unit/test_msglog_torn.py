@@ -6,7 +6,6 @@ record once the producer cut the tear and logged new records)."""
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import pytest
@@ -103,7 +102,7 @@ def test_a_cursor_left_inside_a_record_by_a_power_loss_resyncs(
 ) -> None:
     """The cursor reached the disk at the end of ten records; the log kept six. The
     producer logs new records of other sizes, so the cursor is inside one of them: the
-    consumer resumes where the log was cut (the `~.repair` note is newer than the
+    consumer resumes where the log was cut (the `~.opens` note is newer than the
     cursor), reads every new record, reports it, and goes on normally."""
     payloads = [b"x" * 40 for _ in range(10)]
     d, starts = _log(tmp_path, payloads)
@@ -129,7 +128,7 @@ def test_a_cursor_left_inside_a_record_by_a_power_loss_resyncs(
 
 
 def test_without_a_repair_note_the_record_holding_the_cursor_is_read(tmp_path: Path) -> None:
-    """No `~.repair` (a log cut by an older producer, or the note lost): the record
+    """No `~.opens` (a log cut by an older producer, or the note lost): the record
     holding the cursor was logged after the cut, so it is new to the consumer: the
     reader goes back to its start rather than waiting for ever (or skipping it)."""
     d, starts = _log(tmp_path, [b"x" * 40 for _ in range(10)])
@@ -139,7 +138,7 @@ def test_without_a_repair_note_the_record_holding_the_cursor_is_read(tmp_path: P
     con.close()
     new = [b"n%d" % i + b"y" * 57 for i in range(10)]
     _power_loss(tmp_path, d, starts[6], new)
-    (d / paths.REPAIR_FILE).unlink()
+    (d / paths.OPENS_FILE).unlink()
     size = record.HEAD_SIZE + 59
     holder = starts[6] + (end - starts[6]) // size * size
     con = Consumer(d, "c1")
@@ -175,7 +174,6 @@ def test_a_reader_given_a_position_inside_a_torn_tail_waits_at_the_tear(tmp_path
     full = f.read_bytes()
     f.write_bytes(full[: starts[3] + 30] + b"\0" * 200)
     Cursor(d, "c1").save(Position(1, starts[3] + 68 + 20))
-    os.utime(d / "c1.cursor", ns=(1, 1))  # saved long before any repair
     con = Consumer(d, "c1")
     assert con.poll() == [] and con.reader.pos == Position(1, starts[3])
     with MessageLog.open(tmp_path, "c", "n") as log:
@@ -227,3 +225,29 @@ def test_a_cursor_file_emptied_by_a_power_loss_reads_the_log_again(tmp_path: Pat
     (d / "c1.cursor").write_text("x")
     with pytest.raises(MsgLogError, match="not a cursor"):  # written by someone: still an error
         Consumer(d, "c1")
+
+
+@pytest.mark.parametrize("new_size", [40, 59])
+def test_a_power_loss_that_lost_whole_records_resyncs_the_cursor_to_the_end_at_open(
+    tmp_path: Path, new_size: int
+) -> None:
+    """No tear at all: the file lost its last four whole records (its size reached the
+    disk at a record boundary). New records of the old size put the cursor on a
+    boundary (it skipped them silently), of another size inside one (it went back only
+    to that record's start): either way the consumer resumes where the file ended when
+    the producer opened it (`~.opens`) and reads every new record."""
+    d, starts = _log(tmp_path, [b"x" * 40 for _ in range(10)])
+    con = Consumer(d, "c1")
+    con.poll()
+    con.close()
+    f = d / FILE
+    f.write_bytes(f.read_bytes()[: starts[6]])
+    new = [b"%02d" % i + b"y" * (new_size - 2) for i in range(8)]
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        assert log.repaired_bytes == 0
+        for p in new:
+            log.originate(p)
+    con = Consumer(d, "c1")
+    assert [r.data for r in con.poll()] == new
+    assert con.reader.resyncs == 1
+    con.close()
