@@ -20,6 +20,9 @@ Torn tails and power loss (the producer cuts a torn tail only when it opens the 
   holding it (that record was logged after the cut, so the consumer never saw it:
   going back redelivers nothing it had, going forward would lose it). `resyncs` and
   `resynced_bytes` count it and it is logged (a warning on `raims.msglog`).
+- A reader with nothing new checks that the file it holds open is still the one of its
+  name: the producer's open removes a next file a crash left without a whole header and
+  makes it again, and a reader waiting in the removed one waited for ever.
 
 `start_for(state)` is where a server starts for a client's state: the latest file whose
 header state the client's state covers (everything before it the client has), else the
@@ -134,6 +137,7 @@ class LogReader:
     def read(self, max_bytes: int = READ_SIZE) -> Chunk | None:
         """The next whole records (at most about `max_bytes`, at least one), or None when
         there is nothing new yet. Stops after a footer (the next read starts the next file)."""
+        reopened = False
         while True:
             pos = self.pos
             if not self._open(pos.file_no):
@@ -145,6 +149,9 @@ class LogReader:
             data = os.pread(self._fd, max_bytes, pos.offset)
             if not data:
                 self._check_closed(pos)
+                if not reopened and self._replaced(pos.file_no):
+                    reopened = True
+                    continue
                 return None
             spans, used, footer, need = self._parse(data, pos)
             if used == 0 and not footer:
@@ -154,12 +161,27 @@ class LogReader:
                 if any(n > pos.file_no for n in paths.numbered_files(self.directory)):  # not being written
                     raise CorruptLog(str(self.directory / paths.numbered(pos.file_no)), pos.offset,
                                      "a record runs past the end of a closed file")
+                if not reopened and self._replaced(pos.file_no):
+                    reopened = True
+                    continue
                 return None
             nxt = (
                 Position(pos.file_no + 1, 0) if footer else Position(pos.file_no, pos.offset + used)
             )
             self.pos = nxt
             return Chunk(pos, data[:used], spans, nxt)
+
+    def _replaced(self, file_no: int) -> bool:
+        """Whether the file held open is no longer the one of its name (the producer's
+        open removed a file a crash left with a torn header and made it again); if so it
+        is closed, to be opened again by name."""
+        try:
+            same = os.stat(self.directory / paths.numbered(file_no)).st_ino == os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            self.close()
+        return not same
 
     def _resync(self) -> None:
         """Move a position from outside back to a record boundary (see the module doc)."""

@@ -6,6 +6,7 @@ record once the producer cut the tear and logged new records)."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,23 @@ def test_a_power_loss_that_lost_whole_records_resyncs_the_cursor_to_the_end_at_o
     assert [r.data for r in con.poll()] == new
     assert con.reader.resyncs == 1
     con.close()
+
+
+def test_a_reader_waiting_in_a_file_the_producer_replaces_follows_the_new_one(tmp_path: Path) -> None:
+    """A crash cut a rollover inside the next file's header: the reader waits in that
+    file (it holds it open). The producer's open removes it and makes the file again:
+    the reader held the removed one and waited for ever."""
+    d = create_log(tmp_path, "c", "n", 1)
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        log.originate(b"one")
+        log.roll_over()
+        log.originate(b"two")
+        os.write(log._fd, record.encode_footer(1, 2, 0, log.state))  # a crash after the footer
+    (d / "00000003.msg").write_bytes(b"H\x01")  # ... and inside the next file's header
+    reader = LogReader(d)
+    assert _data(reader) == [b"one", b"two"] and reader.pos == Position(3, 0)
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        assert log.active_no == 3
+        log.originate(b"three")
+    assert _data(reader) == [b"three"]
+    reader.close()
