@@ -192,7 +192,7 @@ class LogReader:
                 if file_no == pos.file_no and offset < target and when > self._saved_ns:
                     target = offset
         boundary = 0
-        for h in record.scan_heads(os.pread(self._fd, target, 0)):
+        for h in record.scan_heads(os.pread(self._fd, min(target, os.fstat(self._fd).st_size), 0)):
             if isinstance(h, record.Bad):  # the record holding `target`, or a tear before it
                 break
             boundary = h.stop

@@ -272,3 +272,12 @@ def test_a_reader_waiting_in_a_file_the_producer_replaces_follows_the_new_one(tm
         log.originate(b"three")
     assert _data(reader) == [b"three"]
     reader.close()
+
+
+def test_a_cursor_far_past_the_end_of_the_active_file(tmp_path: Path) -> None:
+    """(The check read `offset` bytes: a cursor at 2**40 asked for a terabyte.)"""
+    d, starts = _log(tmp_path, [b"a"])
+    Cursor(d, "c1").save(Position(1, 1 << 40))
+    con = Consumer(d, "c1")
+    assert con.poll() == [] and con.reader.pos == Position(1, starts[0] + record.HEAD_SIZE + 1)
+    con.close()
