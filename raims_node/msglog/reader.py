@@ -85,6 +85,7 @@ class LogReader:
         self.resyncs = 0
         self.resynced_bytes = 0
         self.torn = False  # waiting at a torn tail the producer has not cut yet
+        self._torn_at: tuple[int, int, int] | None = None  # (file, offset, file size) judged torn
         self._saved_ns = saved_ns
         self._check = pos is not None and pos.offset > 0
         self._fd = -1
@@ -209,9 +210,14 @@ class LogReader:
         """0 (wait) for a torn tail of the newest file, else CorruptLog."""
         at = pos.offset + off
         if not any(n > pos.file_no for n in paths.numbered_files(self.directory)):
-            rest = os.pread(self._fd, max(0, os.fstat(self._fd).st_size - at), at)
-            if is_torn(rest, record.Bad(0, why, extent)):
+            size = os.fstat(self._fd).st_size
+            seen = (pos.file_no, at, size)
+            if seen == self._torn_at:  # judged so already (is_torn scans up to 1 MiB)
                 self.torn = True
+                return 0
+            if is_torn(os.pread(self._fd, max(0, size - at), at), record.Bad(0, why, extent)):
+                self.torn = True
+                self._torn_at = seen
                 return 0
         raise CorruptLog(str(self.directory / paths.numbered(pos.file_no)), at, why)
 

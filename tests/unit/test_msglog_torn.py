@@ -281,3 +281,25 @@ def test_a_cursor_far_past_the_end_of_the_active_file(tmp_path: Path) -> None:
     con = Consumer(d, "c1")
     assert con.poll() == [] and con.reader.pos == Position(1, starts[0] + record.HEAD_SIZE + 1)
     con.close()
+
+
+def test_waiting_at_a_torn_tail_judges_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer following a log whose producer is down polls the tear ten times a
+    second; judging it scans up to 1 MiB in Python each time: once per tear and size."""
+    from raims_node.msglog import reader as reader_mod
+
+    d, starts = _log(tmp_path, [b"a", b"b"])
+    f = d / FILE
+    f.write_bytes(f.read_bytes()[: starts[1] + 3] + b"\0" * 4096)
+    calls = []
+    real = reader_mod.is_torn
+    monkeypatch.setattr(reader_mod, "is_torn", lambda buf, bad: calls.append(1) or real(buf, bad))
+    r = LogReader(d)
+    assert _data(r) == [b"a"]
+    for _ in range(5):
+        assert r.records() == [] and r.torn
+    assert len(calls) == 1
+    with open(f, "ab") as fh:  # the file changed: judged again
+        fh.write(b"\0")
+    assert r.records() == [] and len(calls) == 2
+    r.close()
