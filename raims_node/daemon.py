@@ -66,7 +66,7 @@ from raims_node.router.node import NS, OPT_ACK, OPT_TRACE, Node, NodeParams
 from raims_node.transports.addr import WILDCARD, AddressError, split_address
 from raims_node.transports.backpressure import Backpressure
 from raims_node.transports.dialer import DaemonError, Dial, Dialer, Running, reachable
-from raims_node.transports.fds import daemon_fds
+from raims_node.transports.fds import daemon_fds, port_fds
 from raims_node.transports.guard import LinkGuard
 from raims_node.transports.idle_busy import IdleBusy
 from raims_node.transports.link import RouterLink
@@ -491,7 +491,7 @@ class Daemon:
                 rows.append(link_port_row(name, run, links, self._encrypt(run.cfg), self.node, time.time_ns()))
         for extra in self.extra_ports:
             rows.extend(extra())
-        return rows
+        return port_fds(rows, daemon_fds(self))  # each transport's endpoint fd (transports/fds.py)
 
     def console_context(self) -> ConsoleContext:
         """What console commands see of this daemon (console/context.py)."""

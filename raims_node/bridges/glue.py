@@ -519,7 +519,7 @@ class BridgeServer:
                 totals["msgs_in"] += s.msgs_in
                 totals["msgs_out"] += s.msgs_out
         return {
-            "tport": label, "type": self.kind, "cost": "", "fd": len(self.conns),
+            "tport": label, "type": self.kind, "cost": "", "fd": None, "conns": len(self.conns),  # fd: port_fds
             "bs": totals["bytes_out"], "br": totals["bytes_in"],
             "ms": totals["msgs_out"], "mr": totals["msgs_in"], "lat": "", "idle": "",
             "fl": "L", "address": ", ".join(self.bound),

@@ -498,7 +498,7 @@ class IpcServer(BridgeServer):
         live = list(self.clients.values())
         gone, k = self._gone, self.counters
         return {
-            "tport": label, "type": self.kind, "cost": "", "fd": len(live),
+            "tport": label, "type": self.kind, "cost": "", "fd": None, "conns": len(live),  # fd: port_fds
             "bs": gone[0] + sum(cl.bytes_out for cl in live), "br": gone[1] + sum(cl.bytes_in for cl in live),
             "ms": gone[2] + sum(cl.msgs_out for cl in live), "mr": gone[3] + sum(cl.msgs_in for cl in live),
             "lat": "", "idle": "", "fl": "L", "address": ", ".join(self.bound),

@@ -11,8 +11,10 @@ from raims_node.console.context import ConsoleContext
 from raims_node.console.result import CommandResult, Kind, Row, as_cell
 
 PORT_COLUMNS = ["tport", "type", "cost", "fd", "bs", "br", "ms", "mr", "lat", "idle", "fl", "address"]
-# a name service's malformed and other-service datagrams (among mr), for JSON readers only
-PORT_HIDDEN = ("bad", "ignored")
+# for JSON readers only: a name service's malformed and other-service datagrams (among mr)
+# and the nodes it heard lately; the connections (links, clients) of a transport (fd is
+# its endpoint's, transports/fds.py port_fds)
+PORT_HIDDEN = ("bad", "ignored", "heard", "conns")
 
 
 def show_ports(ctx: ConsoleContext, args: list[str]) -> CommandResult:

@@ -11,7 +11,10 @@ Decisions where the manual is vague:
   whose route to the peer starts on that link; `state` lists `inbox` for the link
   inbox messages take (a direct link when there is one, as the router sends them, else
   the path 0 route), `hb` for a direct link to the peer and `mesh` for a mesh link.
-  `fd` and `route` come from the daemon's port row of the same transport.
+  `fd` is the socket of the link to the neighbour this way (the manual's example
+  prints each mesh connection's own fd: 19, 21, ...); a link with no socket of its
+  own (PGM) shows its transport's endpoint fd, as `show ports`. `route` comes from
+  the daemon's port row of the same transport.
 - tree [U] [P]: the tree T(U, P) (default this node, path 0), grouped by the cost at
   which each peer is reached; `set` numbers a group's links by forwarder, then tport
   id; `alt` is 0 since only the path's own tree is computed. `dest` is the plain user
@@ -53,6 +56,16 @@ def _port_rows(ctx: ConsoleContext) -> dict[str, dict[str, object]]:
     return {str(r.get("tport")): r for r in ctx.ports()}
 
 
+def _link_fds(ctx: ConsoleContext) -> dict[tuple[str, bytes], object]:
+    """(tport label, neighbour) -> the fd of the link's socket (transports/fds.py rows)."""
+    return {(f"{r.get('tport')}.{r.get('rid')}", peer): r.get("fd") for r in ctx.fds()
+            if isinstance(peer := r.get("peer"), bytes)}
+
+
+def _fd(fds: dict[tuple[str, bytes], object], ports: dict[str, dict[str, object]], link: LinkRecord) -> object:
+    return fds.get((_label(link), link.peer_bridge), ports.get(_label(link), {}).get("fd"))
+
+
 def show_adjacency(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     names = Names(ctx.node)
     rows: list[Row] = []
@@ -79,7 +92,7 @@ def show_routes(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     rt = node.routes
     p = path_arg(args)
     names = Names(node)
-    ports = _port_rows(ctx)
+    ports, fds = _port_rows(ctx), _link_fds(ctx)
     mine = node.db.links(node.bridge)
     cols = ["user", "tport", "adj", "state", "cost", "path", "lat", "fd", "route"]
     rows: list[Row] = []
@@ -111,7 +124,7 @@ def show_routes(ctx: ConsoleContext, args: list[str]) -> CommandResult:
                 "cost": cost,
                 "path": [q for q in range(NUM_PATHS) if firsts[q] == link],
                 "lat": (node.peers[dest].latency_ns or None) if i == 0 else None,
-                "fd": as_cell(port.get("fd")),
+                "fd": as_cell(_fd(fds, ports, link)),
                 # the manual's `user@type://address` of the neighbour this way, else the port's address
                 "route": f"{names.user(link.peer_bridge)}@{link.tport_type}://{addr}" if addr
                 else as_cell(port.get("address")),
@@ -174,7 +187,7 @@ def show_blooms(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     node = ctx.node
     p = path_arg(args)
     names = Names(node)
-    ports = _port_rows(ctx)
+    ports, fds = _port_rows(ctx), _link_fds(ctx)
     cols = ["fd", "dest", "tport", "bloom", "prefix", "detail", "subs", "total", *_FILTER_COLUMNS]
     own = node.bloom
     # the own row also carries the advertised filter (hidden columns: JSON only), which
@@ -190,7 +203,7 @@ def show_blooms(ctx: ConsoleContext, args: list[str]) -> CommandResult:
         peers = [b for b, first in behind.items() if first == link]
         blooms = [f for b in peers if isinstance(f := node.peers[b].bloom, BloomFilter)]
         rows.append({
-            "fd": as_cell(ports.get(_label(link), {}).get("fd")), "dest": names.user(link.peer_bridge),
+            "fd": as_cell(_fd(fds, ports, link)), "dest": names.user(link.peer_bridge),
             "tport": _label(link), "bloom": [names.name(b) for b in peers],
             "prefix": _union(f.prefix_mask for f in blooms), "detail": _union(f.detail_mask for f in blooms),
             "subs": sum(f.subject_count for f in blooms), "total": sum(f.count for f in blooms),

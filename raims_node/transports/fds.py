@@ -30,6 +30,15 @@ few the console formats (decisions below):
   takes (the event loop's read size; an ipc socket's packet buffer).
 - the keys conn_id (Node.conns), peer (the neighbour's bridge id), tport (its label),
   local, remote and url are for `show urls`.
+
+`port_fds` gives the `show ports` rows (and so `show status`, `cost`, `reachable`,
+`urls`) the fd of each transport's endpoint, as the manual's "the fd field is the
+endpoint for the transport, usually a listener or a fd assigned to the transport": its
+(lowest) listener; else its PGM group socket or a name service's multicast receive
+socket; else, for a transport that only dials, its (lowest) connection. The manual
+prints a mesh or an accepted connection as a port of its own with the connection's fd;
+raims prints a transport once, so its connections' fds are in `show fds`, `show urls`
+and `show routes` (a route's fd is its link's connection, console/show_routes.py).
 """
 
 from __future__ import annotations
@@ -148,7 +157,8 @@ def bridge_rows(bridge: BridgeServer, rid: int, tport: str) -> list[FdRow]:
                             "mr": session.msgs_in, "rq": rq, "wq": wq, "fl": _flags(proto.reading, rq, wq),
                             "address": addr(peer), "wr": wq, "wmax": _wmax(tr), "rd": rq, "rmax": LOOP_READ,
                             "send": session.bytes_out, "recv": proto.bytes_in})
-    for client in getattr(bridge, "clients", {}).values():  # ipc
+    ipc_clients = getattr(bridge, "clients", {}).values() if typ == "ipc" else ()  # (rv's `clients` are counts)
+    for client in ipc_clients:
         wq = client.buffered
         rows.append(base | {"fd": client.fd, "bs": client.bytes_out, "br": client.bytes_in, "ms": client.msgs_out,
                             "mr": client.msgs_in, "rq": 0, "wq": wq, "fl": _flags(True, 0, wq),
@@ -191,6 +201,33 @@ def run_rows(daemon: FdHost, name: str, run: Running) -> list[FdRow]:
             if row is not None:
                 rows.append(row)
     return rows
+
+
+_ENDPOINT_KINDS = ("pgm_group", "mcast_recv")  # a UDP transport's endpoint, when it has no listener
+
+
+def _endpoint(rows: list[FdRow]) -> object:
+    """The fd that stands for a transport in `show ports` (module docstring)."""
+    for pick in (lambda r: str(r.get("kind", "")).endswith("_listen"), lambda r: r.get("kind") in _ENDPOINT_KINDS,
+                 lambda r: True):
+        fds = [int(str(r["fd"])) for r in rows if pick(r)]
+        if fds:
+            return min(fds)
+    return None
+
+
+def port_fds(ports: list[dict[str, object]], fds: list[FdRow]) -> list[dict[str, object]]:
+    """The `show ports` rows with each one's real endpoint fd (module docstring); the
+    port row of transport `name` with id `rid` is labelled `name.rid` (`name` when it
+    has no id: telnet, web, a name service)."""
+    by_label: dict[str, list[FdRow]] = {}
+    for r in fds:
+        rid = r.get("rid")
+        label = f"{r.get('tport')}.{rid}" if isinstance(rid, int) and rid >= 0 else str(r.get("tport"))
+        by_label.setdefault(label, []).append(r)
+    for port in ports:
+        port["fd"] = _endpoint(by_label.get(str(port.get("tport")), []))
+    return ports
 
 
 def daemon_fds(daemon: FdHost) -> list[FdRow]:

@@ -490,11 +490,12 @@ class NameService(asyncio.DatagramProtocol):
     # ------------------------------------------------------------------ show ports
 
     def port_row(self) -> dict[str, object]:
-        """The `show ports` row: fd is the number of nodes heard lately, ms / mr the
-        datagrams sent / received, `bad` and `ignored` (JSON only) among those received."""
+        """The `show ports` row: ms / mr the datagrams sent / received, `bad` and `ignored`
+        (JSON only) among those received, `heard` (JSON only) the nodes heard lately; fd is
+        the receive socket's (transports/fds.py port_fds)."""
         c = self.counters
         return {
-            "tport": self.name, "type": "name", "cost": "", "fd": len({b for b, _ in self._heard}),
+            "tport": self.name, "type": "name", "cost": "", "fd": None, "heard": len({b for b, _ in self._heard}),
             "bs": c.bytes_out, "br": c.bytes_in, "ms": c.sent, "mr": c.recv, "lat": "", "idle": "",
             "fl": "", "address": self.address, "bad": c.bad, "ignored": c.ignored,
         }

@@ -18,7 +18,7 @@ def link_port_row(name: str, run: Running, links: list[RouterLink], encrypted: b
     lats = [p.latency_ns for p in (node.peers.get(c.peer) for c in conns if c.peer) if p is not None and p.latency_ns]
     row: dict[str, object] = {
         "tport": f"{name}.{run.tport_id}", "type": run.cfg.type, "cost": run.cfg.cost[0],
-        "fd": len(links),
+        "fd": None, "conns": len(links),  # fd: its endpoint's (transports/fds.py port_fds)
         "bs": sum(lk.bytes_out for lk in links), "br": sum(lk.bytes_in for lk in links),
         "ms": sum(lk.frames_out for lk in links), "mr": sum(lk.frames_in for lk in links),
         "lat": min(lats) if lats else "",

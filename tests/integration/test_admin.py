@@ -70,7 +70,7 @@ def test_show_commands_as_json_and_health(abcd_web: dict[str, NodeProc]) -> None
     assert re.fullmatch(r"B\.\d+@tcp://127\.0\.0\.1:\d+", str(d_routes[0]["route"])), d_routes[0]  # type: ignore[index]
     get_json(addrs["A"], "ping")  # every peer's latency measured
     _, ports = get_json(addrs["A"], "show ports")
-    links = [r for r in ports if r["type"] == "tcp" and r["fd"]]  # type: ignore[index, union-attr]
+    links = [r for r in ports if r["type"] == "tcp" and r["conns"]]  # type: ignore[index, union-attr]
     assert links and all(isinstance(r["lat"], int) and r["lat"] > 0 for r in links), links  # type: ignore[index]
     assert all(isinstance(r["idle"], int) and 0 <= r["idle"] < 30 * 10**9 for r in links), links  # type: ignore[index]
     status, err = get_json(addrs["A"], "show nosuchthing")

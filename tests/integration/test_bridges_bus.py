@@ -245,7 +245,7 @@ async def test_mutated_input_never_disturbs_other_clients(running: Daemon) -> No
             break
     rows = {}
     await poll(lambda: rows.update({r["type"]: r for r in running.port_rows()})
-               or (rows["nats"]["fd"], rows["redis"]["fd"]) == (1, 0), "mutants' connections stay open")
+               or (rows["nats"]["conns"], rows["redis"]["conns"]) == (1, 0), "mutants' connections stay open")
     assert int(rows["nats"]["mr"]) >= 1 and int(rows["redis"]["br"]) > 0  # type: ignore[call-overload]
     watcher_w.close()
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.integration.harness import NodeProc, get_json, graph_config, poll, web_addr
-from tests.integration.test_bridges_net import BridgeNet, start_network
+from tests.integration.test_bridges_net import WEB, BridgeNet, start_network
 from tests.integration.test_ipc_bus import Raw
 
 GRAPH = "node A B\ntcp_link_ab A B : 100\n"  # A listens, B connects
@@ -213,3 +213,32 @@ def test_show_fds_lists_an_ipc_bus_and_its_sbus_clients(tmp_path: Path) -> None:
         assert poll(lambda: not any(r["kind"] == "ipc_accept" for r in fds()), 5)
     finally:
         node.stop()
+
+
+async def _rv_session_rows(tmp_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    from tests.integration.rv_client import RvClient
+    from tests.integration.test_bridges_rv import RV
+
+    net = start_network(tmp_path, "node A\n", extra=[RV, WEB])
+    try:
+        client = await RvClient.connect(net.port("A", "rv"))
+        try:
+            await client.listen("fds.rv")
+            return show(net, "A", "show fds"), show(net, "A", "show ports"), show(net, "A", "show hosts")
+        finally:
+            await client.close()
+    finally:
+        net.stop()
+
+
+def test_an_rv_client_is_a_row_of_show_fds_and_show_ports_still_answers(tmp_path: Path) -> None:
+    """The RV bridge's `clients` counts sessions per service (it is not the ipc bus's
+    client table): an RV session took show fds, and with it every port-based command
+    (show ports, hosts, rvsub), to a 500."""
+    import asyncio
+
+    fds, ports, hosts = asyncio.run(_rv_session_rows(tmp_path))
+    assert [r["kind"] for r in fds if r["type"] == "rv"] == ["tcp_listen", "rv_accept"]
+    rv_port = next(p for p in ports if str(p["tport"]).startswith("rv"))
+    assert rv_port["fd"] == next(r["fd"] for r in fds if r["type"] == "rv" and r["kind"] == "tcp_listen")
+    assert len(hosts) == 1

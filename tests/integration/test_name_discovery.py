@@ -105,17 +105,17 @@ def test_two_meshes_find_each_other_and_one_link_joins_them(net_factory: Any) ->
         assert poll(lambda: net.row(user, "name")["mr"] > 0, 5)  # noqa: B023 (called here, in the loop)
         name = net.row(user, "name")
         assert re.fullmatch(rf"name://127\.0\.0\.1:\d+;239\.23\.22\.217:{net.group_port}", name["address"])
-        assert name["tport"] == DEVICE and name["ms"] > 0 and name["fd"] == 1
+        assert name["tport"] == DEVICE and name["ms"] > 0 and name["heard"] == 1
         assert name["bad"] == 0 and name["ignored"] == 0
         mesh = net.row(user, "mesh")
-        assert mesh["fd"] == 1 and "D" in mesh["fl"]  # one link: only one member dialed
+        assert mesh["conns"] == 1 and "D" in mesh["fl"]  # one link: only one member dialed
     # B dies and comes back with a new start time (and port): A links to it again
     marks = {user: len(node.lines) for user, node in net.nodes.items()}
     net.nodes["B"].stop(signal.SIGKILL)
     net.nodes["A"].wait_for(CONVERGED.format(n=0), WAIT_S, after=marks["A"])
     net.start("B", "mesh.listen")
     net.converge(1, after={"A": marks["A"]})
-    assert poll(lambda: net.row("A", "mesh")["fd"] == 1, 5)
+    assert poll(lambda: net.row("A", "mesh")["conns"] == 1, 5)
 
 
 def test_tcp_connectors_link_to_the_listener_they_discover(net_factory: Any) -> None:
@@ -124,10 +124,10 @@ def test_tcp_connectors_link_to_the_listener_they_discover(net_factory: Any) -> 
     net.start("B", "tcp.connect")
     net.start("C", "tcp.connect")
     net.converge(2)
-    assert net.row("A", "tcp")["fd"] == 2  # both connectors
+    assert net.row("A", "tcp")["conns"] == 2  # both connectors
     for user in "BC":
         tcp = net.row(user, "tcp")
-        assert tcp["fd"] == 1 and "C" in tcp["fl"]  # the listener only, not the other connector
+        assert tcp["conns"] == 1 and "C" in tcp["fl"]  # the listener only, not the other connector
 
 
 def _bridge(kind: str, network: str, service: str = "shared") -> dict[str, Any]:
@@ -192,7 +192,7 @@ def test_nats_and_redis_bridges_join_their_network(net_factory: Any) -> None:
     net.converge(1)
     for user in "AB":
         mesh = [r for r in net.ports(user) if r["tport"].startswith("net_shared.")]
-        assert len(mesh) == 1 and mesh[0]["type"] == "mesh" and mesh[0]["fd"] == 1 and "D" in mesh[0]["fl"]
+        assert len(mesh) == 1 and mesh[0]["type"] == "mesh" and mesh[0]["conns"] == 1 and "D" in mesh[0]["fl"]
     assert asyncio.run(_nats_across(_bridge_port(net, "A", "nats"), _bridge_port(net, "B", "nats"))) == b"marker"
     assert asyncio.run(_redis_across(_bridge_port(net, "B", "redis"), _bridge_port(net, "A", "redis"))) == b"marker"
 
@@ -234,4 +234,4 @@ def test_a_configured_transport_wins_over_the_network(net_factory: Any) -> None:
     for user in "AB":
         net.nodes[user].wait_for(r"network 127.0.0.1;239.1.2.3 ignored, transport net_shared is configured", 1)
         mesh = next(r for r in net.ports(user) if r["tport"].startswith("net_shared."))
-        assert mesh["type"] == "mesh" and mesh["cost"] == 10 and mesh["fd"] == 1
+        assert mesh["type"] == "mesh" and mesh["cost"] == 10 and mesh["conns"] == 1

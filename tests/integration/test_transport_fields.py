@@ -46,10 +46,10 @@ def _node(tmp: Path, cfg: Path, user: str, how: str) -> NodeProc:
 
 
 def _links(node: NodeProc) -> int:
-    """The links of transport link_ab (`show ports`: fd counts them)."""
+    """The links of transport link_ab (`show ports`: its JSON-only conns counts them)."""
     _, rows = get_json(web_addr(node), "show ports")
     assert isinstance(rows, list)
-    return sum(int(r["fd"]) for r in rows if str(r.get("tport", "")).startswith("link_ab."))
+    return sum(int(r["conns"]) for r in rows if str(r.get("tport", "")).startswith("link_ab."))
 
 
 def test_connect_list_first_success_stops_the_others(tmp_path: Path, procs: list[NodeProc]) -> None:
@@ -143,7 +143,7 @@ def test_edge_listener_pools_its_links_on_one_port(tmp_path: Path, procs: list[N
     _, rows = get_json(web_addr(a), "show ports")
     assert isinstance(rows, list)
     ports = [r for r in rows if str(r["tport"]).startswith("link_ab.")]
-    assert len(ports) == 1 and ports[0]["fd"] == 2, ports
+    assert len(ports) == 1 and ports[0]["conns"] == 2, ports
 
 
 @pytest.mark.parametrize(("param", "want"), [("tcp_ipv4only", "0.0.0.0:"), ("tcp_ipv6only", "[::]:")])

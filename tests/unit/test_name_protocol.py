@@ -279,7 +279,7 @@ async def test_services_on_one_host_hear_each_other_and_count_what_they_drop() -
         assert all(ad.bridge != a.bridge for ad in heard_a.adverts)  # its own are not reported
         row = a.port_row()
         assert row["type"] == "name" and row["ms"] == a.counters.sent >= 2 and row["bad"] == 1
-        assert row["mr"] == a.counters.recv and row["fd"] == 1  # b is the node heard
+        assert row["mr"] == a.counters.recv and row["heard"] == 1  # b is the node heard
     finally:
         for svc in (a, b, c):
             svc.close()

@@ -1,0 +1,135 @@
+"""The console's show commands as an operator meets them on a running A-B-C chain
+(manual, "The Show Commands"): the fd columns are the processes' own sockets, checked
+against /proc/<pid>/fd and, through a socket's inode, against /proc/net/tcp's ports."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.harness import CONVERGED, NodeProc, get_json, graph_config, web_addr
+
+GRAPH = "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 100\n"
+
+
+class Chain:
+    def __init__(self, nodes: dict[str, NodeProc]) -> None:
+        self.nodes = nodes
+        self.web = {name: web_addr(node) for name, node in nodes.items()}
+        self.telnet = {name: int(node.wait_for(r"telnet listening on [\d.]+:(\d+)").group(1))
+                       for name, node in nodes.items()}
+
+    def pid(self, name: str) -> int:
+        return self.nodes[name].proc.pid
+
+    def show(self, name: str, command: str) -> list[dict[str, Any]]:
+        status, rows = get_json(self.web[name], command)
+        assert status == 200 and isinstance(rows, list), (command, rows)
+        return rows
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
+    tmp = tmp_path_factory.mktemp("chain")
+    cfg, commands = graph_config(tmp, GRAPH)
+    data = yaml.safe_load(cfg.read_text())
+    data["transports"].append({"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}})
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    nodes: dict[str, NodeProc] = {}
+    try:
+        for command in commands:
+            args = command.split()[1:]
+            args[args.index("-d") + 1] = str(cfg)
+            args += ["web.listen", "tel.listen"] if "-t" in args else ["-t", "web.listen", "tel.listen"]
+            node = NodeProc(args[args.index("-u") + 1], args, tmp)
+            nodes[node.name] = node
+        for node in nodes.values():
+            node.wait_for(CONVERGED.format(n=2), 30)
+        yield Chain(nodes)
+    finally:
+        for node in nodes.values():
+            node.stop()
+
+
+def tcp_ports_by_inode() -> dict[str, tuple[int, int]]:
+    """socket inode -> (local port, remote port) of every TCP socket of this host."""
+    out: dict[str, tuple[int, int]] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if Path(table).exists():
+            for line in Path(table).read_text().splitlines()[1:]:
+                f = line.split()
+                out[f[9]] = (int(f[1].rpartition(":")[2], 16), int(f[2].rpartition(":")[2], 16))
+    return out
+
+
+def fd_ports(pid: int, fd: object) -> tuple[int, int]:
+    """(local port, remote port) of TCP socket `fd` of process `pid`, as the OS reports it."""
+    assert isinstance(fd, int), fd
+    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+    assert target.startswith("socket:["), (pid, fd, target)
+    return tcp_ports_by_inode()[target[len("socket:["):-1]]
+
+
+def pid_ports(pid: int) -> set[tuple[int, int]]:
+    """(local port, remote port) of every TCP socket of process `pid`."""
+    by_inode = tcp_ports_by_inode()
+    out = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in by_inode:
+            out.add(by_inode[target[8:-1]])
+    return out
+
+
+def _port(address: object) -> int:
+    return int(str(address).split(",")[0].rpartition(":")[2])
+
+
+def test_ports_status_and_cost_show_each_transports_endpoint_fd(chain: Chain) -> None:
+    """The manual: "The fd field is the endpoint for the transport, usually a listener":
+    a listening transport's listener, a dialing one's connection (to the listener)."""
+    listeners = {}  # listening port of each node's link transports
+    for name in "ABC":
+        for r in chain.show(name, "show ports"):
+            if "L" in str(r["fl"]) and str(r["tport"]).startswith("link_"):
+                listeners[str(r["tport"]).rpartition(".")[0]] = _port(r["address"])
+    assert set(listeners) == {"link_ab", "link_bc"}, listeners
+    for name in "ABC":
+        pid = chain.pid(name)
+        ports = chain.show(name, "show ports")
+        fds = {r["tport"]: r["fd"] for r in ports}
+        for r in ports:
+            local, remote = fd_ports(pid, r["fd"])
+            if "L" in str(r["fl"]):  # a listener: its own port, no remote
+                assert (local, remote) == (_port(r["address"]), 0), r
+            else:  # a link it dialed: the connection to the other node's listener
+                assert remote == listeners[str(r["tport"]).rpartition(".")[0]], r
+        assert {"web", "tel"} <= set(fds) and len(set(fds.values())) == len(fds), fds
+        for command in ("show status", "show cost"):
+            got = {r["tport"]: r["fd"] for r in chain.show(name, command) if r["fd"] is not None}
+            assert got and all(fds[t] == fd for t, fd in got.items()), (command, got, fds)
+
+
+def test_routes_and_blooms_show_the_fd_of_the_link_each_route_takes(chain: Chain) -> None:
+    """The manual's routes example prints each connection's own fd (19, 21, ...): the
+    fd's connection ends at the neighbour the route goes through."""
+    pids = {name: chain.pid(name) for name in "ABC"}
+    for name in "ABC":
+        routes = [r for r in chain.show(name, "show routes") if r["tport"]]
+        assert len(routes) >= 2, routes
+        for r in routes:
+            local, remote = fd_ports(pids[name], r["fd"])
+            adj = str(r["adj"]).split(".")[0]
+            assert (remote, local) in pid_ports(pids[adj]), (name, r)  # the other end is the neighbour's
+        for b in chain.show(name, "show blooms"):
+            if b["tport"]:
+                local, remote = fd_ports(pids[name], b["fd"])
+                assert (remote, local) in pid_ports(pids[str(b["dest"]).split(".")[0]]), (name, b)
