@@ -25,13 +25,14 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gc
 import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ from raims_node.config.tree import ConfigTree, load
 from raims_node.crypto import CryptoError
 
 if TYPE_CHECKING:
+    from raims_node.console.telnet import TelnetProtocol
     from raims_node.daemon import Daemon
 
 log = logging.getLogger("raims.server")
@@ -268,7 +270,8 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
             webs.append(await _start_telnet(daemon, tree.transport(name), args.config))
             telnet = webs[-1]
             assert isinstance(telnet, _Closer)
-            _console_port(daemon, name, "telnet", telnet.bound, list(telnet.server.sockets))
+            _console_port(daemon, name, "telnet", telnet.bound, list(telnet.server.sockets),
+                          functools.partial(list, telnet.sessions))
         for name in [n for n in listen + connect if n in web_names]:
             from raims_node.web.admin import WebAdmin
 
@@ -284,7 +287,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
                 daemon.say(f"listening on {addr}")
             webs.append(admin)
             web_bound += bound
-            _console_port(daemon, name, "web", bound, admin.sockets)
+            _console_port(daemon, name, "web", bound, admin.sockets, admin.connections)
         _write_endpoints(daemon, web_bound)
         if getattr(args, "hup_exits", False):  # rvd mode: the manual's start lines
             from raims_node.rvd import RV_TPORT
@@ -330,20 +333,22 @@ def _write_endpoints(daemon: Daemon, web: list[str]) -> None:
 class _Closer:
     """A started telnet listener, stopped like a web admin."""
 
-    def __init__(self, server: asyncio.Server) -> None:
+    def __init__(self, server: asyncio.Server, sessions: set[TelnetProtocol]) -> None:
         self.server = server
         self.bound: list[str] = []
+        self.sessions = sessions  # the connected consoles (show fds)
 
     async def stop(self) -> None:
         self.server.close()
 
 
-def _console_port(daemon: Daemon, name: str, kind: str, bound: list[str], sockets: list[object]) -> None:
+def _console_port(daemon: Daemon, name: str, kind: str, bound: list[str], sockets: list[object],
+                  sessions: Callable[[], list[object]]) -> None:
     """A telnet or web transport's row in `show ports` (and so `running` in show tport);
-    its listening `sockets` for show fds (transports/fds.py)."""
+    its listening `sockets` and its connected `sessions` for show fds (transports/fds.py)."""
     row: dict[str, object] = {"tport": name, "type": kind, "cost": "", "fd": "", "bs": "", "br": "",
                               "ms": "", "mr": "", "lat": "", "idle": "", "fl": "L", "address": ", ".join(bound),
-                              "sockets": sockets}
+                              "sockets": sockets, "sessions": sessions}
     daemon.extra_ports.append(lambda: [row])
 
 
@@ -354,11 +359,13 @@ async def _start_telnet(daemon: Daemon, cfg: TransportConfig, config: str) -> _C
 
     host = (cfg.listen or ["127.0.0.1"])[0]
     operator = OperatorHost(daemon, config if config != "-" and Path(config).is_dir() else None)
+    sessions: set[TelnetProtocol] = set()
     try:
-        server = await start_telnet(operator, daemon.on_log, None if host in ("*", "") else host, cfg.port or 0)
+        server = await start_telnet(operator, daemon.on_log, None if host in ("*", "") else host, cfg.port or 0,
+                                    sessions)
     except OSError as exc:
         raise DaemonError(f"transport {cfg.tport!r} listen {host}:{cfg.port} failed: {exc.strerror}") from None
-    closer = _Closer(server)
+    closer = _Closer(server, sessions)
     for sock in server.sockets:
         name = sock.getsockname()
         daemon.say(f"telnet listening on {name[0]}:{name[1]}")

@@ -186,6 +186,7 @@ class SessionProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.session: BridgeSession | None = None
         self.bytes_in = 0
+        self.wr_peak = self.rd_peak = 0  # the most output held, the largest read (show buffers wmax, rmax)
         self._loop = asyncio.get_running_loop()
         self._write_paused = False
         self._read_paused = False
@@ -221,6 +222,8 @@ class SessionProtocol(asyncio.Protocol):
         if self.session is None:  # refused (connection_made)
             return
         self.bytes_in += len(data)
+        if len(data) > self.rd_peak:
+            self.rd_peak = len(data)
         self.server.hub.idle.activity()
         if self._backlog is not None:  # read before the pause took effect: after the rest
             rest, off = self._backlog
@@ -337,6 +340,9 @@ class SessionProtocol(asyncio.Protocol):
             return
         while not self._write_paused and session.buffered:
             transport.write(session.pending_output(WRITE_CHUNK))
+        held = session.buffered + transport.get_write_buffer_size()  # once a read or a delivery run
+        if held > self.wr_peak:
+            self.wr_peak = held
         if session.paused != self._congested:
             self._congested = session.paused
             self.server.hub.gate.congested(self, self._congested)

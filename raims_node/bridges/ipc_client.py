@@ -87,6 +87,7 @@ class IpcClient:
         s = server.limits
         self.outbox = sp.Outbox(s.max_queue_bytes, s.max_queue_packets)
         self.msgs_in = self.msgs_out = self.bytes_in = self.bytes_out = 0
+        self.wr_peak = 0  # the most the outbox held (show buffers wmax)
         self.pending: list[bytes] = []  # deliveries sent at the server's next flush
         self.closed = False
         self._reading = False
@@ -266,6 +267,8 @@ class IpcClient:
         if verdict == "error":
             self._misbehaving()
             return
+        if self.outbox.bytes > self.wr_peak:
+            self.wr_peak = self.outbox.bytes
         if verdict == "queued" and not self._writing:
             self._writing = True
             self.server.loop.add_writer(self.fd, self._writable)

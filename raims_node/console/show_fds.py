@@ -7,7 +7,8 @@ Decisions where the manual is vague, or raims has no such state:
 - `show fds`: the manual's columns, one row per socket the node uses for the network:
   transport listeners, links (tcp_accept / tcp_connect), bridge clients (nats_accept,
   redis_accept, rv_accept, ipc_accept), PGM group and inbox sockets, name service
-  sockets, telnet and web listeners; sorted by fd. No rows for the C++ server's internal
+  sockets, telnet and web listeners and their sessions (telnet_accept, web_accept);
+  sorted by fd. No rows for the C++ server's internal
   fds (logger, timer queue, routes): a Python process has none of them. `name` is
   `<tport>.<kind>.<rid>` as the manual's (`mesh.tcp_acc.1`) without the service
   prefix; `address` is a listener's local address, a connection's remote one, led by
@@ -16,10 +17,10 @@ Decisions where the manual is vague, or raims has no such state:
   client; `fl` is R (read), W (output waits), + (input waits), L (a listener). The
   meaning of each column, and what is empty, is in transports/fds.py.
 - `show buffers`: one row per connection fd (no listeners). `wr` is the bytes waiting to
-  be written (raims' queues and the asyncio transport's buffer), `wmax` the transport's
-  high-water mark (asyncio's write buffer limit, `tcp_write_highwater` on a link; an
-  ipc client's outbox hard limit), `rd` the bytes held unparsed, `rmax` the most one
-  read takes (the event loop's 256 KB, an ipc packet buffer); `send`/`recv` bytes.
+  be written (raims' queues and the asyncio transport's buffer), `wmax` its peak (the
+  manual's "the largest write buffer used"; it showed asyncio's limit before), `rd` the
+  bytes held unparsed, `rmax` the largest read (or rd when more; an ipc client's packet
+  buffer); `send`/`recv` bytes.
   `zref`, `mall` and `pall` count the C++ server's zero-copy sends and buffer pool
   allocations: Python has no such pools, so they are 0.
 - `show urls`: two sections, as the manual's example (a hidden `section` column groups

@@ -190,9 +190,13 @@ class LineEditor:
 class TelnetProtocol(asyncio.Protocol):
     """One telnet connection: a console session with its own prompt and editor."""
 
-    def __init__(self, host: ConsoleHost, on_log: list[Callable[[str], None]]) -> None:
+    def __init__(self, host: ConsoleHost, on_log: list[Callable[[str], None]],
+                 sessions: set[TelnetProtocol] | None = None) -> None:
         self.host = host
         self.on_log = on_log
+        self.sessions = sessions if sessions is not None else set()  # the listener's live ones (show fds)
+        self.bytes_in = self.bytes_out = 0
+        self.wr_peak = self.rd_peak = 0  # the most output held, the largest read (show buffers)
         self.parser = TelnetParser()
         self.editor = LineEditor(lambda words: completions(host, words))
         self.transport: asyncio.Transport | None = None
@@ -203,6 +207,7 @@ class TelnetProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self.sessions.add(self)
         self.session = ConsoleSession(self.host, self._write)
         self.on_log.append(self.session.on_log)
         self.transport.write(bytes([IAC, WILL, ECHO, IAC, WILL, SGA, IAC, DO, TTYPE]))
@@ -210,12 +215,15 @@ class TelnetProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         assert self.transport is not None
+        self.bytes_in += len(data)
+        self.rd_peak = max(self.rd_peak, len(data))
         for ev in self.parser.feed(data):
             if isinstance(ev, Option):
                 self._negotiate(ev)
                 continue
             lines, echo = self.editor.feed(ev)
             if echo:
+                self.bytes_out += len(echo)
                 self.transport.write(echo)
             for line in lines:
                 if line is not None and self.session is not None and session_verb(line.split()) == ("cancel", []):
@@ -236,12 +244,17 @@ class TelnetProtocol(asyncio.Protocol):
 
     def _write(self, text: str) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(text.replace("\r\n", "\n").replace("\n", "\r\n").encode() + b"\r\n")
+            out = text.replace("\r\n", "\n").replace("\n", "\r\n").encode() + b"\r\n"
+            self.bytes_out += len(out)
+            self.transport.write(out)
+            self.wr_peak = max(self.wr_peak, self.transport.get_write_buffer_size())
 
     def _prompt(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             mode = self.session.configuring if self.session is not None else None
-            self.transport.write(prompt_text(self.host, self.count, mode).encode())
+            out = prompt_text(self.host, self.count, mode).encode()
+            self.bytes_out += len(out)
+            self.transport.write(out)
 
     async def _serve(self) -> None:
         assert self.session is not None
@@ -261,6 +274,7 @@ class TelnetProtocol(asyncio.Protocol):
                 self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.sessions.discard(self)
         if self.session is not None:
             if self.session.on_log in self.on_log:
                 self.on_log.remove(self.session.on_log)
@@ -270,6 +284,7 @@ class TelnetProtocol(asyncio.Protocol):
 
 
 async def start_telnet(host: ConsoleHost, on_log: list[Callable[[str], None]], bind: str | None,
-                       port: int) -> asyncio.Server:
+                       port: int, sessions: set[TelnetProtocol] | None = None) -> asyncio.Server:
+    """The telnet listener; each connection is in `sessions` while it is open."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: TelnetProtocol(host, on_log), bind, port)
+    return await loop.create_server(lambda: TelnetProtocol(host, on_log, sessions), bind, port)

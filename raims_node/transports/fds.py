@@ -25,9 +25,14 @@ few the console formats (decisions below):
 - fl: R the fd is being read (not paused by flow control), W output waits (wq > 0),
   + input waits to be processed (rq > 0); a listener shows L.
 - address: a listener's (or UDP socket's) local address; a connection's remote address.
-- wr/wmax (show buffers): wq, and the high-water mark of the transport's write buffer
-  (asyncio's limit: `tcp_write_highwater` on a link); rd/rmax: rq and the most one read
-  takes (the event loop's read size; an ipc socket's packet buffer).
+- wr/wmax (show buffers): wq, and its peak, the manual's "largest write buffer used"
+  (the output held is checked once a loop pass, when frames are queued behind a full
+  socket and at the query, not on each write; an ipc client's outbox when it queues);
+  rd/rmax: rq and the largest read (one read's bytes, or rq when more; an ipc socket's
+  packet buffer, a web session's are not known: empty).
+- telnet and web sessions: a row each (kind telnet_accept, web_accept, rid -1; a web
+  one is an open HTTP or websocket connection, the one asking included); a telnet
+  session counts its bytes, a web one's counts are aiohttp's, not kept: empty.
 - the keys conn_id (Node.conns), peer (the neighbour's bridge id), tport (its label),
   local, remote and url are for `show urls`.
 
@@ -46,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from raims_node.router.node import Node
 from raims_node.transports.tcp import LinkProtocol
@@ -76,7 +81,6 @@ class FdHost(Protocol):
     @property
     def discovery(self) -> Discovery: ...
 
-LOOP_READ = 256 * 1024  # what one read of the event loop takes at most (asyncio's max_size)
 
 
 def sock_fd(transport: asyncio.BaseTransport | None) -> int | None:
@@ -94,11 +98,6 @@ def addr(info: object) -> str:
         host = str(info[0])
         return f"[{host}]:{info[1]}" if ":" in host else f"{host}:{info[1]}"
     return str(info or "")
-
-
-def _wmax(transport: asyncio.BaseTransport | None) -> int | None:
-    limits = getattr(transport, "get_write_buffer_limits", None)
-    return int(limits()[1]) if limits is not None else None
 
 
 def _flags(reading: bool, rq: int, wq: int) -> str:
@@ -129,7 +128,8 @@ def link_row(link: LinkProtocol, tport: str, typ: str, peer: bytes | None) -> Fd
     return {"fd": fd, "rid": link.tport_id, "bs": link.bytes_out, "br": link.bytes_in, "ms": link.frames_out,
             "mr": link.frames_in, "rq": rq, "wq": wq, "fl": _flags(link.reading, rq, wq), "type": typ,
             "kind": kind, "name": f"{tport}.{short}.{link.tport_id}", "address": link.peer_addr,
-            "wr": wq, "wmax": _wmax(tr), "rd": rq, "rmax": LOOP_READ, "send": link.bytes_out, "recv": link.bytes_in,
+            "wr": wq, "wmax": max(link.wr_peak, wq), "rd": rq, "rmax": max(link.rd_peak, rq),
+            "send": link.bytes_out, "recv": link.bytes_in,
             "conn_id": link.conn_id, "peer": peer, "tport": tport, "local": link.local_addr,
             "remote": link.peer_addr, "url": f"{typ}://{link.peer_addr}" if link.outbound else None}
 
@@ -155,17 +155,35 @@ def bridge_rows(bridge: BridgeServer, rid: int, tport: str) -> list[FdRow]:
         peer = tr.get_extra_info("peername") if tr is not None else None
         rows.append(base | {"fd": fd, "bs": session.bytes_out, "br": proto.bytes_in, "ms": session.msgs_out,
                             "mr": session.msgs_in, "rq": rq, "wq": wq, "fl": _flags(proto.reading, rq, wq),
-                            "address": addr(peer), "wr": wq, "wmax": _wmax(tr), "rd": rq, "rmax": LOOP_READ,
+                            "address": addr(peer), "wr": wq, "wmax": max(proto.wr_peak, wq), "rd": rq,
+                            "rmax": max(proto.rd_peak, rq),
                             "send": session.bytes_out, "recv": proto.bytes_in})
     ipc_clients = getattr(bridge, "clients", {}).values() if typ == "ipc" else ()  # (rv's `clients` are counts)
     for client in ipc_clients:
         wq = client.buffered
         rows.append(base | {"fd": client.fd, "bs": client.bytes_out, "br": client.bytes_in, "ms": client.msgs_out,
                             "mr": client.msgs_in, "rq": 0, "wq": wq, "fl": _flags(True, 0, wq),
-                            "address": ", ".join(bridge.bound), "wr": wq, "wmax": client.outbox.hard, "rd": 0,
+                            "address": ", ".join(bridge.bound), "wr": wq, "wmax": max(client.wr_peak, wq), "rd": 0,
                             "rmax": getattr(bridge.settings, "max_packet", 0) + 1, "send": client.bytes_out,
                             "recv": client.bytes_in})
     return rows
+
+
+def session_row(session: object, tport: str, typ: str) -> FdRow | None:
+    """A console connection: a telnet session (console/telnet.py, which counts its bytes
+    and peaks) or a web one (aiohttp's request handler: no counts, wmax/rmax unknown)."""
+    tr = getattr(session, "transport", None)  # duck-typed: uvloop's are not asyncio subclasses
+    fd = sock_fd(cast(asyncio.BaseTransport, tr)) if hasattr(tr, "get_extra_info") else None
+    if fd is None or tr is None:
+        return None
+    size = getattr(tr, "get_write_buffer_size", None)
+    wq = int(size()) if callable(size) else 0
+    bs, br = getattr(session, "bytes_out", None), getattr(session, "bytes_in", None)
+    wr_peak, rd_peak = getattr(session, "wr_peak", None), getattr(session, "rd_peak", None)
+    return {"fd": fd, "rid": -1, "bs": bs, "br": br, "rq": 0, "wq": wq, "fl": _flags(True, 0, wq), "type": typ,
+            "kind": f"{typ}_accept", "name": f"{tport}.{typ}_acc", "address": addr(tr.get_extra_info("peername")),
+            "wr": wq, "wmax": max(wr_peak, wq) if isinstance(wr_peak, int) else None, "rd": 0, "rmax": rd_peak,
+            "send": bs, "recv": br, "tport": tport}
 
 
 def _udp_row(sock: object, rid: int, tport: str, typ: str, kind: str, short: str) -> FdRow | None:
@@ -239,12 +257,14 @@ def daemon_fds(daemon: FdHost) -> list[FdRow]:
         recv, send = names.transports()
         rows += [r for r in (_udp_row(recv, -1, device, "name", "mcast_recv", "name_recv"),
                              _udp_row(send, -1, device, "name", "mcast_send", "name_send")) if r is not None]
-    for extra in daemon.extra_ports:  # telnet and web listeners (server.py)
+    for extra in daemon.extra_ports:  # telnet and web listeners and their sessions (server.py)
         for port in extra():
-            socks = port.get("sockets")
+            socks, sessions = port.get("sockets"), port.get("sessions")
+            tport, typ = str(port.get("tport")), str(port.get("type"))
             if isinstance(socks, list):
-                rows += listener_rows(socks, -1, str(port.get("tport")), str(port.get("type")),
-                                      f"{port.get('type')}_listen", None)
+                rows += listener_rows(socks, -1, tport, typ, f"{typ}_listen", None)
+            if callable(sessions):
+                rows += [r for s in sessions() if (r := session_row(s, tport, typ)) is not None]
     for row in rows:
         row.setdefault("zref", 0)
         row.setdefault("mall", 0)

@@ -122,6 +122,7 @@ class LinkProtocol(asyncio.Protocol):
         self.closed_reason: str | None = None
         self.bytes_in = self.bytes_out = self.frames_in = self.frames_out = 0
         self.write_drops = 0
+        self.wr_peak = self.rd_peak = 0  # the most output held, the largest read (show buffers wmax, rmax)
         # the lone-frame read (module docstring): the receiving decryptor once the key
         # exchange is done (`bytes` on a plaintext link after its first read)
         self._plain: Callable[[bytes], bytes] | None = None
@@ -160,6 +161,8 @@ class LinkProtocol(asyncio.Protocol):
 
     def _received(self, data: bytes) -> None:
         self.bytes_in += len(data)
+        if len(data) > self.rd_peak:
+            self.rd_peak = len(data)
         plain = self._plain
         if plain is not None:
             data = plain(data)
@@ -303,6 +306,7 @@ class LinkProtocol(asyncio.Protocol):
         self._poll.wr_poll += 1
         (self._data if not data[0] & _MCAST_TYPE_BITS else self._ctl).append(data)
         self.queued += len(data)
+        self._note_held()
         if not self._full and self.queued > self.highwater * QUEUE_FACTOR:
             self._full = True
             self.owner.link_full(self.conn_id, True)
@@ -329,6 +333,14 @@ class LinkProtocol(asyncio.Protocol):
                 self._enqueue(data)
             return
         self._write(pending[0] if len(pending) == 1 else b"".join(pending))
+        self._note_held()
+
+    def _note_held(self) -> None:
+        """Keep the peak of the output held (checked once a loop pass and when queueing,
+        not on each lone frame)."""
+        held = self.buffered
+        if held > self.wr_peak:
+            self.wr_peak = held
 
     def _write(self, data: bytes) -> None:
         assert self.transport is not None

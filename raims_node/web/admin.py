@@ -115,6 +115,11 @@ class WebAdmin:
             self.bound.append(f"{name[0]}:{name[1]}")
         return self.bound
 
+    def connections(self) -> list[object]:
+        """The open HTTP and websocket connections, each with its `transport` (show fds)."""
+        server = self.runner.server if self.runner is not None else None
+        return list(server.connections) if server is not None else []
+
     async def stop(self) -> None:
         if self.runner is not None:
             await self.runner.cleanup()

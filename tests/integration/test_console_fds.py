@@ -84,6 +84,8 @@ def test_show_fds_lists_the_processes_real_sockets(ab: BridgeNet) -> None:
         assert len(set(fds)) == len(fds) and fds == sorted(fds)
         ports = _tcp_ports_by_inode()
         for r in rows:
+            if r["kind"] == "web_accept":  # the connection that asked, closed by urllib since
+                continue
             inode = _inode(pid, r["fd"])  # a socket of this process, at this fd
             if r["kind"] == "tcp_listen":
                 assert ports[inode][0] == int(str(r["address"]).rpartition(":")[2]), r
@@ -129,14 +131,14 @@ def test_show_buffers_has_a_row_per_connection_fd(ab: BridgeNet) -> None:
     client = NatsClient(ab.port("A", "nats"))
     try:
         fds = {r["fd"]: r for r in show(ab, "A", "show fds")}
-        rows = show(ab, "A", "show buffers")
+        rows = [r for r in show(ab, "A", "show buffers") if r["name"] != "web.web_acc"]  # but the asking one
         assert set(rows[0]) == {"fd", "wr", "wmax", "rd", "rmax", "zref", "send", "recv", "mall", "pall", "name"}
         conns = {fd for fd, r in fds.items() if r["kind"] in ("tcp_accept", "tcp_connect", "nats_accept")}
         assert conns and conns == {r["fd"] for r in rows}
         pid = ab.nodes["A"].proc.pid
         for r in rows:
             _inode(pid, r["fd"])
-            assert r["name"] == fds[r["fd"]]["name"] and r["wmax"] > 0 and r["rmax"] > 0
+            assert r["name"] == fds[r["fd"]]["name"] and r["wmax"] >= r["wr"] and r["rmax"] > 0
             assert 0 <= r["wr"] <= 1 << 24 and r["rd"] >= 0 and r["zref"] == r["mall"] == r["pall"] == 0
             assert r["send"] <= fds[r["fd"]]["bs"] + 65536 and r["recv"] > 0  # each has read (CONNECT, frames)
         link = next(r for r in rows if fds[r["fd"]]["kind"] == "tcp_accept")

@@ -4,6 +4,8 @@ against /proc/<pid>/fd and, through a socket's inode, against /proc/net/tcp's po
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.harness import CONVERGED, NodeProc, get_json, graph_config, web_addr
+from tests.integration.harness import CONVERGED, NodeProc, get_json, graph_config, poll, web_addr
+from tests.integration.test_console_telnet import TelnetClient
 
 GRAPH = "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 100\n"
 
@@ -133,3 +136,40 @@ def test_routes_and_blooms_show_the_fd_of_the_link_each_route_takes(chain: Chain
             if b["tport"]:
                 local, remote = fd_ports(pids[name], b["fd"])
                 assert (remote, local) in pid_ports(pids[str(b["dest"]).split(".")[0]]), (name, b)
+
+
+def test_show_fds_lists_telnet_and_web_sessions(chain: Chain) -> None:
+    """A connected telnet console and the web connection asking are rows of `show fds`
+    and `show buffers`, at the fds the OS gives their sockets."""
+    t = TelnetClient(chain.telnet["A"])
+    try:
+        t.read_until_prompt()
+        t.command("show peers")
+        pid, mine = chain.pid("A"), t.sock.getsockname()[1]
+        rows = chain.show("A", "show fds")
+        (tel,) = [r for r in rows if r["kind"] == "telnet_accept"]
+        assert fd_ports(pid, tel["fd"]) == (chain.telnet["A"], mine), tel
+        assert tel["address"] == f"127.0.0.1:{mine}" and tel["type"] == "telnet" and tel["rid"] == -1
+        assert tel["br"] >= len("show peers\r\n") and tel["bs"] > 0 and tel["name"] == "tel.telnet_acc"
+        conn = http.client.HTTPConnection(chain.web["A"], timeout=5)  # kept alive: its socket stays open
+        conn.request("GET", "/?show%20fds")
+        webs = [r for r in json.loads(conn.getresponse().read()) if r["kind"] == "web_accept"]
+        ours = [r for r in webs if r["address"] == f"127.0.0.1:{conn.sock.getsockname()[1]}"]
+        assert len(ours) == 1, webs
+        assert fd_ports(pid, ours[0]["fd"]) == (_port(chain.web["A"]), conn.sock.getsockname()[1])
+        conn.close()
+        buffers = {r["fd"]: r for r in chain.show("A", "show buffers")}
+        assert buffers[tel["fd"]]["name"] == "tel.telnet_acc" and buffers[tel["fd"]]["rmax"] >= 1
+    finally:
+        t.sock.close()
+    assert poll(lambda: not any(r["kind"] == "telnet_accept" for r in chain.show("A", "show fds")), 5)
+
+
+def test_show_buffers_wmax_and_rmax_are_peaks(chain: Chain) -> None:
+    """The manual: wmax "the largest write buffer used", rmax "the largest read buffer
+    used": peaks of what a connection held, not the transport's limits."""
+    rows = [r for r in chain.show("B", "show buffers") if str(r["name"]).startswith("link_")]
+    assert len(rows) == 2, rows
+    for r in rows:
+        assert 0 < r["rmax"] <= r["recv"] and r["rd"] <= r["rmax"], r  # one read took at most all received
+        assert r["wr"] <= r["wmax"] <= r["send"] + r["wr"], r
