@@ -15,7 +15,8 @@ live peers by uid. Cells the node has no value for are empty (None):
 - inbox: the last INBOX_TYPES_KEPT (32) inbox messages each way, by seqno and publish
   type (router/peer.py), as the manual's example; a peer with none logged yet shows its
   seqnos without types. The auth answering a peer's first hello leaves before the peer
-  is known, so the log of a link's first handshake may start at seqno 2.
+  is known: its seqno is kept until the peer is (router/links.py), so the log starts at
+  seqno 1 as the manual's.
 
 Decision where the manual is vague: `show peers` accepts one of `zombie` (the peers
 removed, instead of the live ones), `nonce`, `start` or `user` (the order of the rows).

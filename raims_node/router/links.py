@@ -33,6 +33,8 @@ HB_TIMEOUT_FACTOR = 1.5
 HB_DIFF_LIMIT = 2  # heartbeats in disagreement before we resend our peer summary
 MAX_HB_INTERVAL_S = 3600  # an announced heartbeat interval beyond this is ignored
 NS = 1_000_000_000
+AUTH_UNLOGGED = 4  # auth seqnos kept per bridge not yet a peer (show inbox)
+AUTH_UNLOGGED_BRIDGES = 64  # bridges kept so (hellos of bridges that never authenticate)
 
 
 class Links:
@@ -42,6 +44,9 @@ class Links:
         self.mesh = mesh
         self.hello: bytes | None = None  # the last HELLO/HB sent, repeated on a new connection
         self.next_hb_ns = st.start_ns
+        # the seqnos of auth frames sent to a bridge not yet a peer (the answer to its first
+        # hello), logged when it becomes one (show inbox); bounded, the oldest bridge dropped
+        self.auth_unlogged: dict[bytes, list[int]] = {}
 
     # ------------------------------------------------------------------ connections
 
@@ -190,8 +195,22 @@ class Links:
                     # a known session proved live on this new link (its challenge answered)
                     self._authenticated(conn, ev.bridge, ev.user, state.start_ns, state.session_key, now_ns)
         for ev in events:  # the auth frames sent, once the peer is known (show inbox)
-            if isinstance(ev, HsSend) and ev.seqno and ev.dest in st.peers:
-                st.peers[ev.dest].inbox_sent_types.append((ev.seqno, "u_inbox_auth"))
+            if isinstance(ev, HsSend) and ev.seqno and ev.dest is not None:
+                self._log_auth(ev.dest, ev.seqno)
+
+    def _log_auth(self, dest: bytes, seqno: int) -> None:
+        """Log an auth frame's seqno on the peer's inbox log, with those sent before it
+        was a peer; keep it for later while it is not one."""
+        peer, unlogged = self.st.peers.get(dest), self.auth_unlogged
+        if peer is None:
+            seqnos = unlogged.setdefault(dest, [])
+            seqnos[:] = [*seqnos[-(AUTH_UNLOGGED - 1):], seqno]
+            if len(unlogged) > AUTH_UNLOGGED_BRIDGES:
+                del unlogged[next(iter(unlogged))]
+            return
+        for s in unlogged.pop(dest, ()):
+            peer.inbox_sent_types.append((s, "u_inbox_auth"))
+        peer.inbox_sent_types.append((seqno, "u_inbox_auth"))
 
     def _authenticated(self, conn: Conn, b: bytes, user: str, start_ns: int, key: bytes, now_ns: int) -> None:
         st = self.st

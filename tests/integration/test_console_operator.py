@@ -173,3 +173,25 @@ def test_show_buffers_wmax_and_rmax_are_peaks(chain: Chain) -> None:
     for r in rows:
         assert 0 < r["rmax"] <= r["recv"] and r["rd"] <= r["rmax"], r  # one read took at most all received
         assert r["wr"] <= r["wmax"] <= r["send"] + r["wr"], r
+
+
+def test_show_inbox_starts_at_a_neighbours_first_seqno(chain: Chain) -> None:
+    """The manual's `show inbox` starts with each neighbour's seqno 1, the auth answering
+    its hello; what one end logs as sent the other logs as received, type for type."""
+    logs = {name: chain.show(name, "show inbox") for name in "ABC"}
+
+    def side(name: str, peer: str, key: str) -> dict[int, str]:
+        rows, user = logs[name], None
+        out = {}
+        for r in rows:
+            user = r["user"] or user  # a user's later rows leave it blank in text only; JSON repeats it
+            if str(user).split(".")[0] == peer and r[f"{key}_seqno"] is not None:
+                out[r[f"{key}_seqno"]] = r[f"{key}_type"]
+        return out
+
+    for a, b in (("A", "B"), ("B", "A"), ("B", "C"), ("C", "B")):
+        sent, got = side(a, b, "send"), side(b, a, "recv")
+        assert min(sent) == 1 and sent[1] == "u_inbox_auth", (a, b, sent)
+        assert min(got) == 1 and got[1] == "u_inbox_auth", (b, a, got)
+        both = set(sent) & set(got)
+        assert {1, 2, 3} <= both and all(sent[s] == got[s] for s in both), (a, b, sent, got)
