@@ -25,7 +25,8 @@ Decisions where the manual is vague, or raims has no such state:
   allocations: Python has no such pools, so they are 0.
 - `show urls`: two sections, as the manual's example (a hidden `section` column groups
   them, so the text has a rule between): `ports`, each transport (its `show ports` row:
-  state is its flags, url its listener's `type://address`, fd its listener's) followed
+  state is its flags, url its listener's `type://address`, fd its endpoint's: the
+  listener, or the connection of a transport that only dials) followed
   by each of its connections (user the neighbour, state C for a link this node dialed,
   A for one it accepted, url the address dialed or a PGM peer's inbox, local and remote
   the connection's addresses); then `routes`, the rows of `show routes` with the fd of
@@ -87,7 +88,7 @@ def show_urls(ctx: ConsoleContext, args: list[str]) -> CommandResult:
         mesh = name if typ == "mesh" else None
         address = str(port.get("address") or "")
         rows.append({"section": "ports", "user": None, "tport": label, "state": as_cell(port.get("fl")), "cost": None,
-                     "mesh": mesh, "fd": as_cell(listeners.get(name)),
+                     "mesh": mesh, "fd": as_cell(port.get("fd")),
                      "url": f"{typ}://{address}" if address and listeners.get(name) is not None else None,
                      "local": None, "remote": None})
         pgm_urls = port.get("urls")

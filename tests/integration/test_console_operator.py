@@ -116,7 +116,9 @@ def test_ports_status_and_cost_show_each_transports_endpoint_fd(chain: Chain) ->
             else:  # a link it dialed: the connection to the other node's listener
                 assert remote == listeners[str(r["tport"]).rpartition(".")[0]], r
         assert {"web", "tel"} <= set(fds) and len(set(fds.values())) == len(fds), fds
-        for command in ("show status", "show cost"):
+        urls = [r for r in chain.show(name, "show urls") if r["section"] == "ports" and r["user"] is None]
+        assert {r["tport"]: r["fd"] for r in urls} == fds, urls  # "similar to show ports"
+        for command in ("show status", "show cost", "show reachable"):
             got = {r["tport"]: r["fd"] for r in chain.show(name, command) if r["fd"] is not None}
             assert got and all(fds[t] == fd for t, fd in got.items()), (command, got, fds)
 
