@@ -20,7 +20,8 @@ Decisions where the manual is vague, or raims has no such state:
 - `show cache`: one row per router cache (not per transport: raims has one route cache
   per node), the manual's hit and size columns where the cache counts them, and its
   entries now.
-- `show poll`: the event loop's lag is not sampled: one row saying so, not invented data.
+- `show poll`: one row, the event loop's timer, read, route and write times
+  (transports/poll_stats.py): average ns in the JSON, printed with their unit.
 - `show hosts` / `show rvsub`: one row per RV client session (its service, session,
   user, daemon port, start, the service's clients, bytes and messages each way,
   inbound loss; `odl` is 0: publishers lose nothing before the network) and per
@@ -153,7 +154,7 @@ def show_cache(ctx: ConsoleContext, args: list[str]) -> CommandResult:
 def show_poll(ctx: ConsoleContext, args: list[str]) -> CommandResult:
     """The event loop's timers, reads, routing and writes (transports/poll_stats.py)."""
     rows: list[Row] = [{k: v for k, v in ctx.poll.row().items()}] if ctx.poll is not None else []
-    return CommandResult(POLL_COLUMNS, rows)
+    return CommandResult(POLL_COLUMNS, rows, kinds={c: Kind.DURATION for c in POLL_COLUMNS if c.endswith("_lat")})
 
 
 HOST_COLUMNS = ["svc", "session", "user", "port", "start", "cl", "bs", "br", "ms", "mr", "idl", "odl"]

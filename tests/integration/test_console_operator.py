@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,21 @@ def test_show_inbox_starts_at_a_neighbours_first_seqno(chain: Chain) -> None:
         assert min(got) == 1 and got[1] == "u_inbox_auth", (b, a, got)
         both = set(sent) & set(got)
         assert {1, 2, 3} <= both and all(sent[s] == got[s] for s in both), (a, b, sent, got)
+
+
+def test_show_poll_prints_its_latencies_with_their_unit(chain: Chain) -> None:
+    """The manual's `show poll` prints `2.52us`, `11.4us`: durations, not bare numbers
+    (it printed microsecond floats, `1.03e+03`); the JSON has the nanoseconds."""
+    (row,) = chain.show("B", "show poll")
+    lats = [c for c in row if c.endswith("_lat")]
+    assert all(isinstance(row[c], int) and row[c] > 0 for c in ("timer_lat", "route_lat")), row
+    t = TelnetClient(chain.telnet["B"])
+    try:
+        t.read_until_prompt()
+        lines = [line for line in t.command("show poll").splitlines() if "|" in line]
+    finally:
+        t.sock.close()
+    cells = dict(zip([c.strip() for c in lines[0].split("|")], [c.strip() for c in lines[1].split("|")], strict=True))
+    for c in lats:
+        assert cells[c] == "" or re.fullmatch(r"[\d.]+(us|ms|s|hr)", cells[c]), (c, cells)
+    assert cells["timer_lat"] and cells["route_lat"], cells
