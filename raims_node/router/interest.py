@@ -5,9 +5,18 @@ Manual "Subscription Subjects": `_S.JOIN.<subject>` / `_S.LEAV.<subject>` and
 `_P.PSUB.<pattern>` / `_P.STOP.<pattern>` carry each change with the node's
 subscription seqno, so a replica follows by deltas; `_Z.BLM` carries the whole filter
 when it was resized (or a delta was missed, answered by an adjacency request).
+
+A closing client's subscriptions leave the local table at once (no message reaches it,
+no queue group picks it), but past ANNOUNCE_SLICE their withdrawals wait in `pending`
+for `announce_pending`, a slice per `Node.tick`, which `Node.next_wake_ns` asks for at
+once (wake.py: the next loop turn): announcing 100,000 at once (a bloom update and a
+`_S.LEAV` each) stalled the node, every client and link, for 2 s. Any later change of
+ours first announces everything pending, so peers see our changes in the order made.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 from raims_node.bloom import BloomError, BloomFilter, Shard, SubjectHashes, shared_replica
 from raims_node.linkstate.records import PeerRecord
@@ -20,31 +29,45 @@ from raims_node.subject import SubjectError, compile_pattern
 from raims_node.wire import Fid, Fields
 from raims_node.wire import subjects as S
 
+ANNOUNCE_SLICE = 1024  # withdrawals announced in one loop turn (~20 ms)
+
 
 class Interest:
     def __init__(self, st: NodeState) -> None:
         self.st = st
+        self.pending: deque[Change] = deque()  # withdrawals of dropped owners not yet announced
 
     # ------------------------------------------------------------------ ours
 
     def subscribe(self, owner: object, sid: str, subject: str, now_ns: int, queue: str | None) -> None:
+        self.announce_pending(now_ns)
         self.remove(owner, sid, now_ns)
         self._announce_change(self.st.subs.add(owner, sid, subject, None, queue), True, now_ns)
 
     def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str, now_ns: int, queue: str | None,
                    shard: Shard | None) -> None:
         compile_pattern(pattern, syntax)  # type: ignore[arg-type]  # a bad pattern raises before any change
+        self.announce_pending(now_ns)
         self.remove(owner, sid, now_ns)
         self._announce_change(self.st.subs.add(owner, sid, pattern, syntax, queue, shard), True, now_ns)
 
     def remove(self, owner: object, sid: str, now_ns: int) -> None:
         change = self.st.subs.remove(owner, sid)
         if change is not None:
+            self.announce_pending(now_ns)
             self._announce_change(change, False, now_ns)
 
     def drop_owner(self, owner: object, now_ns: int) -> None:
-        for change in self.st.subs.drop_owner(owner):
-            self._announce_change(change, False, now_ns)
+        self.pending.extend(self.st.subs.drop_owner(owner))
+        if len(self.pending) <= ANNOUNCE_SLICE:
+            self.announce_pending(now_ns)
+
+    def announce_pending(self, now_ns: int, limit: int | None = None) -> None:
+        """Announce the pending withdrawals, the oldest first: all, or at most `limit`."""
+        pending = self.pending
+        n = len(pending) if limit is None else min(limit, len(pending))
+        for _ in range(n):
+            self._announce_change(pending.popleft(), False, now_ns)
 
     def _announce_change(self, change: Change, added: bool, now_ns: int) -> None:
         sub = change.sub

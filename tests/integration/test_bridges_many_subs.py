@@ -1,0 +1,121 @@
+"""A bridge client with very many subscriptions closing (router/interest.py `pending`).
+
+nats-server drops a closing client's 100,000 subscriptions in milliseconds; a node used
+to announce every withdrawal (a bloom update and an `_S.LEAV` each) in the one call,
+which held every other client and link for 2 s. The withdrawals now go out a slice per
+loop turn, and still in order with what the node announces after them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from tests.integration.harness import MANUAL_GRAPH
+from tests.integration.test_bridges_net import BridgeNet, start_network
+
+WAIT_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def one(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeNet]:
+    net = start_network(tmp_path_factory.mktemp("one"), "node A\n")
+    yield net
+    net.stop()
+
+
+@pytest.fixture(scope="module")
+def abcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeNet]:
+    net = start_network(tmp_path_factory.mktemp("abcd"), MANUAL_GRAPH)
+    yield net
+    net.stop()
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[list[Client]]:
+    opened: list[Client] = []
+    yield opened
+    for nc in opened:
+        if not nc.is_closed:
+            await nc.close()
+
+
+def raw_subscriber(port: int, subjects: list[str]) -> socket.socket:
+    """A raw NATS connection holding one subscription per subject (pipelined: nats-py
+    would take a coroutine per SUB), confirmed by its PONG."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+    s.recv(4096)  # INFO
+    s.sendall(b'CONNECT {"verbose":false}\r\n'
+              + b"".join(b"SUB %s %d\r\n" % (subj.encode(), i) for i, subj in enumerate(subjects))
+              + b"PING\r\n")
+    got = b""
+    deadline = time.monotonic() + 60
+    while not got.endswith(b"PONG\r\n"):
+        assert time.monotonic() < deadline, "the subscriptions were never confirmed"
+        chunk = s.recv(65536)
+        assert chunk, f"closed: {got[-200:]!r}"
+        got += chunk
+    return s
+
+
+async def test_closing_a_client_with_100k_subscriptions_does_not_stall_the_node(
+        one: BridgeNet, clients: list[Client]) -> None:
+    port = one.port("A")
+    other = await nats.connect(f"nats://127.0.0.1:{port}", max_reconnect_attempts=0)
+    clients.append(other)
+    many = await asyncio.to_thread(raw_subscriber, port, [f"many.{i}.*" for i in range(100_000)])
+    await other.flush(timeout=WAIT_S)
+    many.close()
+    worst, rounds = 0.0, 0
+    deadline = time.monotonic() + 3  # the drop, then as long again
+    while time.monotonic() < deadline and rounds < 10_000:
+        start = time.monotonic()
+        await other.flush(timeout=WAIT_S)  # a PING answered by the node's loop
+        worst = max(worst, time.monotonic() - start)
+        rounds += 1
+    assert worst < 1.0, f"a PING waited {worst:.2f} s while the node dropped the subscriptions"
+
+
+async def request_state(nc: Client, subject: str) -> str:
+    """"none" (503 at once), "silent" (a subscription without an answer) or the answer."""
+    try:
+        return (await nc.request(subject, b"?", timeout=0.3)).data.decode()
+    except NoRespondersError:
+        return "none"
+    except NatsTimeout:
+        return "silent"
+
+
+async def test_withdrawals_left_pending_reach_other_nodes_in_order(abcd: BridgeNet, clients: list[Client]) -> None:
+    n = 3000  # more than one slice (interest.ANNOUNCE_SLICE)
+    a = await nats.connect(f"nats://127.0.0.1:{abcd.port('A')}", max_reconnect_attempts=0)
+    d = await nats.connect(f"nats://127.0.0.1:{abcd.port('D')}", max_reconnect_attempts=0)
+    clients += [a, d]
+    many = await asyncio.to_thread(raw_subscriber, abcd.port("D"), [f"held.{i}" for i in range(n)])
+    deadline = time.monotonic() + WAIT_S
+    while await request_state(a, f"held.{n - 1}") != "silent":  # the last JOIN reached A
+        assert time.monotonic() < deadline, "D's subscriptions never reached A"
+        await asyncio.sleep(0.05)
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b"again")
+
+    many.close()  # its withdrawals, and at once another client's subscription to one of them
+    await d.subscribe("held.0", cb=answer)
+    await d.flush()
+    deadline = time.monotonic() + WAIT_S
+    while (state := await request_state(a, f"held.{n - 1}")) != "none":
+        assert time.monotonic() < deadline, f"held.{n - 1} is still {state} at A"
+        await asyncio.sleep(0.05)
+    for i in (1, n // 2, n - 2):
+        assert await request_state(a, f"held.{i}") == "none"
+    assert await request_state(a, "held.0") == "again"  # its JOIN was not undone by a late LEAV
