@@ -86,6 +86,10 @@ class Bus(Protocol):
 
     def unsubscribe(self, client: ClientHandle, sid: str) -> None: ...
 
+    def unsubscribe_all(self, client: ClientHandle) -> None:
+        """Every subscription of `client` (Redis RESET, UNSUBSCRIBE of all): at once,
+        their withdrawals a slice per loop turn as for a closing client."""
+
     def drop_client(self, client: ClientHandle) -> None: ...
 
     def publish(self, client: ClientHandle | None, subject: str, reply: str | None,

@@ -35,6 +35,9 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
   trace, bridges/acks.py).
 - RESET drops every subscription without confirmations, returns to RESP2, db 0, no
   name, and answers `+RESET`. QUIT answers `+OK` and closes.
+- RESET, and an unsubscribe of all when it is all the client holds, drop the
+  subscriptions at once (`Bus.unsubscribe_all`: the node announces the withdrawals a
+  slice per loop turn, router/interest.py).
 
 Decisions: SELECT accepts 0..15 (redis-server's default 16 databases) and changes
 nothing else, pub/sub being database-independent in Redis too. HELLO AUTH accepts the
@@ -368,6 +371,12 @@ class RedisSession(SessionOutput):
         targets = args[1:] or list(table.values())
         if not targets:
             self._confirm(kind, None, self._count(table))
+        if not args[1:] and targets and sum(map(len, (self._channels, self._patterns, self._shards))) == len(table):
+            table.clear()  # all the client holds: dropped at once (a per-subscription
+            self.bus.unsubscribe_all(self)  # withdrawal of 100,000 stalled the node 2 s)
+            for i, raw in enumerate(targets):
+                self._confirm(kind, raw, len(targets) - 1 - i)
+            return
         for raw in targets:
             sid = prefix + _text(raw)
             if table.pop(sid, None) is not None:
@@ -471,10 +480,10 @@ class RedisSession(SessionOutput):
         self._release()
 
     def _drop_subscriptions(self) -> None:
-        for table in (self._channels, self._patterns, self._shards):
-            for sid in list(table):
-                del table[sid]
-                self.bus.unsubscribe(self, sid)
+        if self._channels or self._patterns or self._shards:
+            for table in (self._channels, self._patterns, self._shards):
+                table.clear()
+            self.bus.unsubscribe_all(self)
 
     def _on_close(self) -> None:
         if self._data is not None:

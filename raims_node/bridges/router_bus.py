@@ -226,6 +226,11 @@ class RouterBus:
         if owner is not None:
             self.host.unsubscribe(owner, sid)
 
+    def unsubscribe_all(self, client: ClientHandle) -> None:
+        owner = self._owners.get(client)
+        if owner is not None:  # (the owner stays: the client may subscribe again)
+            self.host.drop_owner(owner)
+
     def drop_client(self, client: ClientHandle) -> None:
         owner = self._owners.pop(client, None)
         if owner is not None:

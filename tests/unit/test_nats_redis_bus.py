@@ -61,9 +61,12 @@ class MemoryBus:
     def unsubscribe(self, client: ClientHandle, sid: str) -> None:
         del self.entries[(client.client_id, sid)]
 
-    def drop_client(self, client: ClientHandle) -> None:
+    def unsubscribe_all(self, client: ClientHandle) -> None:
         for key in [k for k in self.entries if k[0] == client.client_id]:
             del self.entries[key]
+
+    def drop_client(self, client: ClientHandle) -> None:
+        self.unsubscribe_all(client)
 
     def publish(self, client: ClientHandle | None, subject: str, reply: str | None,
                 headers: bytes | None, payload: bytes) -> int:
