@@ -58,7 +58,12 @@ class Interest:
             self._announce_change(change, False, now_ns)
 
     def drop_owner(self, owner: object, now_ns: int) -> None:
-        self.pending.extend(self.st.subs.drop_owner(owner))
+        changes = self.st.subs.drop_owner(owner)
+        if len(self.pending) + len(changes) > ANNOUNCE_SLICE:
+            # queue groups' withdrawals first: until one is announced, a publisher may
+            # still pick this node for the group, which has no member here to take it
+            changes.sort(key=lambda c: not c.queue_edge)
+        self.pending.extend(changes)
         if len(self.pending) <= ANNOUNCE_SLICE:
             self.announce_pending(now_ns)
 

@@ -52,8 +52,9 @@ async def clients() -> AsyncIterator[list[Client]]:
 
 
 def raw_subscriber(port: int, subjects: list[str]) -> socket.socket:
-    """A raw NATS connection holding one subscription per subject (pipelined: nats-py
-    would take a coroutine per SUB), confirmed by its PONG."""
+    """A raw NATS connection holding one subscription per subject (`subject group` for a
+    queue group member; pipelined: nats-py would take a coroutine per SUB), confirmed by
+    its PONG."""
     s = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
     s.recv(4096)  # INFO
     s.sendall(b'CONNECT {"verbose":false}\r\n'
@@ -168,3 +169,35 @@ async def test_withdrawals_left_pending_reach_other_nodes_in_order(abcd: BridgeN
     for i in (1, n // 2, n - 2):
         assert await request_state(a, f"held.{i}") == "none"
     assert await request_state(a, "held.0") == "again"  # its JOIN was not undone by a late LEAV
+
+
+async def test_a_closing_clients_queue_group_is_withdrawn_first(abcd: BridgeNet, clients: list[Client]) -> None:
+    """Until a node hears that another left a queue group, it may leave a message to
+    that node's member, which is gone: the groups' withdrawals go out before the rest."""
+    a = await nats.connect(f"nats://127.0.0.1:{abcd.port('A')}", max_reconnect_attempts=0)
+    b = await nats.connect(f"nats://127.0.0.1:{abcd.port('B')}", max_reconnect_attempts=0)
+    clients += [a, b]
+    member = await b.subscribe("work", queue="g")
+    await b.flush()
+    subjects = [f"plain.{i}" for i in range(100_000)]
+    many = await asyncio.to_thread(raw_subscriber, abcd.port("D"), [*subjects, "work g"])
+    deadline = time.monotonic() + 60
+    while await request_state(a, subjects[-1]) != "silent":  # D's last subscriptions reached A
+        assert time.monotonic() < deadline, "D's subscriptions never reached A"
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)  # and B, on the way
+    many.close()
+    closed = time.monotonic()
+    late: list[int] = []
+    i = 0
+    while time.monotonic() - closed < 3 and i < 10_000:
+        await a.publish("work", b"%d" % i)
+        if time.monotonic() - closed > 0.5:
+            late.append(i)  # long after the close: B must know by now that it is alone
+        i += 1
+        await asyncio.sleep(0.005)
+    await a.publish("work", b"end")
+    got: set[int] = set()
+    while (msg := await member.next_msg(timeout=WAIT_S)).data != b"end":
+        got.add(int(msg.data))
+    assert not set(late) - got, f"{len(set(late) - got)} of {len(late)} late messages went to D's closed member"
