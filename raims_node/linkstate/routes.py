@@ -207,7 +207,8 @@ class RouteTable:
             table: dict[bytes, tuple[LinkRecord, ...]] = dict.fromkeys(g.bridges, ())
             s_list, e_list = srcs.tolist(), edges.tolist()
             starts = np.flatnonzero(np.diff(srcs, prepend=-1)).tolist()
-            for lo, hi in zip(starts, [*starts[1:], len(s_list)], strict=True):
+            ends = [*starts[1:], len(s_list)] if starts else []  # a node without links forwards nothing
+            for lo, hi in zip(starts, ends, strict=True):
                 table[g.bridges[s_list[lo]]] = tuple(g.links[e] for e in e_list[lo:hi])
             self._fwd[path] = MappingProxyType(table)
         return self._fwd[path]

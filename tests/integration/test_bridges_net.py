@@ -99,7 +99,8 @@ class BridgeNet:
 
 
 def _listen_ports(node: NodeProc, count: int, timeout: float = 20.0) -> list[int]:
-    """The ports of the first `count` "listening on" lines, waiting for them."""
+    """The ports of the first `count` "listening on" lines (0 for a unix socket's path),
+    waiting for them."""
     ports: list[int] = []
     seen = 0
     while len(ports) < count:
@@ -107,7 +108,8 @@ def _listen_ports(node: NodeProc, count: int, timeout: float = 20.0) -> list[int
         lines = list(node.lines)
         for line in lines[seen:]:
             if "listening on " in line:
-                ports.append(int(line.rpartition(":")[2]))
+                where = line.rpartition("listening on ")[2]
+                ports.append(0 if where.startswith("/") else int(where.rpartition(":")[2]))  # 0: a unix socket
         seen = len(lines)
     return ports[:count]
 

@@ -237,3 +237,9 @@ def test_forward_table_lists_every_source() -> None:
     assert names(table[B("D")]) == ["link_ab", "link_bc"]
     assert rt.forward_table(1)[B("C")] == ()
     assert names(rt.forward_table(1)[B("D")]) == ["link_ab"]
+
+
+def test_forward_table_of_a_node_without_links_is_empty() -> None:
+    db = db_from_graph(parse_graph("node A\n"))  # `show forward` on a lone node raised
+    table = RouteTable(db, B("A")).forward_table(0)
+    assert dict(table) == {B("A"): ()}
