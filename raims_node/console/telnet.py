@@ -203,6 +203,7 @@ class TelnetProtocol(asyncio.Protocol):
         self.session: ConsoleSession | None = None
         self.count = 0
         self._lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self._busy = False  # a line is running: its end gives the prompt back
         self._task: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -228,6 +229,8 @@ class TelnetProtocol(asyncio.Protocol):
             for line in lines:
                 if line is not None and self.session is not None and session_verb(line.split()) == ("cancel", []):
                     self._write(render_text(self.session.cancel()))  # now: not behind what it cancels
+                    if not self._busy and self._lines.empty():
+                        self._prompt()  # nothing ran to give the prompt back
                     continue
                 self._lines.put_nowait(line)
 
@@ -262,6 +265,7 @@ class TelnetProtocol(asyncio.Protocol):
         try:
             while not self.session.quit:
                 line = await self._lines.get()
+                self._busy = True
                 self.count += 1
                 if line is None:
                     self._write(f"error: a line over {MAX_LINE} bytes is not run")
@@ -269,6 +273,7 @@ class TelnetProtocol(asyncio.Protocol):
                     await self.session.run(line.strip())
                 if not self.session.quit:
                     self._prompt()
+                self._busy = False
         finally:
             if self.transport is not None:
                 self.transport.close()

@@ -262,3 +262,14 @@ def test_telnet_console_odd_input(abcd_telnet: tuple[dict[str, NodeProc], int]) 
     out = t.read_until_prompt()
     assert re.search(r"waiting\W+replies\W+expected", out) and "nobody.listens" in out, out
     assert time.monotonic() - started < 1.5
+
+
+def test_cancel_with_nothing_waiting_gives_the_prompt_back(ab_telnet_web: tuple[dict[str, NodeProc], int, str]) -> None:
+    """`cancel` runs as it arrives (not behind what it cancels); with nothing running,
+    no command's end wrote the prompt after it and the console seemed to hang."""
+    _, port, _ = ab_telnet_web
+    a = TelnetClient(port)
+    a.read_until_prompt()
+    assert "waiting" in a.command("cancel", timeout=5)
+    assert a.prompt.endswith(b"> ")
+    assert "link_ab" in a.command("show ports", timeout=5)  # and the next command still answers
