@@ -28,6 +28,7 @@ from enum import Enum
 from types import MappingProxyType
 
 from raims_node.config.errors import ConfigError
+from raims_node.wire.stream import MAX_FRAME
 
 
 class Kind(Enum):
@@ -47,6 +48,16 @@ class ParamSpec:
     kind: Kind
     default: str | None
     description: str
+    maximum: float | None = None  # in the kind's unit (seconds, bytes, a count); None: the kind's limit
+    why_maximum: str = ""
+
+
+# Past these a value is no setting anyone means, and it overflowed the wire's fields or
+# the event loop's C integers at start (a 1e22-second heartbeat, a 1e22-byte high water).
+KIND_MAXIMUM: Mapping[Kind, float] = MappingProxyType({
+    Kind.TIME: 10 * 365 * 86400.0, Kind.BYTES: float(1 << 40), Kind.COUNT: float((1 << 31) - 1)})
+MAX_HEARTBEAT_S = 3600  # peers ignore an announced interval above this (router/links.py)
+MAX_PAYLOAD_LIMIT = MAX_FRAME - (1 << 17)  # a message, its subject and fields in one frame
 
 
 # The manual's table, in its order.
@@ -61,7 +72,8 @@ MANUAL_PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("sub_window_size", Kind.BYTES, "8 MB", "Size of subscribe window"),
     ParamSpec("pub_window_time", Kind.TIME, "10 secs", "Time of publish window"),
     ParamSpec("sub_window_time", Kind.TIME, "10 secs", "Time of subscribe window"),
-    ParamSpec("heartbeat", Kind.TIME, "10 secs", "Interval of heartbeat"),
+    ParamSpec("heartbeat", Kind.TIME, "10 secs", "Interval of heartbeat", MAX_HEARTBEAT_S,
+              "peers ignore a longer heartbeat interval"),
     ParamSpec("reliability", Kind.TIME, "15 secs", "Time of publish reliability"),
     ParamSpec("timestamp", Kind.STRING, "LOCAL", "Log using local time or GMT"),
     ParamSpec("pid_file", Kind.STRING, None, "Daemon pid file"),
@@ -85,7 +97,8 @@ HARDENING_PARAMETERS: tuple[ParamSpec, ...] = (
 )
 # raims's own, after the manual's table (flow control, nats-server's lame duck names)
 RAIMS_PARAMETERS: tuple[ParamSpec, ...] = (
-    ParamSpec("max_payload", Kind.BYTES, "1 MB", "Largest message a NATS or Redis client may publish"),
+    ParamSpec("max_payload", Kind.BYTES, "1 MB", "Largest message a NATS or Redis client may publish",
+              MAX_PAYLOAD_LIMIT, "a message must fit one frame"),
     ParamSpec("lame_duck_duration", Kind.TIME, "120 secs", "SIGUSR2: close clients spread over this time"),
     ParamSpec("lame_duck_grace_period", Kind.TIME, "10 secs", "SIGUSR2: wait before closing clients"),
 )
@@ -209,14 +222,16 @@ def validate(name: str, value: object) -> ParamValue:
     kind = spec.kind
     if kind is Kind.ARRAY:
         return parse_array(value)
-    if kind is Kind.TIME:
-        parse_time(value)
-    elif kind is Kind.BYTES:
-        parse_bytes(value)
+    if kind in (Kind.TIME, Kind.BYTES, Kind.COUNT):
+        number = parse_time(value) if kind is Kind.TIME else parse_bytes(value) if kind is Kind.BYTES \
+            else parse_count(value)
+        most = spec.maximum if spec.maximum is not None else KIND_MAXIMUM[kind]
+        if number > most:
+            unit = {Kind.TIME: " secs", Kind.BYTES: " bytes"}.get(kind, "")
+            raise ConfigError(f"{value!r} is more than {most:.0f}{unit}"
+                              + (f" ({spec.why_maximum})" if spec.why_maximum else ""))
     elif kind is Kind.BOOLEAN:
         parse_bool(value)
-    elif kind is Kind.COUNT:
-        parse_count(value)
     else:
         if isinstance(value, list):
             raise ConfigError(f"{value!r} is not a {kind.value}")

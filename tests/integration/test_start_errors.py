@@ -84,6 +84,14 @@ def test_log_file_pid_file_and_working_directory_errors_are_one_line(tmp_path: P
     _one_line_error(_ms_server(tmp_path, "-d", str(bad_wd), *start[2:], "-b"), 2, "working_directory", "/no")
 
 
+def test_a_value_past_a_parameters_limit_is_one_line(tmp_path: Path) -> None:
+    """A heartbeat or write high-water mark of 1e23 overflowed the hello's u32 or the
+    event loop's C long: a traceback, or a node whose links never came up."""
+    for name, value in (("heartbeat", "99999999999999999999999"), ("tcp_write_highwater", "99999999999999999999999")):
+        cfg, _ = _config(tmp_path, **{name: value})
+        _one_line_error(_ms_server(tmp_path, "-d", str(cfg), "-u", "A", "-t", "link_ab.listen"), 2, name, "more than")
+
+
 def test_detached_rvd_with_its_port_taken_fails_with_the_error(tmp_path: Path) -> None:
     port = free_port()
     with socket.socket() as busy:

@@ -116,6 +116,22 @@ def test_parameters_override_defaults_and_reject_bad_values() -> None:
         params.Parameters({"timestamp": "UTC+2"})
 
 
+
+@pytest.mark.parametrize(("name", "value", "reason"), [
+    ("heartbeat", "2 hours", r"more than 3600 secs \(peers ignore a longer heartbeat interval\)"),
+    ("heartbeat", "99999999999999999999999", "more than 3600 secs"),  # overflowed the hello's u32 at start
+    ("tcp_write_highwater", "99999999999999999999999", "more than 1099511627776 bytes"),  # the loop's C long
+    ("max_payload", "100 MB", r"\(a message must fit one frame\)"),
+    ("tcp_timeout", "1e22", "more than 315360000 secs"),
+    ("idle_busy", 1 << 40, "more than 2147483647"),
+])
+def test_values_past_a_parameters_limit_are_refused(name: str, value: object, reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason) as info:
+        params.Parameters({name: value})
+    assert info.value.field == name
+    params.Parameters({"heartbeat": "1 hour", "max_payload": "63 MB", "tcp_write_highwater": "1 GB"})  # within
+
+
 # ---------------------------------------------------------------- loading
 
 
