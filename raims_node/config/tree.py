@@ -69,6 +69,7 @@ from raims_node.config.records import (
     substitute_hosts,
 )
 from raims_node.config.yamlsrc import as_text, line_of, parse_text
+from raims_node.linkstate.records import MAX_COST, MIN_COST
 
 CONFIG_FILE = "config.yaml"
 DEFAULT_INCLUDE = "*.yaml"
@@ -358,7 +359,8 @@ def _check_route(key: str, value: object, loc: Loc) -> Any:
             if len(items) > NUM_PATHS:
                 raise ConfigError(f"{len(items)} costs given, at most {NUM_PATHS} paths")
             for item in items:
-                parse_count(item)
+                if not MIN_COST <= parse_count(item) <= MAX_COST:  # else the link state refuses the link
+                    raise ConfigError(f"{item!r} is not a cost ({MIN_COST}..{MAX_COST})")
         elif base in ("listen", "connect"):
             for item in value if isinstance(value, list) else [value]:
                 if item is None or isinstance(item, list | dict):

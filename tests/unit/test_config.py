@@ -187,6 +187,14 @@ def test_cost_forms_of_the_manual() -> None:
     assert t.transport("c_mesh").cost == (1, 2, 3, 4)
 
 
+
+@pytest.mark.parametrize("cost", ["0", "4294967296", "[ 100, 0 ]"])
+def test_a_cost_the_link_state_cannot_carry_is_refused_at_load(cost: str) -> None:
+    """Costs are 1..2^32-1 (linkstate/records.py); a 0 or a 2^32 loaded, and then every
+    link of the transport came up and was removed again with no word to the operator."""
+    with pytest.raises(ConfigError, match=r"is not a cost \(1\.\.4294967295\)"):
+        tree.load_text(f"transports:\n  - tport: m\n    type: mesh\n    route:\n      cost: {cost}\n")
+
 def test_hosts_substitution_forms() -> None:
     hosts = {"chex": "192.168.0.16", "eth": "10.0.0.0"}
     assert tree.substitute_hosts("chex", hosts) == "192.168.0.16"
