@@ -298,8 +298,12 @@ def _pub(text: str, loc: Loc) -> PublicKeys:
 
 
 def check_name(name: str, what: str) -> None:
-    if not name or any(c in name for c in "/\\ \t\n.") or name.startswith("-"):
-        raise ConfigError(f"{what} name {name!r} must be non-empty without '/', '.', spaces or a leading '-'")
+    """A name that is one token of a subject (`_N.PEER.<user>.<uid>`, ...): no separator,
+    and not a whole-token wildcard (`*`, `>`), which would turn the node's own subjects
+    into patterns."""
+    if not name or any(c in name for c in "/\\ \t\n.") or name.startswith("-") or name in ("*", ">"):
+        raise ConfigError(f"{what} name {name!r} must be non-empty without '/', '.', spaces or a leading '-', "
+                          "and not '*' or '>'")
 
 
 def credentials(tree: ConfigTree, user: str, svc: str | None = None) -> Credentials:

@@ -114,6 +114,14 @@ def test_service_is_required(cwd: Path) -> None:
     assert gen_key.main(["-u", "A", "-s", "bad/name"]) == 1
 
 
+@pytest.mark.parametrize("user", ["*", ">", "a.b", ""])
+def test_a_user_name_that_is_no_subject_token_is_refused(cwd: Path, user: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert gen_key.main(["-u", user, "-s", "test", "-y"]) == 1
+    assert f"user name {user!r} must be" in capsys.readouterr().err
+    assert not (cwd / "config").exists()
+
+
 def test_export_prints_the_manuals_lines_and_keeps_only_own_key(master: Path, cwd: Path) -> None:
     code, out, err = run("-x", "A", "B", "C", "-s", "test", answer="y\n")
     assert code == 0, err
