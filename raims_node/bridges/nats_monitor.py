@@ -9,8 +9,18 @@ names where raims has the concept.
   `pending_bytes`, `in_msgs`, `out_msgs`, `in_bytes`, `out_bytes`, `subscriptions`,
   `name`, `lang`, `version`); `?subs=1` adds `subscriptions_list`; `offset` and `limit`
   page it (default limit 1024, as nats-server).
-- `/subsz`: `num_subscriptions` and the node's wider counts.
+  `sort` orders them as nats-server does (cid and start ascending; subs, pending,
+  msgs_to, msgs_from, bytes_to, bytes_from descending; uptime oldest first; idle,
+  last and rtt, which raims does not time, by cid); `cid` picks one; `state` is
+  open, closed or any (raims keeps no closed connections: closed lists none). A bad
+  sort, state or cid, or a stop/reason sort of open connections, is a 400 with
+  nats-server's text.
+- `/subsz`: `num_subscriptions` and the node's wider counts; a `test` subject with a
+  wildcard is a 400, as nats-server's.
 - `/healthz`: `{"status": "ok"}`.
+- `/routez`, `/gatewayz`, `/leafz`, `/accountz`, `/jsz`: what a nats-server with no
+  cluster, gateways, leaf nodes, accounts or JetStream answers, so that monitoring tools
+  that poll them (the Prometheus exporter, nats-top) work; `/` lists the endpoints.
 """
 
 from __future__ import annotations
@@ -40,6 +50,26 @@ class MonitoredServer(Protocol):
     def payload_bytes(self) -> tuple[int, int]: ...
 
 CONNZ_LIMIT = 1024
+# /connz?sort=: the entry field, descending (nats-server's orders); None: by cid
+CONNZ_SORTS: dict[str, tuple[str, bool] | None] = {
+    "cid": ("cid", False), "start": ("cid", False), "subs": ("subscriptions", True),  # cids grow with start
+    "pending": ("pending_bytes", True), "msgs_to": ("out_msgs", True), "msgs_from": ("in_msgs", True),
+    "bytes_to": ("out_bytes", True), "bytes_from": ("in_bytes", True), "uptime": ("cid", False),
+    "idle": None, "last": None, "rtt": None, "stop": None, "reason": None,
+}
+CLOSED_ONLY_SORTS = ("stop", "reason")
+CONNZ_STATES = ("open", "closed", "any")
+# what nats-server answers for what raims never has (no cluster, gateway, leaf nodes,
+# accounts or JetStream), beside server_id and now
+NOTHING_CONFIGURED: dict[str, dict[str, Any]] = {
+    "/routez": {"num_routes": 0, "routes": []},
+    "/gatewayz": {"outbound_gateways": {}, "inbound_gateways": {}},
+    "/leafz": {"leafnodes": 0, "leafs": []},
+    "/accountz": {"system_account": "", "accounts": []},
+    "/jsz": {"disabled": True, "config": None, "memory": 0, "storage": 0, "reserved_memory": 0,
+             "reserved_storage": 0, "accounts": 0, "ha_assets": 0, "api": {"total": 0, "errors": 0}},
+}
+ENDPOINTS = ("varz", "connz", "subsz", "healthz", *(p.strip("/") for p in NOTHING_CONFIGURED))
 
 
 def _iso(ns: int) -> str:
@@ -68,6 +98,9 @@ class NatsMonitor:
         app.router.add_get("/connz", self.connz)
         app.router.add_get("/subsz", self.subsz)
         app.router.add_get("/healthz", self.healthz)
+        for path, fields in NOTHING_CONFIGURED.items():
+            app.router.add_get(path, self._nothing(fields))
+        app.router.add_get("/", self.index)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
@@ -111,28 +144,52 @@ class NatsMonitor:
             limit = max(0, int(request.query.get("limit", str(CONNZ_LIMIT))))
         except ValueError:
             raise web.HTTPBadRequest(text="offset and limit are integers") from None
-        conns = sorted(self._sessions(), key=lambda p: p.session.client_id)
-        out = []
-        for proto in conns[offset: offset + limit]:
-            sess = proto.session
-            peer = proto.transport.get_extra_info("peername") if proto.transport is not None else None
-            entry: dict[str, Any] = {
-                "cid": sess.client_id, "ip": peer[0] if isinstance(peer, tuple) else "",
-                "port": peer[1] if isinstance(peer, tuple) else 0,
-                "start": _iso(sess.started_ns), "uptime": _uptime(now - sess.started_ns),
-                "pending_bytes": sess.buffered, "in_msgs": sess.msgs_in, "out_msgs": sess.msgs_out,
-                "in_bytes": sess.payload_in, "out_bytes": sess.payload_out, "subscriptions": sess.subscriptions,
-                "name": sess.name, "lang": sess.lang, "version": sess.version,
-            }
-            if subs:
-                entry["subscriptions_list"] = sess.subjects()
-            out.append(entry)
+        sort, state = request.query.get("sort", "cid"), request.query.get("state", "open")
+        if sort not in CONNZ_SORTS:
+            raise web.HTTPBadRequest(text=f"invalid sorting option: {sort}")
+        if state not in CONNZ_STATES:
+            raise web.HTTPBadRequest(text=f"Error decoding state for {state}")
+        if sort in CLOSED_ONLY_SORTS and state != "closed":
+            raise web.HTTPBadRequest(text=f"Sort by {sort} only valid on closed connections")
+        cid: int | None = None
+        if "cid" in request.query:
+            try:
+                cid = int(request.query["cid"])
+            except ValueError:
+                raise web.HTTPBadRequest(text=f"Error decoding uint64 for 'cid': {request.query['cid']!r}") from None
+        conns = [] if state == "closed" else sorted(self._sessions(), key=lambda p: p.session.client_id)
+        if cid is not None:
+            conns = [p for p in conns if p.session.client_id == cid]
+        entries = [self._entry(proto, subs, now) for proto in conns]
+        order = CONNZ_SORTS[sort]
+        if order is not None:
+            entries.sort(key=lambda e: (e[order[0]], e["cid"]) if not order[1] else (-e[order[0]], e["cid"]))
+        out = entries[offset: offset + limit]
         return web.json_response({
             "server_id": self.server.config.server_id, "now": _iso(now), "num_connections": len(out),
-            "total": len(conns), "offset": offset, "limit": limit, "connections": out,
+            "total": len(entries), "offset": offset, "limit": limit, "connections": out,
         })
 
+    def _entry(self, proto: Any, subs: bool, now: int) -> dict[str, Any]:
+        """One /connz connection."""
+        sess = proto.session
+        peer = proto.transport.get_extra_info("peername") if proto.transport is not None else None
+        entry: dict[str, Any] = {
+            "cid": sess.client_id, "ip": peer[0] if isinstance(peer, tuple) else "",
+            "port": peer[1] if isinstance(peer, tuple) else 0,
+            "start": _iso(sess.started_ns), "uptime": _uptime(now - sess.started_ns),
+            "pending_bytes": sess.buffered, "in_msgs": sess.msgs_in, "out_msgs": sess.msgs_out,
+            "in_bytes": sess.payload_in, "out_bytes": sess.payload_out, "subscriptions": sess.subscriptions,
+            "name": sess.name, "lang": sess.lang, "version": sess.version,
+        }
+        if subs:
+            entry["subscriptions_list"] = sess.subjects()
+        return entry
+
     async def subsz(self, request: web.Request) -> web.Response:
+        test = request.query.get("test")
+        if test is not None and (not test or any(t in ("*", ">") or not t for t in test.split("."))):
+            raise web.HTTPBadRequest(text=f"invalid test subject, must be valid publish subject: {test}")
         sessions = self._sessions()
         return web.json_response({
             "server_id": self.server.config.server_id, "now": _iso(time.time_ns()),
@@ -142,3 +199,13 @@ class NatsMonitor:
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
+
+    def _nothing(self, fields: dict[str, Any]) -> Any:
+        async def handler(request: web.Request) -> web.Response:
+            return web.json_response({"server_id": self.server.config.server_id, "now": _iso(time.time_ns()),
+                                      **fields})
+        return handler
+
+    async def index(self, request: web.Request) -> web.Response:
+        links = "".join(f'<a href="/{e}">{e}</a><br>\n' for e in ENDPOINTS)
+        return web.Response(text=f"<html><body>\n{links}</body></html>\n", content_type="text/html")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,3 +107,47 @@ async def test_lame_duck_moves_a_client_to_the_other_server_without_loss(ab: Bri
         await sub.unsubscribe()
         await pub_nc.close()
         await sub_nc.close()
+
+
+def _status(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+async def test_connz_sorts_filters_and_refuses_as_nats_server(ab: BridgeNet) -> None:
+    """nats-server's /connz options (sort, cid, state) and its 400s for bad ones, and the
+    endpoints a monitoring tool polls on a server with no cluster (/routez ...); before,
+    sort, state and cid were ignored and those endpoints were 404s."""
+    url = _monitor_url(ab, "A")
+    port = ab.port("A", "natsmon")
+    quiet, busy = await nats.connect(f"nats://127.0.0.1:{port}"), await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        for i in range(3):
+            await busy.subscribe(f"sort.{i}")
+        await busy.flush()
+        by_subs = await asyncio.to_thread(_get, url + "/connz?sort=subs")
+        assert [c["cid"] for c in by_subs["connections"]] == [busy.client_id, quiet.client_id]
+        by_cid = await asyncio.to_thread(_get, url + "/connz?sort=cid")
+        assert [c["cid"] for c in by_cid["connections"]] == sorted([busy.client_id, quiet.client_id])
+        one = await asyncio.to_thread(_get, url + f"/connz?cid={quiet.client_id}")
+        assert [c["cid"] for c in one["connections"]] == [quiet.client_id]
+        assert (await asyncio.to_thread(_get, url + "/connz?state=closed"))["connections"] == []
+        for query, text in (("sort=foo", "invalid sorting option: foo"), ("state=weird", "Error decoding state for weird"),
+                            ("cid=abc", "Error decoding uint64 for 'cid'"),
+                            ("sort=stop", "Sort by stop only valid on closed connections")):
+            status, body = await asyncio.to_thread(_status, url + "/connz?" + query)
+            assert status == 400 and body.startswith(text), (query, status, body)
+        status, text = await asyncio.to_thread(_status, url + "/subsz?test=a.*")
+        assert (status, text) == (400, "invalid test subject, must be valid publish subject: a.*")
+        assert (await asyncio.to_thread(_get, url + "/routez"))["num_routes"] == 0
+        assert (await asyncio.to_thread(_get, url + "/leafz"))["leafnodes"] == 0
+        assert (await asyncio.to_thread(_get, url + "/jsz"))["disabled"] is True
+        for path in ("/gatewayz", "/accountz"):
+            assert "server_id" in await asyncio.to_thread(_get, url + path)
+        assert "/routez" in (await asyncio.to_thread(_status, url + "/"))[1]
+    finally:
+        await quiet.close()
+        await busy.close()
