@@ -140,6 +140,16 @@ def poll(check: Callable[[], bool], timeout: float = 10.0, interval: float = 0.1
         threading.Event().wait(interval)
 
 
+TELNET_TPORT = {"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}}
+
+
+def add_transports(cfg: Path, *transports: dict[str, object]) -> None:
+    """Append transports (a telnet console, ...) to a written configuration file."""
+    data = yaml.safe_load(cfg.read_text())
+    data["transports"].extend(transports)
+    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def get_json(addr: str, query: str) -> tuple[int, object]:
     """A web transport's answer to `?<query>` (a console command), or to /healthz for ""."""
     url = f"http://{addr}/?{query.replace(' ', '%20')}" if query else f"http://{addr}/healthz"

@@ -13,9 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.integration.harness import CONVERGED, NodeProc, get_json, graph_config, poll, web_addr
+from tests.integration.harness import (
+    CONVERGED,
+    TELNET_TPORT,
+    NodeProc,
+    add_transports,
+    get_json,
+    graph_config,
+    poll,
+    web_addr,
+)
 from tests.integration.test_console_telnet import TelnetClient
 
 GRAPH = "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 100\n"
@@ -41,9 +49,7 @@ class Chain:
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     tmp = tmp_path_factory.mktemp("chain")
     cfg, commands = graph_config(tmp, GRAPH)
-    data = yaml.safe_load(cfg.read_text())
-    data["transports"].append({"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}})
-    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    add_transports(cfg, TELNET_TPORT)
     nodes: dict[str, NodeProc] = {}
     try:
         for command in commands:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from raims_node.console.commands import COMMANDS
-from tests.integration.harness import get_json
+from tests.integration.harness import TELNET_TPORT, get_json
 from tests.integration.rv_client import RvClient
 from tests.integration.test_bridges_net import WEB, BridgeNet, start_network
 from tests.integration.test_bridges_rv import RV
@@ -23,7 +23,6 @@ from tests.integration.test_console_fds import NatsClient
 from tests.integration.test_console_telnet import TelnetClient
 from tests.integration.test_ipc_bus import Raw
 
-TELNET = {"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}}
 # what a command needs after its words to run (its required arguments)
 ARGS = {"show match": "sweep.x"}
 ODD_ARGS = ("zz", "9", "-1", "A 7", "x" * 300)
@@ -34,7 +33,7 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BridgeNet, P
     tmp = tmp_path_factory.mktemp("sweep")
     bus = tmp / "bus.sock"
     ipc = {"tport": "bus", "type": "ipc", "route": {"path": str(bus)}}
-    n = start_network(tmp, "node A\n", extra=[RV, ipc, TELNET, WEB])
+    n = start_network(tmp, "node A\n", extra=[RV, ipc, TELNET_TPORT, WEB])
     yield n, bus
     n.stop()
 

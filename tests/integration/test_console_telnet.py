@@ -11,13 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from raims_node.console.telnet import DO, ECHO, IAC, SGA, TTYPE, WILL, WONT
 from tests.integration.harness import (
     CONVERGED,
     MANUAL_GRAPH,
+    TELNET_TPORT,
     NodeProc,
+    add_transports,
     get_json,
     graph_config,
     poll,
@@ -78,9 +79,7 @@ class TelnetClient:
 @pytest.fixture
 def abcd_telnet(tmp_path: Path) -> Iterator[tuple[dict[str, NodeProc], int]]:
     cfg, commands = graph_config(tmp_path, MANUAL_GRAPH, web=False)
-    data = yaml.safe_load(cfg.read_text())
-    data["transports"].append({"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}})
-    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    add_transports(cfg, TELNET_TPORT)
     nodes: dict[str, NodeProc] = {}
     try:
         for command in commands:
@@ -196,9 +195,7 @@ def test_telnet_console_configures_a_transport_as_the_manual_shows(abcd_telnet: 
 def ab_telnet_web(tmp_path: Path) -> Iterator[tuple[dict[str, NodeProc], int, str]]:
     """A (telnet) and B (web), linked: B's web publishes over the link to A's console."""
     cfg, commands = graph_config(tmp_path, "node A B\ntcp_link_ab A B\n", web=True)
-    data = yaml.safe_load(cfg.read_text())
-    data["transports"].append({"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}})
-    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    add_transports(cfg, TELNET_TPORT)
     nodes = {"A": NodeProc("A", ["-d", str(cfg), "-u", "A", "-t", "link_ab.listen", "tel.listen"], tmp_path)}
     try:
         nodes["A"].listening()

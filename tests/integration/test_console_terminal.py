@@ -15,9 +15,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.integration.harness import CONVERGED, NodeProc, graph_config
+from tests.integration.harness import (
+    CONVERGED,
+    TELNET_TPORT,
+    NodeProc,
+    add_transports,
+    graph_config,
+)
 
 TMUX = shutil.which("tmux")
 TELNET = shutil.which("telnet")
@@ -64,9 +69,7 @@ class Pane:
 @pytest.fixture
 def a_b(tmp_path: Path) -> Iterator[tuple[Path, list[list[str]]]]:
     cfg, commands = graph_config(tmp_path, "node B A\ntcp_link_ab A B : 100\n", web=False)
-    data = yaml.safe_load(cfg.read_text())
-    data["transports"].append({"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}})
-    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    add_transports(cfg, TELNET_TPORT)
     argv = []
     for command in commands:
         args = command.split()[1:]

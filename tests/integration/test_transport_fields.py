@@ -15,7 +15,15 @@ import pytest
 import yaml
 
 from raims_node.config.test_adj import free_port
-from tests.integration.harness import CONVERGED, NodeProc, get_json, graph_config, web_addr
+from tests.integration.harness import (
+    CONVERGED,
+    TELNET_TPORT,
+    NodeProc,
+    add_transports,
+    get_json,
+    graph_config,
+    web_addr,
+)
 
 
 @pytest.fixture
@@ -162,9 +170,7 @@ def test_console_connect_rejoins_after_the_timeout(tmp_path: Path, procs: list[N
     from tests.integration.test_console_telnet import TelnetClient
 
     cfg, port = _config(tmp_path, {"listen": "127.0.0.1", "connect": "127.0.0.1", "timeout": "1 sec"})
-    data = yaml.safe_load(cfg.read_text())
-    data["transports"].append({"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}})
-    cfg.write_text(yaml.safe_dump(data, sort_keys=False))
+    add_transports(cfg, TELNET_TPORT)
     b = NodeProc("B", ["-d", str(cfg), "-u", "B", "-t", "link_ab.connect", "tel.listen"], tmp_path)
     procs.append(b)
     b.wait_for(r"link_ab connect timeout 1s expired", 10)
