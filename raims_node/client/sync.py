@@ -42,6 +42,9 @@ service see as `a.b.c`); str or bytes. Decisions:
   by any client of the node after it returns is delivered (before, one that another
   client had queued behind its earlier packets was handled first and missed it). `wait_visible(subject)`: `CMSG raims/visible` until the node answers 1 (an sbus
   subscriber on the node, or one the network's bloom filters know of).
+- Packet size: the node drops (and counts) a packet larger than its ipc `max_packet`
+  (default 192 KiB); one larger than the socket takes at all makes `publish` raise
+  ClientError at once, and the connection stays usable.
 - Reconnect: when the node goes away the reader re-reads the endpoints file and
   reconnects (backoff up to `reconnect_s`), then restores the subscriptions and flood
   modes. Calls made meanwhile wait for it; after `reconnect_s` they raise NoNode.
@@ -50,6 +53,7 @@ service see as `a.b.c`); str or bytes. Decisions:
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import queue
@@ -319,7 +323,10 @@ class Client:
             try:
                 self._sock.send(packet)
                 return
-            except OSError:
+            except OSError as exc:
+                if exc.errno == errno.EMSGSIZE:  # the connection is fine: the packet is not
+                    raise ClientError(f"a packet of {len(packet)} bytes is larger than the sbus socket "
+                                      f"takes (the node's max_packet, default 192 KiB)") from None
                 self._connected.clear()
                 time.sleep(0.01)
         raise NoNode("connection to the node lost")

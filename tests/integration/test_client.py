@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -183,6 +184,20 @@ def test_reconnect_restores_subscriptions(node: Node) -> None:
         d.wait_visible("rc/x", timeout=20)  # c's subscription is back
         d.publish("rc/x", b"after")
         assert sub.next(10).payload == b"after"
+
+
+def test_a_packet_too_large_for_the_socket_is_refused_and_the_client_goes_on(node: Node) -> None:
+    """A 2 MB publish used to clear the client's connected flag: it and every later call
+    waited `reconnect_s` and raised NoNode("no node for ... s"), the connection fine."""
+    with connect(reconnect_s=5) as c:
+        sub = c.subscribe("big/x")
+        t0 = time.monotonic()
+        with pytest.raises(ClientError, match="larger than the sbus socket takes"):
+            c.publish("big/x", b"x" * 2_000_000)
+        c.publish("big/x", b"small")
+        assert sub.next(5).payload == b"small"
+        c.flush(timeout=5)
+        assert time.monotonic() - t0 < 4
 
 
 def test_asyncio_client(node: Node) -> None:
