@@ -14,7 +14,10 @@ Options: `subject` (an sbus routing key to publish on; a pattern to read), `node
 node of the host: endpoints.find, else $RAIMS_NODE / the only node), `path` (the node's
 sbus socket, `endpoints.find(node).sbus[0]`, for executors whose environment differs
 from the driver's), `format` (`json`,
-the default: one row per message, a JSON object of the row's columns; `raw`: the reader
+the default: one row per message, a JSON object of the row's columns (nested structs as
+objects; decimals as strings, timestamps and dates ISO 8601, binary base64, which the
+reader turns back into the schema's types; a message that is not a JSON object fails
+the query with its subject and start); `raw`: the reader
 gives `subject string, payload binary` rows and the writer publishes a `payload`
 binary column as it is).
 
@@ -36,6 +39,9 @@ Delivery guarantee and offsets (decisions):
 
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -48,7 +54,25 @@ from pyspark.sql.datasource import (
     SimpleDataSourceStreamReader,
     WriterCommitMessage,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -67,9 +91,93 @@ def _client(node: str | None, path: str | None = None, flood: tuple[str, ...] = 
     return connect(node=node or None, path=path or None, flood=flood)
 
 
+def _jsonable(value: Any) -> Any:
+    """`value` with Rows (nested too) as JSON objects of their fields, not arrays."""
+    if isinstance(value, tuple) and hasattr(value, "__fields__"):
+        return {k: _jsonable(v) for k, v in zip(value.__fields__, value, strict=True)}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _json_scalar(value: Any) -> Any:
+    """Spark's values JSON has no type for (json.dumps' `default`); `_converter` reads them back."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime too
+        return value.isoformat()
+    return str(value)  # Decimal (exact), timedelta, ...
+
+
 def encode_row(row: Row | dict[str, Any]) -> bytes:
-    data = row if isinstance(row, dict) else row.asDict()
-    return json.dumps(data, separators=(",", ":"), default=str).encode()
+    return json.dumps(_jsonable(row), separators=(",", ":"), default=_json_scalar).encode()
+
+
+def _timestamp(value: Any) -> Any:
+    return datetime.datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def _date(value: Any) -> Any:
+    return datetime.datetime.fromisoformat(value).date() if isinstance(value, str) else value
+
+
+def _binary(value: Any) -> Any:
+    return base64.b64decode(value, validate=True) if isinstance(value, str) else value
+
+
+def _converter(t: DataType) -> Callable[[Any], Any] | None:
+    """How a JSON value becomes the Python value Spark takes for a column of type `t`
+    (None: as it is); the inverse of encode_row's `_json_scalar`. Nulls stay null."""
+    conv: Callable[[Any], Any] | None = None
+    if isinstance(t, DecimalType):
+        conv = lambda v: decimal.Decimal(str(v))  # noqa: E731
+    elif isinstance(t, (TimestampType, TimestampNTZType)):
+        conv = _timestamp
+    elif isinstance(t, DateType):
+        conv = _date
+    elif isinstance(t, BinaryType):
+        conv = _binary
+    elif isinstance(t, ArrayType):
+        elem = _converter(t.elementType)
+        if elem is not None:
+            conv = lambda v: [None if e is None else elem(e) for e in v]  # noqa: E731
+    elif isinstance(t, MapType):
+        key, val = _converter(t.keyType), _converter(t.valueType)
+        if not isinstance(t.keyType, StringType):
+            key = key or _json_key(t.keyType)
+        if key is not None or val is not None:
+            k, v_ = key or (lambda x: x), val or (lambda x: x)
+            conv = lambda v: {k(a): None if b is None else v_(b) for a, b in v.items()}  # noqa: E731
+    elif isinstance(t, StructType):
+        conv = _struct_converter(t)
+    if conv is None:
+        return None
+    inner = conv
+    return lambda v: None if v is None else inner(v)
+
+
+def _json_key(t: DataType) -> Callable[[Any], Any]:
+    """A JSON object's key (always a string) as a map key of type `t`."""
+    if isinstance(t, (ByteType, ShortType, IntegerType, LongType)):
+        return int
+    if isinstance(t, (FloatType, DoubleType)):
+        return float
+    if isinstance(t, BooleanType):
+        return lambda k: k == "true"
+    return lambda k: k
+
+
+def _struct_converter(t: StructType) -> Callable[[Any], tuple[Any, ...]]:
+    names = [f.name for f in t.fields]
+    convs = [_converter(f.dataType) for f in t.fields]
+
+    def conv(v: Any) -> tuple[Any, ...]:
+        values = [v.get(n) for n in names] if isinstance(v, dict) else list(v)
+        return tuple(c(x) if c is not None else x for c, x in zip(convs, values, strict=True))
+
+    return conv
 
 
 def publish_partition(subject: str, node: str | None = None, encode: Callable[[Any], bytes] = encode_row,
@@ -140,7 +248,8 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
 
     def __init__(self, opts: _Options, schema: StructType) -> None:
         self.opts = opts
-        self.fields = [f.name for f in schema.fields]
+        self.schema = schema
+        self._row = _struct_converter(schema)
         self._lock = threading.Lock()
         self._rows: list[Message] = []
         self._base = 0  # offset of self._rows[0]
@@ -148,11 +257,10 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the reader to plan the read; the connection and buffer stay here
-        return {"opts": self.opts, "fields": self.fields}
+        return {"opts": self.opts, "schema": self.schema}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["opts"], StructType())  # type: ignore[misc]
-        self.fields = state["fields"]
+        self.__init__(state["opts"], state["schema"])  # type: ignore[misc]
 
     def _start(self) -> None:
         if self._client is None:
@@ -169,10 +277,17 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
             for m in msgs:
                 yield (m.subject, m.payload)
             return
-        fields = self.fields
+        row = self._row
         for m in msgs:
-            data = json.loads(m.payload)
-            yield tuple(data.get(f) for f in fields)
+            try:
+                data = json.loads(m.payload)
+                if not isinstance(data, dict):
+                    raise ValueError(f"a JSON {type(data).__name__}")
+                yield row(data)
+            except (ValueError, TypeError, ArithmeticError) as exc:
+                raise ValueError(f"raims message on {m.subject!r} is not a JSON object of the columns "
+                                 f"{self.schema.simpleString()}: {exc} (payload {m.payload[:80]!r}); "
+                                 "read other payloads with .option('format', 'raw')") from None
 
     def initialOffset(self) -> dict[str, int]:
         self._start()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 from raims_node.client import Client, connect, endpoints
 from spark_app.stream import publish_partition, register, with_client
@@ -101,3 +102,56 @@ def test_stream_writer_publishes_rows(spark: SparkSession, two_nodes: dict[str, 
             query.stop()
     assert all(set(r) == {"timestamp", "value"} for r in rows)
     assert len({r["value"] for r in rows}) == 20
+
+
+def test_json_rows_keep_their_types_from_writer_to_reader(spark: SparkSession, two_nodes: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    """The writer used to send a decimal, a timestamp or a date as str() and binary as
+    "b'...'", and a nested struct as an array; the reader handed the strings to Spark,
+    which failed the query (`assert isinstance(value, decimal.Decimal)`)."""
+    import datetime
+    import decimal
+
+    register(spark)
+    columns = ("id long, d decimal(10,2), ts timestamp, dt date, b binary, s struct<a:int,b:string>, "
+               "arr array<date>, m map<int,binary>, n string")
+    received = (spark.readStream.format("raims").option("subject", "pipe/types").option("path", two_nodes["B"])
+                .schema(columns).load().writeStream.format("memory").queryName("raims_types").start())
+    writer = None
+    try:
+        with connect(path=two_nodes["A"]) as probe:
+            probe.wait_visible("pipe/types", timeout=30)
+        static = spark.sql("""select 7L as id, cast(1.25 as decimal(10,2)) as d,
+            timestamp'2026-01-02 03:04:05.123456' as ts, date'2026-01-02' as dt, X'00FF' as b,
+            named_struct('a', 1, 'b', 'x') as s, array(date'2026-03-04') as arr, map(5, X'01') as m,
+            cast(null as string) as n""")
+        writer = (spark.readStream.format("rate").option("rowsPerSecond", 5).load().crossJoin(static)
+                  .drop("timestamp", "value").writeStream.format("raims").option("subject", "pipe/types")
+                  .option("path", two_nodes["A"]).option("checkpointLocation", str(tmp_path / "ck")).start())
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            received.processAllAvailable()
+            if spark.sql("select count(*) from raims_types").first()[0]:
+                break
+            time.sleep(0.2)
+        row = spark.sql("select * from raims_types").first()
+    finally:
+        if writer is not None:
+            writer.stop()
+        received.stop()
+    assert row is not None
+    assert row.asDict(recursive=True) == {
+        "id": 7, "d": decimal.Decimal("1.25"), "ts": datetime.datetime(2026, 1, 2, 3, 4, 5, 123456),
+        "dt": datetime.date(2026, 1, 2), "b": b"\x00\xff", "s": {"a": 1, "b": "x"},
+        "arr": [datetime.date(2026, 3, 4)], "m": {5: b"\x01"}, "n": None}
+
+
+def test_a_message_that_is_not_a_json_object_fails_with_what_it_is() -> None:
+    from raims_node.client import Message
+    from spark_app.stream import RaimsStreamReader, _Options
+
+    reader = RaimsStreamReader(_Options.of({"subject": "pipe/*"}), StructType.fromDDL("id long"))
+    assert list(reader._decode([Message("pipe/a", b'{"id":1}')])) == [(1,)]
+    for payload in (b"not json", b"[1]", b'{"id":1'):
+        with pytest.raises(ValueError, match=r"raims message on 'pipe/b' is not a JSON object .*format', 'raw'"):
+            list(reader._decode([Message("pipe/b", payload)]))
