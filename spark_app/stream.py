@@ -10,7 +10,8 @@ The `raims` Python data source (Spark 4 DataSource API, `register(spark)`):
     df.writeStream.format("raims").option("subject", "rows/out").start()
     spark.readStream.format("raims").option("subject", "rows/*").schema("id long, v double").load()
 
-Options: `subject` (an sbus routing key to publish on; a pattern to read), `node` (which
+Options: `subject` (an sbus routing key to publish on; a pattern to read; refused when sbus
+would keep it on the host or a key to publish on holds a wildcard: `check_subject`), `node` (which
 node of the host: endpoints.find, else $RAIMS_NODE / the only node), `path` (the node's
 sbus socket, `endpoints.find(node).sbus[0]`, for executors whose environment differs
 from the driver's), `format` (`json`,
@@ -184,6 +185,7 @@ def publish_partition(subject: str, node: str | None = None, encode: Callable[[A
                       path: str | None = None) -> Callable[[Iterable[Any]], None]:
     """A `foreachPartition` function: one client per partition, each row published once
     on `subject`, flushed before the task ends."""
+    check_subject(subject, publish=True)
 
     def run(rows: Iterable[Any]) -> None:
         with _client(node, path) as c:
@@ -207,6 +209,22 @@ def with_client(fn: Callable[[Client, Iterable[Any]], Iterable[Any]], node: str 
     return run
 
 
+def check_subject(subject: str, publish: bool) -> None:
+    """ValueError unless `subject` crosses the network: a key sbus keeps on its host (one
+    with '.', an empty or '!' segment: sbus_proto.subject_of) would reach no stage on
+    another host, without a word; a publisher's key must also hold no wildcard."""
+    from raims_node.bridges.sbus_proto import network_sub, subject_of
+
+    key = subject.encode("utf-8", "surrogateescape")
+    what = "publish on" if publish else "read"
+    if (subject_of(key) if publish else network_sub(key)) is None:
+        raise ValueError(f"raims subject {subject!r}: sbus keeps it on this host, so stages on other hosts "
+                         f"would never see it (keys are 'a/b/c': no '.', no empty or '!' segment); "
+                         f"cannot {what} it")
+    if publish and any(b"*" in seg or seg == b">" for seg in key.split(b"/")):
+        raise ValueError(f"raims subject {subject!r}: a wildcard is a pattern to read, not a key to publish on")
+
+
 # ---------------------------------------------------------------- the data source
 
 
@@ -218,10 +236,11 @@ class _Options:
     path: str | None
 
     @classmethod
-    def of(cls, options: dict[str, str]) -> _Options:
+    def of(cls, options: dict[str, str], publish: bool) -> _Options:
         subject = options.get("subject")
         if not subject:
             raise ValueError("the raims source needs .option('subject', ...)")
+        check_subject(subject, publish)
         fmt = options.get("format", "json")
         if fmt not in ("json", "raw"):
             raise ValueError(f"raims format {fmt!r}: json or raw")
@@ -237,10 +256,10 @@ class RaimsDataSource(DataSource):
         return RAW_SCHEMA
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
-        return RaimsStreamReader(_Options.of(dict(self.options)), schema)
+        return RaimsStreamReader(_Options.of(dict(self.options), publish=False), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return RaimsStreamWriter(_Options.of(dict(self.options)), schema)
+        return RaimsStreamWriter(_Options.of(dict(self.options), publish=True), schema)
 
 
 class RaimsStreamReader(SimpleDataSourceStreamReader):
