@@ -47,7 +47,9 @@ service see as `a.b.c`); str or bytes. Decisions:
   ClientError at once, and the connection stays usable.
 - Reconnect: when the node goes away the reader re-reads the endpoints file and
   reconnects (backoff up to `reconnect_s`), then restores the subscriptions and flood
-  modes. Calls made meanwhile wait for it; after `reconnect_s` they raise NoNode.
+  modes. Calls made meanwhile wait for it; after `reconnect_s` they raise NoNode, and
+  once the reader has given up every call raises NoNode at once. `close()` (also in a
+  callback) makes calls of other threads that wait for the node raise ClientError.
 """
 
 from __future__ import annotations
@@ -195,6 +197,7 @@ class Client:
         self._lock = threading.Lock()
         self._connected = threading.Event()
         self._closed = False
+        self._gone = False  # the reader gave up reconnecting: calls fail at once
         # control answers awaited, by key NUL answer; None put in: reconnected, ask again
         self._waiters: dict[bytes, list[queue.SimpleQueue[bytes | None]]] = {}
         self._inbox = b"_INBOX/%s" % os.urandom(8).hex().encode()
@@ -232,10 +235,7 @@ class Client:
             try:
                 self._sock = self._open()
                 self._connected.set()
-                with self._lock:  # their questions went to the node that is gone
-                    waiting = [w for lst in self._waiters.values() for w in lst]
-                for w in waiting:
-                    w.put(None)
+                self._wake_waiters()  # their questions went to the node that is gone
                 return True
             except (NoNode, OSError):
                 time.sleep(delay)
@@ -255,10 +255,20 @@ class Client:
             if self._closed or not self._reconnect():
                 break
         self._connected.clear()
+        self._gone = True
+        self._wake_waiters()
         with self._lock:
             subs = list(self._subs)
         for sub in subs:
             sub.queue.put(None)
+
+    def _wake_waiters(self) -> None:
+        """Every control question waiting for an answer asks again (None), which raises
+        once the client is closed or its connection is gone."""
+        with self._lock:
+            waiting = [w for lst in self._waiters.values() for w in lst]
+        for w in waiting:
+            w.put(None)
 
     def _dispatch(self, packet: bytes) -> None:
         try:
@@ -314,16 +324,31 @@ class Client:
         self._slow_logged_at, self._slow_unlogged = now, 0
         log.warning("%s%s", err, more)
 
-    def _send(self, packet: bytes) -> None:
+    def _check_open(self) -> None:
         if self._closed:
             raise ClientError("client is closed")
-        for _ in range(2):
-            if not self._connected.wait(self.reconnect_s):
+        if self._gone:
+            raise NoNode(f"connection to the node lost and not back within reconnect_s ({self.reconnect_s} s)")
+
+    def _wait_connected(self) -> None:
+        """Wait for the connection (a reconnect under way) up to reconnect_s; raise at
+        once when the client is closed or the reader gives up meanwhile."""
+        deadline = time.monotonic() + self.reconnect_s
+        while not self._connected.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            self._check_open()
+            if time.monotonic() >= deadline:
                 raise NoNode(f"no node for {self.reconnect_s} s")
+        self._check_open()
+
+    def _send(self, packet: bytes) -> None:
+        self._check_open()
+        for _ in range(2):
+            self._wait_connected()
             try:
                 self._sock.send(packet)
                 return
             except OSError as exc:
+                self._check_open()  # closed by another thread meanwhile
                 if exc.errno == errno.EMSGSIZE:  # the connection is fine: the packet is not
                     raise ClientError(f"a packet of {len(packet)} bytes is larger than the sbus socket "
                                       f"takes (the node's max_packet, default 192 KiB)") from None
@@ -456,7 +481,9 @@ class Client:
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
-        self._reader.join(2)
+        self._wake_waiters()  # a flush or request of another thread raises now, not at its timeout
+        if threading.current_thread() is not self._reader:  # close() in a callback: the reader ends after it
+            self._reader.join(2)
 
     def __enter__(self) -> Client:
         return self

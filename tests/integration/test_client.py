@@ -200,6 +200,72 @@ def test_a_packet_too_large_for_the_socket_is_refused_and_the_client_goes_on(nod
         assert time.monotonic() - t0 < 4
 
 
+def test_close_in_a_callback_returns(node: Node) -> None:
+    """close() in a callback raised RuntimeError('cannot join current thread')."""
+    closed: list[BaseException | None] = []
+    c = connect()
+    ran = threading.Event()
+
+    def on_msg(_: Message) -> None:
+        try:
+            c.close()
+            closed.append(None)
+        except BaseException as exc:
+            closed.append(exc)
+        ran.set()
+
+    c.subscribe("cb/close", callback=on_msg)
+    c.flush()
+    with connect() as d:
+        d.publish("cb/close", b"x")
+    assert ran.wait(10)
+    assert closed == [None]
+    c._reader.join(5)
+    assert not c._reader.is_alive()
+
+
+def test_close_ends_a_flush_that_waits_for_the_node(node: Node) -> None:
+    """A flush of another thread waited its whole timeout after close() (the stream
+    writer's is 120 s) and then blamed the node."""
+    c = connect()
+    outcome: list[BaseException] = []
+    node.proc.proc.send_signal(signal.SIGSTOP)  # the node answers nothing
+    try:
+        def flush() -> None:
+            try:
+                c.flush(timeout=30)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        t = threading.Thread(target=flush)
+        t.start()
+        for _ in range(500):
+            if c._waiters:
+                break
+            threading.Event().wait(0.01)
+        assert c._waiters
+        c.close()
+        t.join(5)
+        assert not t.is_alive()
+    finally:
+        node.proc.proc.send_signal(signal.SIGCONT)
+    assert len(outcome) == 1 and isinstance(outcome[0], ClientError) and "closed" in str(outcome[0])
+
+
+def test_once_the_reader_gives_up_calls_fail_at_once(node: Node) -> None:
+    """Each call waited reconnect_s (30 s by default) for a reconnect nobody would make."""
+    c = connect(reconnect_s=1)
+    node.proc.stop()
+    c._reader.join(15)
+    assert not c._reader.is_alive()
+    for _ in range(3):
+        t0 = time.monotonic()
+        with pytest.raises(NoNode, match="not back within reconnect_s"):
+            c.publish("gone/x", b"1")
+        assert time.monotonic() - t0 < 0.5
+    c.close()
+
+
 def test_asyncio_client(node: Node) -> None:
     async def run() -> list[bytes]:
         async with await aconnect() as c:
