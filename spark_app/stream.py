@@ -25,12 +25,14 @@ binary column as it is).
 Delivery guarantee and offsets (decisions):
 - The stream reader subscribes when the query starts (on the driver, in the Python
   worker that serves the source) and buffers what arrives; an offset is the count of
-  messages received, `{"offset": N}`. A micro-batch is the messages between two
+  messages received in this run of the query, `{"run": R, "offset": N}`. A micro-batch is the messages between two
   offsets; `commit` frees them. Within one run of the query every message published
   after the subscription is visible (`Client.wait_visible` on the publishing side) is
   read exactly once, in the order of each publisher. The network keeps nothing, so a
   restarted query does not replay: messages of batches not committed before a driver
-  failure are lost (at most once across restarts).
+  failure are lost (at most once across restarts). A restarted query resumes from an
+  offset of an earlier run (`run` differs, or is missing): it reads from the first
+  message its own subscription received, whatever the old count was.
 - The reader's client asks the node for `blocking/hard/block` so that a slow driver
   holds local publishers instead of losing messages.
 - The stream writer and `publish_partition` publish each row of a task once and flush
@@ -45,6 +47,7 @@ import datetime
 import decimal
 import json
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -273,6 +276,7 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
         self._rows: list[Message] = []
         self._base = 0  # offset of self._rows[0]
         self._client: Client | None = None
+        self._run = uuid.uuid4().hex  # offsets of other runs (a restart) count other messages
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the reader to plan the read; the connection and buffer stay here
@@ -308,20 +312,29 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
                                  f"{self.schema.simpleString()}: {exc} (payload {m.payload[:80]!r}); "
                                  "read other payloads with .option('format', 'raw')") from None
 
-    def initialOffset(self) -> dict[str, int]:
-        self._start()
-        return {"offset": 0}
+    def _offset(self, n: int) -> dict[str, Any]:
+        return {"run": self._run, "offset": n}
 
-    def read(self, start: dict[str, int]) -> tuple[Iterator[tuple[Any, ...]], dict[str, int]]:
+    def _ours(self, offset: dict[str, Any]) -> bool:
+        return offset.get("run") == self._run
+
+    def initialOffset(self) -> dict[str, Any]:
         self._start()
-        begin = int(start["offset"])
+        return self._offset(0)
+
+    def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
+        self._start()
         with self._lock:
+            # an earlier run's offset (a restart): from the first message of this run
+            begin = int(start["offset"]) if self._ours(start) else self._base
             end = min(self._base + len(self._rows), begin + MAX_BATCH_ROWS)
             rows = self._rows[begin - self._base:end - self._base]
-        return iter(list(self._decode(rows))), {"offset": end}
+        return iter(list(self._decode(rows))), self._offset(end)
 
-    def readBetweenOffsets(self, start: dict[str, int], end: dict[str, int]) -> Iterator[tuple[Any, ...]]:
-        begin, stop = int(start["offset"]), int(end["offset"])
+    def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+        if not self._ours(end):  # a batch of an earlier run: its messages are gone
+            return iter(())
+        begin, stop = int(start["offset"]) if self._ours(start) else 0, int(end["offset"])
         with self._lock:
             if begin < self._base:
                 raise RuntimeError(f"raims messages {begin}..{self._base} are gone (committed or lost "
@@ -329,7 +342,9 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
             rows = self._rows[begin - self._base:stop - self._base]
         return iter(list(self._decode(rows)))
 
-    def commit(self, end: dict[str, int]) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
+        if not self._ours(end):
+            return
         stop = int(end["offset"])
         with self._lock:
             drop = max(0, min(stop - self._base, len(self._rows)))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StructField, StructType
 
 from raims_node.client import Client, connect, endpoints
 from spark_app.stream import publish_partition, register, with_client
@@ -150,7 +150,7 @@ def test_a_message_that_is_not_a_json_object_fails_with_what_it_is() -> None:
     from raims_node.client import Message
     from spark_app.stream import RaimsStreamReader, _Options
 
-    reader = RaimsStreamReader(_Options.of({"subject": "pipe/*"}, publish=False), StructType.fromDDL("id long"))
+    reader = RaimsStreamReader(_Options.of({"subject": "pipe/*"}, publish=False), StructType([StructField("id", LongType())]))
     assert list(reader._decode([Message("pipe/a", b'{"id":1}')])) == [(1,)]
     for payload in (b"not json", b"[1]", b'{"id":1'):
         with pytest.raises(ValueError, match=r"raims message on 'pipe/b' is not a JSON object .*format', 'raw'"):
@@ -182,3 +182,48 @@ def test_a_subject_the_network_does_not_carry_is_refused(spark: SparkSession, tm
     if side == "write":
         with pytest.raises(ValueError, match="raims subject"):
             publish_partition(subject)
+
+
+def test_a_restarted_reader_reads_its_run_from_the_first_message(two_nodes: dict[str, str]) -> None:
+    """Offsets counted the messages of one run, so a query restarted from its checkpoint
+    at offset 5 skipped the first 5 messages its new subscription received (here: all 3)."""
+    from spark_app.stream import RaimsStreamReader, _Options
+
+    def reader() -> RaimsStreamReader:
+        return RaimsStreamReader(_Options.of({"subject": "pipe/rs", "path": two_nodes["B"]}, publish=False),
+                                 StructType([StructField("id", LongType())]))
+
+    def received(r: RaimsStreamReader, n: int) -> None:
+        assert r._client is not None
+        r._client.flush()  # the node's answer comes after the messages it sent before
+        assert len(r._rows) == n
+
+    with connect(path=two_nodes["B"]) as pub:
+        first = reader()
+        start = first.initialOffset()
+        for i in range(5):
+            pub.publish("pipe/rs", b'{"id":%d}' % i)
+        pub.flush()
+        received(first, 5)
+        rows, checkpoint = first.read(start)
+        assert list(rows) == [(i,) for i in range(5)]
+        first.commit(checkpoint)
+        first.stop()
+
+        second = reader()  # the query restarted from its checkpoint
+        second.initialOffset()  # subscribed; messages come before Spark's first read
+        for i in range(100, 103):
+            pub.publish("pipe/rs", b'{"id":%d}' % i)
+        pub.flush()
+        received(second, 3)
+        assert list(second.readBetweenOffsets(start, checkpoint)) == []  # the old run's batch is gone
+        second.commit(checkpoint)
+        rows, end = second.read(checkpoint)
+        assert list(rows) == [(100,), (101,), (102,)]
+        pub.publish("pipe/rs", b'{"id":103}')
+        pub.flush()
+        received(second, 4)
+        second.commit(end)
+        rows, _ = second.read(end)
+        assert list(rows) == [(103,)]
+        second.stop()
