@@ -50,6 +50,8 @@ service see as `a.b.c`); str or bytes. Decisions:
   modes. Calls made meanwhile wait for it; after `reconnect_s` they raise NoNode, and
   once the reader has given up every call raises NoNode at once. `close()` (also in a
   callback) makes calls of other threads that wait for the node raise ClientError.
+  Calls that wait for the node's answer (flush, wait_visible, request) raise ClientError
+  at once in a callback: the answer would come to the reader thread the callback holds.
 """
 
 from __future__ import annotations
@@ -398,6 +400,7 @@ class Client:
     def _control(self, key: bytes, payload: bytes, answer: bytes, timeout: float) -> bytes:
         """Ask the node and wait for `answer`; asked again after a reconnect (the node
         that had the question is gone: a flush or subscribe across a restart returns)."""
+        self._not_in_callback("flush" if key == CTL_PING else key.decode())
         w: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         wkey = key + b"\x00" + answer
         with self._lock:
@@ -414,6 +417,11 @@ class Client:
             raise ClientError(f"no answer to {key.decode()} within {timeout} s") from None
         finally:
             self._forget_waiter(wkey, w)
+
+    def _not_in_callback(self, what: str) -> None:
+        if threading.current_thread() is self._reader:
+            raise ClientError(f"{what} in a callback: the answer would come to the reader thread the "
+                              "callback holds (publish from the callback, or wait in another thread)")
 
     def _forget_waiter(self, wkey: bytes, w: queue.SimpleQueue[bytes | None]) -> None:
         with self._lock:
@@ -442,6 +450,7 @@ class Client:
     def wait_visible(self, subject: str | bytes, timeout: float = 30.0) -> None:
         """Return once the network knows of a subscriber for `subject` (so a stage does
         not publish into the void); ClientError after `timeout`."""
+        self._not_in_callback("wait_visible")
         key = _b(subject)
         deadline = time.monotonic() + timeout
         delay = 0.02
@@ -467,6 +476,7 @@ class Client:
 
     def request(self, subject: str | bytes, payload: bytes = b"", timeout: float = 10.0) -> Message:
         """Publish a request and wait for the first reply (module docstring)."""
+        self._not_in_callback("request")
         with self._lock:
             self._seq += 1
             reply = self._inbox + b"/%d" % self._seq

@@ -266,6 +266,34 @@ def test_once_the_reader_gives_up_calls_fail_at_once(node: Node) -> None:
     c.close()
 
 
+def test_calls_that_wait_for_an_answer_refuse_to_run_in_a_callback(node: Node) -> None:
+    """A request (or flush, wait_visible) in a callback waited its whole timeout: the reply
+    comes to the reader thread, which the callback holds."""
+    outcome: list[tuple[str, float]] = []
+    done = threading.Event()
+    with connect() as server, connect() as c:
+        server.subscribe("svc/cb", callback=lambda m: m.respond(b"re"))
+        server.flush()
+
+        def on_msg(_: Message) -> None:
+            for call in (lambda: c.request("svc/cb", b"", timeout=5), lambda: c.flush(timeout=5),
+                         lambda: c.wait_visible("svc/cb", timeout=5)):
+                t0 = time.monotonic()
+                try:
+                    call()
+                    outcome.append(("returned", time.monotonic() - t0))
+                except ClientError as exc:
+                    outcome.append((str(exc), time.monotonic() - t0))
+            done.set()
+
+        c.subscribe("cb/req", callback=on_msg)
+        c.flush()
+        c.publish("cb/req", b"x")
+        assert done.wait(30)
+    assert [what.split(" in a callback")[0] for what, _ in outcome] == ["request", "flush", "wait_visible"]
+    assert all(took < 1 for _, took in outcome)
+
+
 def test_asyncio_client(node: Node) -> None:
     async def run() -> list[bytes]:
         async with await aconnect() as c:
