@@ -20,7 +20,8 @@ objects; decimals as strings, timestamps and dates ISO 8601, binary base64, whic
 reader turns back into the schema's types; a message that is not a JSON object fails
 the query with its subject and start); `raw`: the reader
 gives `subject string, payload binary` rows and the writer publishes a `payload`
-binary column as it is).
+binary column as it is, a string one as UTF-8, null as empty; a raw reader has no
+other schema, a raw writer needs that column: both are checked when the query starts).
 
 Delivery guarantee and offsets (decisions):
 - The stream reader subscribes when the query starts (on the driver, in the Python
@@ -259,10 +260,21 @@ class RaimsDataSource(DataSource):
         return RAW_SCHEMA
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
-        return RaimsStreamReader(_Options.of(dict(self.options), publish=False), schema)
+        opts = _Options.of(dict(self.options), publish=False)
+        if opts.format == "raw" and [(f.name, f.dataType) for f in schema.fields] != \
+                [("subject", StringType()), ("payload", BinaryType())]:
+            raise ValueError(f"raims format raw reads rows of {RAW_SCHEMA!r}, not {schema.simpleString()!r}: "
+                             "leave out .schema(...)")
+        return RaimsStreamReader(opts, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return RaimsStreamWriter(_Options.of(dict(self.options), publish=True), schema)
+        opts = _Options.of(dict(self.options), publish=True)
+        if opts.format == "raw":
+            payload = [f for f in schema.fields if f.name == "payload"]
+            if not payload or not isinstance(payload[0].dataType, (BinaryType, StringType)):
+                raise ValueError(f"raims format raw publishes a 'payload' column of binary or string; "
+                                 f"the rows are {schema.simpleString()}")
+        return RaimsStreamWriter(opts, schema)
 
 
 class RaimsStreamReader(SimpleDataSourceStreamReader):
@@ -357,6 +369,13 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
             self._client = None
 
 
+def _raw_payload(value: bytes | bytearray | str | None) -> bytes:
+    """A raw row's payload: binary as it is, a string as UTF-8, null as empty."""
+    if value is None:
+        return b""
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
 class RaimsStreamWriter(DataSourceStreamWriter):
     def __init__(self, opts: _Options, schema: StructType) -> None:
         self.opts = opts
@@ -365,7 +384,7 @@ class RaimsStreamWriter(DataSourceStreamWriter):
         raw = self.opts.format == "raw"
         with _client(self.opts.node, self.opts.path) as c:
             for row in iterator:
-                c.publish(self.opts.subject, bytes(row["payload"]) if raw else encode_row(row))
+                c.publish(self.opts.subject, _raw_payload(row["payload"]) if raw else encode_row(row))
             c.flush(timeout=120)
         return WriterCommitMessage()
 

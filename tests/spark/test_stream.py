@@ -227,3 +227,42 @@ def test_a_restarted_reader_reads_its_run_from_the_first_message(two_nodes: dict
         rows, _ = second.read(end)
         assert list(rows) == [(103,)]
         second.stop()
+
+
+@pytest.mark.parametrize("side", ["write", "read"])
+def test_raw_format_checks_its_columns_when_the_query_starts(spark: SparkSession, tmp_path: Path, side: str) -> None:
+    """A raw writer without a `payload` column failed each task with a bare error on
+    `row["payload"]`; a raw reader with a schema of its own failed on its first row."""
+    from pyspark.errors import PySparkException
+
+    register(spark)
+    with pytest.raises((PySparkException, ValueError)) as info:  # noqa: PT012 (start or the first batch)
+        if side == "write":
+            query = (spark.readStream.format("rate").load().writeStream.format("raims").option("format", "raw")
+                     .option("subject", "pipe/raw").option("path", str(tmp_path / "none.sock"))
+                     .option("checkpointLocation", str(tmp_path / "ck")).start())
+        else:
+            query = (spark.readStream.format("raims").option("format", "raw").option("subject", "pipe/raw")
+                     .option("path", str(tmp_path / "none.sock")).schema("id long").load()
+                     .writeStream.format("memory").queryName("raims_raw_bad").start())
+        try:
+            query.awaitTermination(60)
+        finally:
+            query.stop()
+    assert "raims format raw" in str(info.value)
+
+
+def test_raw_writer_publishes_a_string_payload_as_utf8(spark: SparkSession, two_nodes: dict[str, str],
+                                                       tmp_path: Path) -> None:
+    register(spark)
+    with connect(path=two_nodes["B"]) as c:
+        sub = c.subscribe("pipe/rawstr")
+        query = (spark.readStream.format("rate").option("rowsPerSecond", 10).load()
+                 .selectExpr("concat('é', cast(value as string)) as payload")
+                 .writeStream.format("raims").option("format", "raw").option("subject", "pipe/rawstr")
+                 .option("path", two_nodes["B"]).option("checkpointLocation", str(tmp_path / "ck")).start())
+        try:
+            got = sub.next(60).payload
+        finally:
+            query.stop()
+    assert got.decode().startswith("é")
