@@ -23,6 +23,7 @@ task), once per episode; without one the client logs the rate-limited warning.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -58,12 +59,18 @@ class AsyncSubscription(Limited):
         if self._admit(msg, self._client):
             self._loop.call_soon_threadsafe(self.queue.put_nowait, msg)
 
+    def _end(self) -> None:
+        """The client closed or lost its node for good (reader thread): iteration ends."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, None)
+
     async def next(self, timeout: float | None = None) -> Message:
         try:
             msg = self._take(await asyncio.wait_for(self.queue.get(), timeout))
         except TimeoutError:
             raise ClientError(f"no message within {timeout} s") from None
         if msg is None:
+            self.queue.put_nowait(None)  # the end stays for the next call
             raise ClientError("subscription closed")
         return msg
 
@@ -71,6 +78,7 @@ class AsyncSubscription(Limited):
         while True:
             msg = self._take(await self.queue.get())
             if msg is None:
+                self.queue.put_nowait(None)  # the end stays for the next call
                 return
             yield msg
 
@@ -100,6 +108,7 @@ class AsyncClient:
         asub = AsyncSubscription(asyncio.get_running_loop(), self.sync, key,
                                  self.sync._pending(pending_msgs_limit, pending_bytes_limit))
         asub.sub = self.sync.subscribe(key, callback=asub._put, confirm=False)
+        asub.sub.on_end = asub._end
         await self.flush()  # as the sync client's subscribe, without blocking the loop
         return asub
 

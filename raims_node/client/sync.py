@@ -147,6 +147,7 @@ class Subscription(Limited):
         self.queue: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
         self.pending = pending or Pending()
         self.active = True
+        self.on_end: Callable[[], None] | None = None  # the reader stopped for good (client/aio.py)
 
     def _offer(self, msg: Message) -> None:
         """The reader thread's delivery: queued if it fits, else dropped and counted."""
@@ -160,6 +161,7 @@ class Subscription(Limited):
         except queue.Empty:
             raise ClientError(f"no message on {self.pattern!r} within {timeout} s") from None
         if msg is None:
+            self.queue.put(None)  # the end stays for the next call
             raise ClientError("subscription closed")
         return msg
 
@@ -167,6 +169,7 @@ class Subscription(Limited):
         while True:
             msg = self._take(self.queue.get())
             if msg is None:
+                self.queue.put(None)  # the end stays for the next call
                 return
             yield msg
 
@@ -263,6 +266,11 @@ class Client:
             subs = list(self._subs)
         for sub in subs:
             sub.queue.put(None)
+            if sub.on_end is not None:
+                try:
+                    sub.on_end()
+                except Exception:
+                    log.exception("end of %r", sub.pattern)
 
     def _wake_waiters(self) -> None:
         """Every control question waiting for an answer asks again (None), which raises

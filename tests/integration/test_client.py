@@ -224,6 +224,18 @@ def test_close_in_a_callback_returns(node: Node) -> None:
     assert not c._reader.is_alive()
 
 
+def test_a_closed_subscription_stays_closed(node: Node) -> None:
+    """After iteration met the end, next() without a timeout waited for ever."""
+    c = connect()
+    sub = c.subscribe("sync/end")
+    c.close()
+    assert list(sub) == []
+    for _ in range(2):
+        with pytest.raises(ClientError, match="subscription closed"):
+            sub.next(5)
+    assert list(sub) == []
+
+
 def test_close_ends_a_flush_that_waits_for_the_node(node: Node) -> None:
     """A flush of another thread waited its whole timeout after close() (the stream
     writer's is 120 s) and then blamed the node."""
@@ -292,6 +304,30 @@ def test_calls_that_wait_for_an_answer_refuse_to_run_in_a_callback(node: Node) -
         assert done.wait(30)
     assert [what.split(" in a callback")[0] for what, _ in outcome] == ["request", "flush", "wait_visible"]
     assert all(took < 1 for _, took in outcome)
+
+
+def test_asyncio_iteration_ends_when_the_client_closes(node: Node) -> None:
+    """`async for` over a subscription hung for ever once its client was closed (the end
+    went to the sync subscription's unused queue)."""
+    async def run() -> list[bytes]:
+        c = await aconnect()
+        sub = await c.subscribe("aio/end")
+        await c.publish("aio/end", b"1")
+        got = [(await sub.next(5)).payload]
+        await c.close()
+
+        async def drain() -> None:
+            async for msg in sub:
+                got.append(msg.payload)
+
+        await asyncio.wait_for(drain(), 5)
+        for _ in range(2):  # and stays ended
+            with pytest.raises(ClientError, match="subscription closed"):
+                await asyncio.wait_for(sub.next(), 5)
+        await asyncio.wait_for(drain(), 5)
+        return got
+
+    assert asyncio.run(run()) == [b"1"]
 
 
 def test_asyncio_client(node: Node) -> None:
