@@ -40,22 +40,25 @@ class Interest:
     # ------------------------------------------------------------------ ours
 
     def subscribe(self, owner: object, sid: str, subject: str, now_ns: int, queue: str | None) -> None:
-        self.announce_pending(now_ns)
         self.remove(owner, sid, now_ns)
-        self._announce_change(self.st.subs.add(owner, sid, subject, None, queue), True, now_ns)
+        self._announce_ours(self.st.subs.add(owner, sid, subject, None, queue), True, now_ns)
 
     def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str, now_ns: int, queue: str | None,
                    shard: Shard | None) -> None:
         compile_pattern(pattern, syntax)  # type: ignore[arg-type]  # a bad pattern raises before any change
-        self.announce_pending(now_ns)
         self.remove(owner, sid, now_ns)
-        self._announce_change(self.st.subs.add(owner, sid, pattern, syntax, queue, shard), True, now_ns)
+        self._announce_ours(self.st.subs.add(owner, sid, pattern, syntax, queue, shard), True, now_ns)
 
     def remove(self, owner: object, sid: str, now_ns: int) -> None:
         change = self.st.subs.remove(owner, sid)
         if change is not None:
-            self.announce_pending(now_ns)
-            self._announce_change(change, False, now_ns)
+            self._announce_ours(change, False, now_ns)
+
+    def _announce_ours(self, change: Change, added: bool, now_ns: int) -> None:
+        """One change of ours, after every withdrawal still pending: peers see our
+        changes in the order made."""
+        self.announce_pending(now_ns)
+        self._announce_change(change, added, now_ns)
 
     def drop_owner(self, owner: object, now_ns: int) -> None:
         changes = self.st.subs.drop_owner(owner)
