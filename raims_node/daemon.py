@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 import socket
@@ -481,7 +482,7 @@ class Daemon:
 
     # ------------------------------------------------------------------ state for show ports
 
-    def port_rows(self) -> list[dict[str, object]]:
+    def port_rows(self, fds: list[dict[str, object]] | None = None) -> list[dict[str, object]]:
         rows: list[dict[str, object]] = []
         for name, run in self.running.items():
             if run.bridge is not None:
@@ -491,15 +492,16 @@ class Daemon:
                 rows.append(link_port_row(name, run, links, self._encrypt(run.cfg), self.node, time.time_ns()))
         for extra in self.extra_ports:
             rows.extend(extra())
-        return port_fds(rows, daemon_fds(self))  # each transport's endpoint fd (transports/fds.py)
+        return port_fds(rows, daemon_fds(self) if fds is None else fds)  # each one's endpoint fd (transports/fds.py)
 
     def console_context(self) -> ConsoleContext:
         """What console commands see of this daemon (console/context.py)."""
         from raims_node.console import ConsoleContext
 
-        return ConsoleContext(node=self.node, ports=self.port_rows, now_ns=time.time_ns, config=self.tree,
-                              log_lines=lambda: list(self.log_lines), names=self.naming.service,
-                              flow=self.flow_counters, poll=self.poll, fds=lambda: daemon_fds(self))
+        fds = functools.cache(lambda: daemon_fds(self))  # one snapshot per command: show urls reads it 4 times
+        return ConsoleContext(node=self.node, ports=lambda: self.port_rows(fds()), now_ns=time.time_ns,
+                              config=self.tree, log_lines=lambda: list(self.log_lines), names=self.naming.service,
+                              flow=self.flow_counters, poll=self.poll, fds=fds)
 
     def run_command(self, line: str) -> str:
         """One console command, rendered as text (`rem` requests from other nodes)."""
