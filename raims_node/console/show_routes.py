@@ -58,7 +58,7 @@ def _port_rows(ctx: ConsoleContext) -> dict[str, dict[str, object]]:
 
 def _link_fds(ctx: ConsoleContext) -> dict[tuple[str, bytes], object]:
     """(tport label, neighbour) -> the fd of the link's socket (transports/fds.py rows)."""
-    return {(f"{r.get('tport')}.{r.get('rid')}", peer): r.get("fd") for r in ctx.fds()
+    return {(tport_label(str(r.get("tport")), int(str(r.get("rid")))), peer): r.get("fd") for r in ctx.fds()
             if isinstance(peer := r.get("peer"), bytes)}
 
 
