@@ -38,9 +38,10 @@ service see as `a.b.c`); str or bytes. Decisions:
   payload`; a client's subscription unwraps it into `Message.reply`, and
   `Message.respond()` publishes to it. Reply keys are `_INBOX/<random>/<n>`.
 - `flush()`: `CMSG raims/ping`, answered once the server has handled everything sent
-  before. `subscribe()` flushes before it returns (but on the reader thread): a publish
+  before. `subscribe()` flushes before it returns (not on the reader thread): a publish
   by any client of the node after it returns is delivered (before, one that another
-  client had queued behind its earlier packets was handled first and missed it). `wait_visible(subject)`: `CMSG raims/visible` until the node answers 1 (an sbus
+  client had queued behind its earlier packets was handled first and missed it).
+  `wait_visible(subject)`: `CMSG raims/visible` until the node answers 1 (an sbus
   subscriber on the node, or one the network's bloom filters know of).
 - Packet size: the node drops (and counts) a packet larger than its ipc `max_packet`
   (default 192 KiB); one larger than the socket takes at all makes `publish` raise
