@@ -26,6 +26,7 @@ from tests.integration.harness import (
 
 TMUX = shutil.which("tmux")
 TELNET = shutil.which("telnet")
+PROMPT = re.compile(r"A\.\S+\[\S+\]@\S+\[\d+\]> ?$")  # a prompt with nothing typed yet
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed (make debs installs it)")
 
 
@@ -97,7 +98,10 @@ def test_terminal_console_completes_remembers_pings_and_controls_transports(
         pane.wait(lambda s: re.search(r"^\s*B\.\d+\s", s, re.M) is not None)
         pane.keys("ping B", "Enter")
         pane.wait(lambda s: re.search(r"^\s*B(\.\d+)?\s.*\d(us|ms|s)\b", s, re.M) is not None)
-        pane.keys("Up", "Up")  # history: back to "sh peers"
+        pane.wait(lambda s: PROMPT.search(s.rstrip().splitlines()[-1]) is not None)  # the next prompt is up
+        pane.keys("Up")  # history, one key at a time (keys typed ahead of the prompt may split)
+        pane.wait(lambda s: s.rstrip().splitlines()[-1].endswith("> ping B"))
+        pane.keys("Up")  # back to "sh peers"
         pane.wait(lambda s: s.rstrip().splitlines()[-1].endswith("> sh peers"))
         pane.keys("C-u", "shutdown link_ab", "Enter")
         b.wait_for(r"remove auth A", 15)
