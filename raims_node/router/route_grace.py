@@ -18,7 +18,11 @@ new routes: sending it on the old links too would give subscribers two copies
 Only the routes of a converged node are kept: a joining node's first trees are partial.
 Without a live old set, such a frame goes on this node's own tree toward the
 subscribers: a node whose view of the source's links lags the source's (B, just joined,
-placed D under C while A already sent through B) would drop it otherwise. This is asked
+placed D under C while A already sent through B) would drop it otherwise. When that tree
+reaches no one either, it goes to the neighbours whose filter passes its subject (or is
+not known yet): B, just joined, has its own link to D but not yet D's side of it, so its
+database cannot reach D at all (the simulator with jittered links and stalled nodes,
+tests/sim/test_sim_route_change.py: 7 of 60 rejoins lost 18-668 messages at B). This is asked
 only while the links change or the node is not converged: in a steady network a frame
 sent nowhere is a filter's false positive, and its subscribers have it already.
 Trees together can close a cycle, so a frame (by its MAC digest) takes these extra
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from raims_node.bloom import BloomFilter, SubjectHashes
 from raims_node.router.state import NodeState
 from raims_node.wire.frame import DIGEST_OFFSET
 
@@ -85,6 +90,8 @@ class RouteGrace:
         if not extra:
             extra = tuple(c for c in own_tree() if c != came)
         if not extra:
+            extra = interested_neighbours(st, key[2], came)
+        if not extra:
             return ()
         digest = bytes(data[DIGEST_OFFSET:DIGEST_OFFSET + DIGEST_LEN])
         if digest in self._taken:  # it came around once already: no cycle through other trees
@@ -93,3 +100,17 @@ class RouteGrace:
             self._taken.clear()
         self._taken.add(digest)
         return extra
+
+
+def interested_neighbours(st: NodeState, subject: bytes, came: int) -> tuple[int, ...]:
+    """The live connections but `came` whose peer's filter passes `subject` or has not
+    arrived yet (the far side filters by its own subscriptions)."""
+    hashes = SubjectHashes(subject)
+    out = []
+    for conn in st.conns.values():
+        if conn.conn_id == came or not conn.active or conn.peer is None:
+            continue
+        peer = st.peers.get(conn.peer)
+        if peer is None or peer.bloom is None or isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes):
+            out.append(conn.conn_id)
+    return tuple(out)

@@ -4,7 +4,9 @@ Links are pairs of connections with a latency, an optional loss rate and an up/d
 state; a frame sent on one end arrives at the other after the latency unless the link
 is down or the frame is dropped. Every node's timers run from a periodic tick. The
 whole run is deterministic for a given seed: one `random.Random` drives bridge ids,
-keys, nonces and loss.
+keys, nonces and loss. With `Jitter`, a second one (so that runs without it keep their
+frames) adds a random delay to each frame and now and then stalls a receiving node, as
+a busy host does; a link still delivers in the order it was written to, as TCP does.
 """
 
 from __future__ import annotations
@@ -35,6 +37,17 @@ class SimLink:
     connected: bool = False
 
 
+@dataclass(frozen=True)
+class Jitter:
+    """Per frame, up to `delay_ns` more than the link's latency; with `stall_chance`, the
+    receiver stalls for up to `stall_ns` (frames to it wait until then)."""
+
+    delay_ns: int = 2 * MS
+    stall_ns: int = 20 * MS
+    stall_chance: float = 0.002
+    seed: int = 0
+
+
 @dataclass
 class SimNode:
     name: str
@@ -53,6 +66,7 @@ class SimNetwork:
         params: NodeParams | None = None,
         tick_ns: int = 50 * MS,
         start_ns: int = 1_700_000_000 * NS,
+        jitter: Jitter | None = None,
     ) -> None:
         self.creds = creds
         self.rng = random.Random(seed)
@@ -75,6 +89,10 @@ class SimNetwork:
         # `on_action`, and `tick_hooks` run with every tick
         self.on_action: Callable[[str, Action], None] | None = None
         self.tick_hooks: list[Callable[[int], None]] = []
+        self.jitter = jitter
+        self._jitter_rng = random.Random(jitter.seed if jitter else 0)
+        self._last_arrival: dict[int, int] = {}  # per sending connection (jitter keeps link order)
+        self._stalled_until: dict[str, int] = {}
 
     # ------------------------------------------------------------------ building
 
@@ -240,7 +258,21 @@ class SimNetwork:
             if sim.alive and link.connected and link.up:
                 self._apply(dest, sim.node.on_frame(dest_conn, data, self.now))
 
-        self._schedule(self.now + link.latency_ns, arrive)
+        self._schedule(self.arrival_ns(link, act.conn_id, dest), arrive)
+
+    def arrival_ns(self, link: SimLink, conn_id: int, dest: str) -> int:
+        """When a frame written now on `conn_id` (an end of `link`) reaches `dest`."""
+        jitter = self.jitter
+        if jitter is None:
+            return self.now + link.latency_ns
+        rng = self._jitter_rng
+        if rng.random() < jitter.stall_chance:
+            stall = self.now + rng.randrange(1, jitter.stall_ns)
+            self._stalled_until[dest] = max(self._stalled_until.get(dest, 0), stall)
+        at = max(self.now + link.latency_ns + rng.randrange(jitter.delay_ns + 1),
+                 self._stalled_until.get(dest, 0), self._last_arrival.get(conn_id, 0))
+        self._last_arrival[conn_id] = at
+        return at
 
     def step(self) -> bool:
         """Run the next event or tick; False when nothing is left before the next tick."""

@@ -74,7 +74,7 @@ class LoneSim(SimNetwork):
             if lone.has_actions:
                 self._apply(dest, lone.take_actions())
 
-        self._schedule(self.now + link.latency_ns, arrive)
+        self._schedule(self.arrival_ns(link, act.conn_id, dest), arrive)
 
 
 def build(cls: type[SimNetwork], creds: Callable[[str], Credentials]) -> SimNetwork:
