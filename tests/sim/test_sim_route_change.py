@@ -77,24 +77,28 @@ def test_no_message_is_lost_when_a_shorter_route_appears(creds: Callable[[str], 
 REJOIN_SEEDS = (2, 17, 31, 57)  # with each, B dropped frames before (below)
 
 
-def stream_while_b_rejoins(net: SimNetwork, rng: random.Random) -> list[int]:
+def stream_while_b_returns(net: SimNetwork, rng: random.Random, restart: bool = True,
+                           subscribers: str = "D") -> list[int]:
     """tests/integration/test_route_change_net.py on the simulator: the manual's A-D
-    graph, B leaves (`_X.BYE`) and comes back, new, while A streams to D; what D got."""
+    graph, B leaves (`_X.BYE`) and comes back, new, while A streams to D; or, without
+    `restart`, only the A-B link is down and comes back. What D got."""
     for name in "ABCD":
         net.add_node(name)
     for link, a, b, cost in (("ab", "A", "B", 200), ("bc", "B", "C", 100), ("ac", "A", "C", 200),
                              ("bd", "B", "D", 200), ("dc", "D", "C", 300)):
         net.add_link(f"tcp_link_{link}", a, b, (cost,) * 4)
     net.run_until(net.converged, timeout_ns=20 * NS)
-    net.subscribe("D", "data.x")
-    net.run_until(lambda: net.interest_known("D", "data.x"), timeout_ns=20 * NS)
-    net.bye("B")
+    for name in subscribers:
+        net.subscribe(name, "data.x")
+    net.run_until(lambda: all(net.interest_known(n, "data.x") for n in subscribers), timeout_ns=20 * NS)
+    net.bye("B") if restart else net.disconnect("tcp_link_ab")
     net.run_for(rng.randrange(50, 500) * MS)
     net.run_until(net.converged, timeout_ns=20 * NS)
     start, gap = net.now, rng.choice((20, 50, 200)) * US
     for i in range(COUNT):
         net.at(start + i * gap, lambda i=i: net.publish("A", "data.x", b"%d" % i))
-    net.at(start + rng.randrange(COUNT * gap // 2), lambda: net.restart("B"))
+    back: Callable[[], object] = (lambda: net.restart("B")) if restart else (lambda: net.reconnect("tcp_link_ab"))
+    net.at(start + rng.randrange(COUNT * gap // 2), back)
     net.run_for(COUNT * gap + 1000 * MS)
     return [int(d.payload) for d in net.nodes["D"].delivered if d.subject == "data.x"]
 
@@ -109,7 +113,22 @@ def test_no_message_is_lost_when_a_node_rejoins_over_busy_links(creds: Callable[
     (18-668 messages in 7 of 60 seeds); it now sends them to its neighbours that want
     them (route_grace.interested_neighbours)."""
     net = cls(creds, seed=seed, jitter=Jitter(seed=seed))
-    got = stream_while_b_rejoins(net, random.Random(seed))
+    got = stream_while_b_returns(net, random.Random(seed))
+    assert got == list(range(COUNT))
+    loss = net.nodes["D"].node.peers[net.nodes["A"].node.bridge].loss
+    assert loss.msg_loss == 0
+
+
+@pytest.mark.parametrize("cls", [SimNetwork, LoneSim])
+@pytest.mark.parametrize("seed", (0, 1))
+def test_a_relay_that_subscribes_as_well_passes_on_what_its_old_route_carries(
+        creds: Callable[[str], Credentials], cls: type[SimNetwork], seed: int) -> None:
+    """C subscribes too; the A-B link comes back under A's stream to D. C, a leaf of A's
+    new tree, kept what A had sent it before A switched (every run lost 5-137 at D);
+    now it passes those on to D as well, and the copies that come both ways are counted
+    as repeats and dropped."""
+    net = cls(creds, seed=seed, jitter=Jitter(seed=seed))
+    got = stream_while_b_returns(net, random.Random(seed), restart=False, subscribers="CD")
     assert got == list(range(COUNT))
     loss = net.nodes["D"].node.peers[net.nodes["A"].node.bridge].loss
     assert loss.msg_loss == 0
@@ -139,7 +158,9 @@ def test_the_old_links_count_for_the_grace_period_only() -> None:
     grace.started(1_000)
     grace.keep({KEY: (1, 2)}, 1_000)
     assert grace.extra(st, KEY, 3, _frame(b"a" * 16), 1_000, _own_tree) == (1, 2)
-    assert grace.extra(_state(1, 2, 3, subscribed=True), KEY, 3, _frame(b"k" * 16), 2_000, _own_tree) == ()  # wanted here
+    subscriber = _state(1, 2, 3, subscribed=True)  # an old route explains it as well: on its way to (1, 2)
+    assert grace.extra(subscriber, KEY, 3, _frame(b"k" * 16), 2_000, _own_tree) == (1, 2)
+    assert grace.extra(subscriber, (b"C" * 16, 0, b"data.x"), 3, _frame(b"p" * 16), 2_000, _own_tree) == ()
     assert grace.extra(st, KEY, 1, _frame(b"c" * 16), 3_000, _own_tree) == (2,)  # never back where it came from
     assert grace.extra(st, (b"B" * 16, 0, b"data.x"), 3, _frame(b"d" * 16), 4_000, lambda: ()) == ()
     assert grace.in_flux(1_000 + ROUTE_GRACE_NS) and not grace.in_flux(1_000 + ROUTE_GRACE_NS + 1)
