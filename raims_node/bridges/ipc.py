@@ -19,7 +19,7 @@ Transport record (decisions where the manual and the seed are silent):
   the same service (sbus_proto: routing key `a/b/c` is subject `a.b.c`).
 - `max_queue_*`: the per-client "too many queued" limit of flood control (sbus_proto
   `Outbox`), default 8 MiB or 10,000 packets. `max_packet` (default 192 KiB, under the
-  kernel's default socket buffer): a larger packet is dropped and counted. `sndbuf`
+  kernel's default socket buffer): a larger packet is dropped, counted and the sender told (`raims/error`). `sndbuf`
   (default 256 KiB, 0 = the kernel's default): SO_SNDBUF asked for each client socket,
   which the kernel caps at `net.core.wmem_max` and doubles; it bounds the packets in
   flight to a reader before the outbox (and flood control) takes over (~670 small
@@ -39,7 +39,14 @@ Server behaviour where the seed lets the server choose:
   for them: the client's flush) and `raims/visible` (payload a routing key; answer
   `KEY\\x00N`, N = 1 when a subscriber anywhere in the network would receive it, sbus
   clients on this bus included; the client's wait_visible), `raims/ack` and
-  `raims/trace` (below). Other keys are counted.
+  `raims/trace` (below), `raims/info` (answer `{"max_packet": N}`, JSON: what the
+  client library asks on connect, as a NATS client reads max_payload from INFO). Other
+  keys are counted.
+- The server's own CMSG `raims/error` with payload `Maximum Payload Violation\x00N`
+  (nats-server's -ERR words; N = max_packet) tells a client that a packet of its own
+  over `max_packet` was dropped (counted in `too_large`); it comes in order with the
+  client's other answers and the connection stays (the packet boundary is intact, unlike
+  a NATS stream that -ERR then closes).
 
 raims conventions for the manual's shardcast, ack and trace (issue 28; NATS and Redis
 clients have theirs, bridges/router_bus.py):
@@ -117,6 +124,9 @@ CTL_PING = b"raims/ping"
 CTL_VISIBLE = b"raims/visible"
 CTL_ACK = b"raims/ack"
 CTL_TRACE = b"raims/trace"
+CTL_INFO = b"raims/info"
+CTL_ERROR = b"raims/error"
+MAX_PAYLOAD_VIOLATION = b"Maximum Payload Violation"  # nats-server's words for the same case
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,10 +274,7 @@ class IpcServer(BridgeServer):
             for packet in packets:
                 if client.closed:
                     break
-                if packet is None:
-                    self.counters["too_large"] += 1
-                    continue
-                if packet[:4] == b"MSG ":
+                if packet is not None and packet[:4] == b"MSG ":
                     nul = packet.find(b"\x00", 4)
                     if nul >= 0:
                         key = packet[4:nul]
@@ -283,6 +290,9 @@ class IpcServer(BridgeServer):
                     self._run(run_route, run, len(run_key or b""), client)
                     run = []
                 run_key = None
+                if packet is None:
+                    self.too_large(client)
+                    continue
                 if not packet:
                     client.close()
                     break
@@ -321,6 +331,12 @@ class IpcServer(BridgeServer):
             self.unsubscribe(client, event.pattern)
         elif isinstance(event, sp.Cmsg):
             self.control(client, event.key, event.payload)
+
+    def too_large(self, client: IpcClient) -> None:
+        """A packet over `max_packet`: dropped, counted, and the client told (`raims/error`,
+        after what its earlier packets delivered), as nats-server's -ERR tells a NATS client."""
+        self.counters["too_large"] += 1
+        client.answer(sp.encode_cmsg(CTL_ERROR, MAX_PAYLOAD_VIOLATION + b"\x00%d" % self.settings.max_packet))
 
     def dirty(self, client: IpcClient) -> None:
         """`client`'s first pending delivery: flushed at the end of the read batch, or soon."""
@@ -437,6 +453,8 @@ class IpcServer(BridgeServer):
         elif key == CTL_PING:
             self.flush()  # what its earlier packets delivered to other clients goes (or queues) first
             client.answer(sp.encode_cmsg(CTL_PING, payload or b""))
+        elif key == CTL_INFO:
+            client.answer(sp.encode_cmsg(CTL_INFO, b'{"max_packet": %d}' % self.settings.max_packet))
         elif key == CTL_VISIBLE:
             target = payload or b""
             answer = target + b"\x00" + (b"1" if self.visible(target) else b"0")

@@ -4,7 +4,15 @@ node is found through the endpoints file each daemon writes (client/endpoints.py
 
 from raims_node.client.aio import AsyncClient, AsyncSubscription, aconnect
 from raims_node.client.endpoints import Endpoints, NoNode, find, nodes
-from raims_node.client.sync import Client, ClientError, Message, SlowConsumer, Subscription, connect
+from raims_node.client.sync import (
+    Client,
+    ClientError,
+    MaxPayload,
+    Message,
+    SlowConsumer,
+    Subscription,
+    connect,
+)
 
-__all__ = ["AsyncClient", "AsyncSubscription", "Client", "ClientError", "Endpoints", "Message", "NoNode",
+__all__ = ["AsyncClient", "AsyncSubscription", "Client", "ClientError", "Endpoints", "MaxPayload", "Message", "NoNode",
            "SlowConsumer", "Subscription", "aconnect", "connect", "find", "nodes"]

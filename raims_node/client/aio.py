@@ -39,7 +39,6 @@ from raims_node.client.sync import (
     Client,
     ClientError,
     Message,
-    SlowConsumer,
     Subscription,
 )
 
@@ -131,19 +130,19 @@ class AsyncClient:
         await self.close()
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop, error_cb: Callable[[SlowConsumer], Any]) -> Callable[[SlowConsumer], None]:
+def _on_loop(loop: asyncio.AbstractEventLoop, error_cb: Callable[[ClientError], Any]) -> Callable[[ClientError], None]:
     """`error_cb` moved from the reader thread onto the loop; a coroutine becomes a task
     (held here until done, so that it is not collected while it runs)."""
     tasks: set[asyncio.Future[Any]] = set()
 
-    def run(err: SlowConsumer) -> None:
+    def run(err: ClientError) -> None:
         result = error_cb(err)
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
-    def hand_over(err: SlowConsumer) -> None:
+    def hand_over(err: ClientError) -> None:
         loop.call_soon_threadsafe(run, err)
 
     return hand_over
@@ -153,7 +152,7 @@ async def aconnect(node: str | None = None, path: str | None = None, flood: tupl
                    reconnect_s: float = DEFAULT_RECONNECT_S, *,
                    pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
                    pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
-                   error_cb: Callable[[SlowConsumer], Any] | None = None) -> AsyncClient:
+                   error_cb: Callable[[ClientError], Any] | None = None) -> AsyncClient:
     """The asyncio client (client/sync.py's `connect`); `error_cb` may be a coroutine function."""
     loop = asyncio.get_running_loop()
     cb = None if error_cb is None else _on_loop(loop, error_cb)

@@ -43,9 +43,13 @@ service see as `a.b.c`); str or bytes. Decisions:
   client had queued behind its earlier packets was handled first and missed it).
   `wait_visible(subject)`: `CMSG raims/visible` until the node answers 1 (an sbus
   subscriber on the node, or one the network's bloom filters know of).
-- Packet size: the node drops (and counts) a packet larger than its ipc `max_packet`
-  (default 192 KiB); one larger than the socket takes at all makes `publish` raise
-  ClientError at once, and the connection stays usable.
+- Packet size: on connect the client asks the node's ipc `max_packet` (`CMSG
+  raims/info`, as a NATS client reads max_payload from INFO), and `publish` (request,
+  respond) raises MaxPayload ("Maximum Payload Violation") at once for a larger packet;
+  the connection stays usable. A packet the node drops as too large all the same (a
+  node that does not say) is reported by the node (`CMSG raims/error`) and goes to
+  `error_cb` as MaxPayload, or is logged as a warning. Before, such a packet vanished
+  without a word (counted on the node only).
 - Reconnect: when the node goes away the reader re-reads the endpoints file and
   reconnects (backoff up to `reconnect_s`), then restores the subscriptions and flood
   modes. Calls made meanwhile wait for it; after `reconnect_s` they raise NoNode, and
@@ -59,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import queue
@@ -82,6 +87,9 @@ from raims_node.subject import Pattern, compile_pattern, subject_text
 REQUEST_MAGIC = b"\x00raims-req\x00"
 CTL_PING = b"raims/ping"
 CTL_VISIBLE = b"raims/visible"
+CTL_INFO = b"raims/info"
+CTL_ERROR = b"raims/error"
+INFO_TIMEOUT_S = 5.0
 RECV_MAX = 1 << 20
 DEFAULT_RECONNECT_S = 30.0
 SLOW_LOG_EVERY_S = 10.0
@@ -91,6 +99,11 @@ log = logging.getLogger("raims.client")
 
 class ClientError(RuntimeError):
     """A call that could not be done (closed client, timeout)."""
+
+
+class MaxPayload(ClientError):
+    """A packet over the node's ipc `max_packet` (nats-py's MaxPayloadError): raised by
+    `publish` before sending; given to `error_cb` when the node reports one it dropped."""
 
 
 class SlowConsumer(ClientError):
@@ -189,7 +202,7 @@ class Client:
                  reconnect_s: float = DEFAULT_RECONNECT_S, *,
                  pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
                  pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
-                 error_cb: Callable[[SlowConsumer], Any] | None = None) -> None:
+                 error_cb: Callable[[ClientError], Any] | None = None) -> None:
         self._node, self._path = node, path
         self.flood = tuple(flood)  # e.g. ("blocking/hard/block",): sent on every connect
         self.reconnect_s = reconnect_s
@@ -199,6 +212,7 @@ class Client:
         self._slow_logged_at: float | None = None
         self._slow_unlogged = 0
         self.endpoints: Endpoints | None = None
+        self.max_packet: int | None = None  # the node's, asked on connect (None: it did not say)
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()
         self._connected = threading.Event()
@@ -228,6 +242,11 @@ class Client:
         except OSError as exc:
             s.close()
             raise NoNode(f"cannot connect to the node's sbus {path}: {exc.strerror or exc}") from None
+        try:
+            self.max_packet = _ask_info(s)
+        except OSError as exc:
+            s.close()
+            raise NoNode(f"the node's sbus {path} did not answer: {exc.strerror or exc}") from None
         for mode in self.flood:
             s.send(sp.encode_cmsg(_b(mode)))
         for sub in list(self._subs):
@@ -251,7 +270,7 @@ class Client:
     def _read_loop(self) -> None:
         while not self._closed:
             try:
-                packet = self._sock.recv(RECV_MAX)
+                packet = self._sock.recv(max(RECV_MAX, (self.max_packet or 0) + 1))
             except OSError:
                 packet = b""
             if packet:
@@ -287,6 +306,9 @@ class Client:
         except sp.SbusProtocolError:
             return
         if isinstance(event, sp.Cmsg):
+            if event.key == CTL_ERROR:
+                self._node_error(event.payload or b"")
+                return
             key = event.key + b"\x00" + (event.payload or b"")
             with self._lock:
                 waiters = self._waiters.pop(key, None)
@@ -335,6 +357,21 @@ class Client:
         self._slow_logged_at, self._slow_unlogged = now, 0
         log.warning("%s%s", err, more)
 
+    def _node_error(self, payload: bytes) -> None:
+        """The node's `raims/error` (reader thread): to error_cb, else a warning."""
+        what, _, limit = payload.partition(b"\x00")
+        err: ClientError = (MaxPayload(f"Maximum Payload Violation: the node dropped a packet over its "
+                                       f"max_packet ({limit.decode(errors='replace')} bytes)")
+                            if what == b"Maximum Payload Violation" else
+                            ClientError(f"node error: {payload.decode(errors='replace')}"))
+        if self.error_cb is not None:
+            try:
+                self.error_cb(err)
+            except Exception:
+                log.exception("error callback failed")
+            return
+        log.warning("%s", err)
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClientError("client is closed")
@@ -353,6 +390,9 @@ class Client:
 
     def _send(self, packet: bytes) -> None:
         self._check_open()
+        if self.max_packet is not None and len(packet) > self.max_packet:
+            raise MaxPayload(f"Maximum Payload Violation: a packet of {len(packet)} bytes is larger than "
+                             f"the node's max_packet ({self.max_packet} bytes)")
         for _ in range(2):
             self._wait_connected()
             try:
@@ -515,8 +555,28 @@ def connect(node: str | None = None, path: str | None = None, flood: tuple[str, 
             reconnect_s: float = DEFAULT_RECONNECT_S, *,
             pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
             pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
-            error_cb: Callable[[SlowConsumer], Any] | None = None) -> Client:
+            error_cb: Callable[[ClientError], Any] | None = None) -> Client:
     """A client of this host's node (`node` or `path` pick one; endpoints.find); the
     pending limits are its subscriptions' defaults, `error_cb` hears of slow consumers."""
     return Client(node, path, flood, reconnect_s, pending_msgs_limit=pending_msgs_limit,
                   pending_bytes_limit=pending_bytes_limit, error_cb=error_cb)
+
+
+def _ask_info(s: socket.socket) -> int | None:
+    """The node's max_packet (`CMSG raims/info`, then a ping: a node that does not know
+    the question answers only the ping, and the client goes on without the limit)."""
+    s.settimeout(INFO_TIMEOUT_S)
+    s.send(sp.encode_cmsg(CTL_INFO))
+    s.send(sp.encode_cmsg(CTL_PING, b"info"))
+    limit = None
+    for _ in range(16):  # only the two answers can come: nothing is subscribed yet
+        packet = s.recv(RECV_MAX)
+        if not packet:
+            raise OSError(errno.ECONNRESET, "closed")
+        if packet.startswith(b"CMSG raims/info\x00"):
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                limit = int(json.loads(packet[len(b"CMSG raims/info\x00"):])["max_packet"])
+        elif packet == sp.encode_cmsg(CTL_PING, b"info"):
+            break
+    s.settimeout(None)
+    return limit

@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from raims_node.client import (
     AsyncSubscription,
     Client,
     ClientError,
+    MaxPayload,
     Message,
     NoNode,
     SlowConsumer,
@@ -192,12 +194,31 @@ def test_a_packet_too_large_for_the_socket_is_refused_and_the_client_goes_on(nod
     with connect(reconnect_s=5) as c:
         sub = c.subscribe("big/x")
         t0 = time.monotonic()
-        with pytest.raises(ClientError, match="larger than the sbus socket takes"):
+        with pytest.raises(MaxPayload, match="Maximum Payload Violation"):
             c.publish("big/x", b"x" * 2_000_000)
         c.publish("big/x", b"small")
         assert sub.next(5).payload == b"small"
         c.flush(timeout=5)
         assert time.monotonic() - t0 < 4
+
+
+def test_a_packet_over_max_packet_raises_or_is_reported(node: Node) -> None:
+    """A publish between the node's max_packet (192 KiB) and what the socket takes was
+    dropped by the node without a word: publish returned and nothing came. Now publish
+    raises MaxPayload; a packet the node drops all the same reaches error_cb."""
+    errors: list[ClientError] = []
+    with connect(error_cb=errors.append) as c:
+        assert c.max_packet == 192 * 1024
+        sub = c.subscribe("mp/x")
+        with pytest.raises(MaxPayload, match="Maximum Payload Violation"):
+            c.publish("mp/x", b"x" * 200_000)
+        c.publish("mp/x", b"x" * (192 * 1024 - 100))
+        assert len(sub.next(5).payload) == 192 * 1024 - 100
+        c.max_packet = None  # as with a node that does not say: the node's report
+        c._sock.setsockopt(socket.SOL_SOCKET, 32, 1 << 20)  # SO_SNDBUFFORCE (root)
+        c.publish("mp/x", b"x" * 200_000)
+        c.flush(5)
+        assert [type(e) for e in errors] == [MaxPayload] and "196608" in str(errors[0])
 
 
 def test_close_in_a_callback_returns(node: Node) -> None:

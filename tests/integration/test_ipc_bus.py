@@ -256,6 +256,23 @@ def test_garbage_packets_leave_the_bus_working(bus: OneNode) -> None:
     assert row["bad"] > 0, row  # type: ignore[index, operator]
 
 
+def test_a_packet_over_max_packet_is_reported_to_its_sender(bus: OneNode) -> None:
+    """A packet between max_packet and the socket's limit was dropped and counted, and its
+    sender was not told; now `CMSG raims/error` says so (nats-server's -ERR 'Maximum
+    Payload Violation'), in order with its other answers, and the connection stays."""
+    a, bad = bus.client(), bus.client()
+    bad.s.setsockopt(socket.SOL_SOCKET, 32, 1 << 20)  # SO_SNDBUFFORCE (root): the kernel takes it
+    a.sub(b"mp/x")
+    a.sync()
+    bad.pub(b"mp/x", b"before")
+    bad.send(b"MSG mp/x\x00" + b"k" * 200_000)  # over max_packet (192 KiB)
+    bad.pub(b"mp/x", b"after")
+    assert bad.drain() == [b"CMSG raims/error\x00Maximum Payload Violation\x00%d" % (192 * 1024)]
+    assert msgs(a.drain()) == [(b"mp/x", b"before"), (b"mp/x", b"after")]
+    bad.send(b"CMSG raims/info")
+    assert bad.drain() == [b'CMSG raims/info\x00{"max_packet": %d}' % (192 * 1024)]
+
+
 # ---------------------------------------------------------------- credentials
 
 def _own_creds() -> bytes:
