@@ -30,10 +30,13 @@ def bind_socket(path: Path, mode: int) -> socket.socket:
         if not stat.S_ISSOCK(path.lstat().st_mode):
             raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        probe.setblocking(False)  # a live server's full backlog: EAGAIN, never a wait
         try:
             probe.connect(str(path))
-        except OSError:
+        except (ConnectionRefusedError, FileNotFoundError):
             path.unlink()  # left by a daemon that is gone
+        except BlockingIOError:
+            raise OSError(errno.EADDRINUSE, f"{path}: another server is listening (busy)") from None
         else:
             raise OSError(errno.EADDRINUSE, f"{path}: another server is listening")
         finally:
@@ -42,7 +45,7 @@ def bind_socket(path: Path, mode: int) -> socket.socket:
     try:
         sock.bind(str(path))
         os.chmod(path, mode)
-        sock.listen(128)
+        sock.listen(socket.SOMAXCONN)  # capped by net.core.somaxconn, as Go's (nats-server) listen
         sock.setblocking(False)
     except OSError:
         sock.close()
