@@ -13,8 +13,12 @@ payload bytes, and decides, as the NATS clients do (nats-py: `pending_msgs_limit
 - A limit <= 0 switches that limit off (nats-py's 0).
 - The first drop after a time of admitting starts a slow-consumer *episode*: `admit`
   answers `NOTICE` once, so that the client reports it once, and `DROP` for the drops
-  that follow. The episode ends when the application takes a message out and leaves
-  the queue below both limits; a later overflow is a new episode.
+  that follow. The episode ends at the low-water mark: when the application has taken
+  messages out until the queue holds at most half of each limit (LOW_WATER); a later
+  overflow is a new episode. (It used to end as soon as one message fitted again, so a
+  consumer a little slower than its publisher, the queue at its limit, started an
+  episode, and got a notice, with every drop: 4,901 notices for 4,901 drops, where a
+  notice per episode was meant. nats.go flaps so; nats-py notices every drop.)
 - `release` is the application taking a message out: its bytes are given back.
 
 Thread-safe: the client's reader thread admits, application threads (or the event
@@ -34,6 +38,7 @@ DEFAULT_PENDING_BYTES_LIMIT: Final = 128 * 1024 * 1024  # nats-py's DEFAULT_SUB_
 ADMIT: Final = 0
 DROP: Final = 1
 NOTICE: Final = 2  # dropped, and the first drop of an episode
+LOW_WATER: Final = 0.5  # an episode ends once the queue holds at most this share of each limit
 
 
 class Pending:
@@ -73,8 +78,13 @@ class Pending:
         with self._lock:
             self.msgs -= 1
             self.bytes -= size
-            if self.slow and self._fits(self.msgs + 1, self.bytes + 1):  # below both limits
+            if self.slow and self._low():
                 self.slow = False
+
+    def _low(self) -> bool:
+        """At or under the low-water mark of both limits (a limit <= 0 is off)."""
+        return (self.msgs_limit <= 0 or self.msgs <= self.msgs_limit * LOW_WATER) and \
+            (self.bytes_limit <= 0 or self.bytes <= self.bytes_limit * LOW_WATER)
 
 
 class _Payload(Protocol):

@@ -30,8 +30,9 @@ service see as `a.b.c`); str or bytes. Decisions:
 - Slow consumer: the first drop of an episode calls `error_cb(SlowConsumer)` (on the
   reader thread, like callbacks) or, without one, logs a warning on `raims.client`, at
   most one every SLOW_LOG_EVERY_S per client (episodes in between are counted in the
-  next line). The episode ends once the application takes out a message that leaves the
-  queue below both limits; the next overflow is a new episode and a new notice.
+  next line). The episode ends once the application has taken the queue down to half
+  of both limits (the low-water mark, client/pending.py); the next overflow is a new
+  episode and a new notice.
   nats-py calls its error callback on every drop; nats.go once per episode, as here.
 - `request`: sbus has no reply keys (seed: "should be implemented at application
   level"), so the client wraps a request's payload as `REQUEST_MAGIC + reply key + NUL +

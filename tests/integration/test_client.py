@@ -463,12 +463,17 @@ def test_client_byte_limit_and_the_rate_limited_log(node: Node, caplog: pytest.L
         assert len(warnings()) == 1 and "100 bytes pending (limits 524288, 100)" in warnings()[0]
         slow.next(5)
         assert slow.pending_bytes == 90
-        send(3)  # one fits, a second episode within SLOW_LOG_EVERY_S: not logged
+        send(2)  # one fits, the episode goes on (over the low-water mark): no notice
+        assert (slow.pending_msgs, slow.dropped, c.dropped) == (10, 16, 16)
+        for _ in range(5):
+            slow.next(5)  # down to half the limit: the episode ends
+        send(6)  # five fit, a second episode within SLOW_LOG_EVERY_S: not logged
         assert (slow.pending_msgs, slow.dropped, c.dropped) == (10, 17, 17)
         assert len(warnings()) == 1
         monkeypatch.setattr(sync, "SLOW_LOG_EVERY_S", 0.0)
-        slow.next(5)
-        send(2)
+        for _ in range(5):
+            slow.next(5)
+        send(6)
         assert len(warnings()) == 2 and "(1 more slow-consumer episodes not logged)" in warnings()[1]
         assert [slow.next(5).payload for _ in range(10)] == [payload] * 10
         assert slow.pending_msgs == slow.pending_bytes == 0
