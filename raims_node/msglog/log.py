@@ -111,13 +111,20 @@ def _write_all(fd: int, data: bytes, end: int) -> None:
 
 
 def _write_new(path: Path, data: bytes) -> None:
-    """A new file holding `data`, synced (file and directory entry)."""
+    """A new file holding `data`, synced (file and directory entry); on failure (a full
+    disk) no file is left."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    os.close(fd)
     _fsync_dir(path.parent)
 
 
@@ -500,13 +507,21 @@ class MessageLog:
         self._unsynced = 0
 
     def roll_over(self) -> None:
-        """Close the active file with a footer and start the next one."""
-        os.write(
-            self._fd,
-            record.encode_footer(self.node_number, self.active_no, self.clock(), self.state),
-        )
-        os.fsync(self._fd)
-        self._start_file(self.active_no + 1)
+        """Close the active file with a footer and start the next one, or, when that fails
+        (a full disk), neither: the footer is cut off again, no next file is left and
+        MsgLogError is raised, so the active file goes on taking what fits. (A footer left
+        behind with no next file had later records appended after it, counted in the
+        state and never read.)"""
+        footer = record.encode_footer(self.node_number, self.active_no, self.clock(), self.state)
+        _write_all(self._fd, footer, self.end)
+        try:
+            os.fsync(self._fd)
+            self._start_file(self.active_no + 1)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self.end)
+            raise MsgLogError(f"message log roll-over failed ({exc.strerror or exc}); "
+                              "nothing of it was logged") from None
 
     def _start_file(self, file_no: int) -> None:
         header = FileHeader(
@@ -517,10 +532,20 @@ class MessageLog:
         if path.exists():  # left by a crash before its header was whole (see _load)
             os.unlink(path)
         _write_new(path, data)
-        _point(paths.named_file(self.directory, self.node), paths.numbered(file_no))
+        try:  # the file and the named link, or (a full disk) neither
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            try:
+                _point(paths.named_file(self.directory, self.node), paths.numbered(file_no))
+            except OSError:
+                os.close(fd)
+                raise
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
         if self._fd >= 0:
             os.close(self._fd)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self._fd = fd
         self.active_no, self.end = file_no, len(data)
         self._file_start = len(data)
         self._unsynced = 0
