@@ -506,6 +506,16 @@ class MessageLog:
             os.fdatasync(self._fd)
         self._unsynced = 0
 
+    def check_active(self) -> bool:
+        """Whether the active file is still in the directory. One deleted under the running
+        log (nlink 0) took every later append into an inode no reader can open, without a
+        word, until the next roll-over; now a new file is started (no footer: the deleted
+        one is gone) and False returned. `serve` asks on its tick (node.py)."""
+        if self._fd < 0 or os.fstat(self._fd).st_nlink:
+            return True
+        self._start_file(self.active_no + 1)
+        return False
+
     def roll_over(self) -> None:
         """Close the active file with a footer and start the next one, or, when that fails
         (a full disk), neither: the footer is cut off again, no next file is left and

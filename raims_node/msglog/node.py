@@ -329,9 +329,20 @@ class CabalNode:
                 link.heartbeat(now, self.heartbeat)
             if self.log.fsync is FsyncPolicy.BATCH:
                 self.log.sync()
+            self._check_active()
             if self._dirty:
                 self._write_status()
             await asyncio.sleep(TICK)
+
+    def _check_active(self) -> None:
+        """A log file deleted under the node: go on in a new one, and say so."""
+        try:
+            if not self.log.check_active():
+                log.warning("%s: the active message file was deleted under the running log "
+                            "(its messages are lost to readers); logging goes on in file %d",
+                            self.log.directory, self.log.active_no)
+        except OSError as exc:  # a full disk: asked again on the next tick
+            log.warning("%s: cannot start a new message file: %s", self.log.directory, exc.strerror or exc)
 
     def _poll(self) -> None:
         for act in self.strategy.poll(self.clock()):

@@ -56,3 +56,22 @@ def test_a_failed_rollover_loses_nothing_and_logs_after_no_footer(tmp_path: Path
     with MessageLog.open(tmp_path, "c", "n", max_file_size=500) as log:
         assert log.state[1] == 7
     assert [r.mid for r in LogReader(d).all_records()] == ids
+
+
+def test_an_active_file_deleted_under_the_log_is_replaced(tmp_path: Path) -> None:
+    """The active file removed under a running producer: its appends went into the
+    deleted inode (24 of 260 messages unread, no word) until the next roll-over. The node's
+    tick now sees it (`check_active`) and goes on in a new file that readers find."""
+    d = create_log(tmp_path, "c", "n", 1)
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        log.originate(b"kept")
+        log.roll_over()
+        log.originate(b"lost with its file")
+        assert log.check_active()
+        os.unlink(d / "00000002.msg")
+        assert not log.check_active()
+        assert log.check_active() and log.active_no == 3
+        log.originate(b"after")
+    assert [r.data for r in LogReader(d).all_records()] == [b"kept", b"after"]
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        assert log.state[1] == 3 and log.originate(b"again") == 4
