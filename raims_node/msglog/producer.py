@@ -55,6 +55,7 @@ class Producer:
         self.consumers: dict[str, list[int]] = {}  # name -> [next packet number]
         self.sent = 0
         self.missed = 0
+        self.bad_requests = 0  # datagrams on ~.socket that are no request of a plain name
         self._sock: socket.socket | None = None
 
     async def start(self) -> None:
@@ -77,7 +78,8 @@ class Producer:
             if data.startswith(REQUEST):
                 try:
                     name = paths.check_name("consumer name", data[4:].decode())
-                except (UnicodeDecodeError, ValueError):
+                except (UnicodeDecodeError, MsgLogError):  # anyone may write to the socket
+                    self.bad_requests += 1
                     continue
                 self.consumers.setdefault(name, [1])
 

@@ -202,3 +202,29 @@ async def test_consumer_takes_the_live_stream_and_reads_the_log_on_a_gap(tmp_pat
     producer.close()
     log.close()
     con.close()
+
+
+async def test_stray_requests_on_the_producer_socket_are_counted_not_raised(tmp_path: Path) -> None:
+    """A datagram on `~.socket` naming no plain consumer (`NBMQ../x`, an empty or a too
+    long name) raised BadArgument in the event loop's reader callback, a traceback per
+    datagram in serve's output; now each is counted and the next request is served."""
+    d = create_log(tmp_path, "c", "n", 1)
+    loop = asyncio.get_running_loop()
+    raised: list[object] = []
+    loop.set_exception_handler(lambda _, ctx: raised.append(ctx.get("exception")))
+    log = MessageLog.open(tmp_path, "c", "n")
+    producer = Producer(log)
+    await producer.start()
+    stray = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    for bad in (b"NBMQ../../x", b"NBMQ", b"NBMQ" + b"a" * 600, b"NBMQ\xff", b"NBMQ.hidden"):
+        stray.sendto(bad, str(d / paths.PRODUCER_SOCKET))
+    stray.sendto(b"NBMQgood", str(d / paths.PRODUCER_SOCKET))
+    stray.close()
+    for _ in range(200):
+        if producer.consumers:
+            break
+        await asyncio.sleep(0.01)
+    assert raised == []
+    assert list(producer.consumers) == ["good"] and producer.bad_requests == 5
+    producer.close()
+    log.close()
