@@ -39,16 +39,17 @@ def split_path(words: list[str]) -> tuple[str, list[str]]:
     """The optional leading path (it starts with "/" or "./") and the other words."""
     if words and (words[0].startswith("/") or words[0].startswith("./")):
         return words[0], words[1:]
-    if words and words[0] in (".", ".."):
+    if words and (words[0] in (".", "..") or "/" in words[0] or words[0].startswith("~")):
+        # a cabal name holds no '/': `../logs` or `logs/x` is a path the seed's rule refuses
+        # (it was taken as the cabal and the error named the wrong word)
         raise BadArgument(f"a path must start with '/' or './': {words[0]!r}")
     return paths.DEFAULT_ROOT, words
 
 
 def _number(text: str) -> int:
-    try:
-        return check_number(int(text))
-    except ValueError:
-        raise BadArgument(f"node number {text!r} is not a number 0..255") from None
+    if not text.isascii() or not text.isdigit():  # int() also took " 3", "+3" and "1_0" (10)
+        raise BadArgument(f"node number {text!r} is not a number 0..255")
+    return check_number(int(text))
 
 
 def parse_retention(text: str) -> float:

@@ -228,3 +228,20 @@ async def test_stray_requests_on_the_producer_socket_are_counted_not_raised(tmp_
     assert list(producer.consumers) == ["good"] and producer.bad_requests == 5
     producer.close()
     log.close()
+
+
+@pytest.mark.parametrize(("words", "message"), [
+    (["../logs", "c", "n", "1"], "a path must start with '/' or './'"),  # was: "type '1' is not content or state"
+    (["logs/x", "c", "n", "1"], "a path must start with '/' or './'"),
+    (["~/logs", "c", "n", "1"], "a path must start with '/' or './'"),
+    (["c", "n", "1_0"], "is not a number 0..255"),  # was: node number 10
+    (["c", "n", " 3"], "is not a number 0..255"),
+    (["c", "n", "+3"], "is not a number 0..255"),
+    (["c", "n", "٣"], "is not a number 0..255"),  # an Arabic-Indic three: int() took it
+])
+def test_create_refuses_what_the_seed_does_not_allow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     words: list[str], message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BadArgument, match=message):
+        commands.create(words)
+    assert not (tmp_path / "message").exists()
