@@ -46,7 +46,9 @@ Server behaviour where the seed lets the server choose:
   (nats-server's -ERR words; N = max_packet) tells a client that a packet of its own
   over `max_packet` was dropped (counted in `too_large`); it comes in order with the
   client's other answers and the connection stays (the packet boundary is intact, unlike
-  a NATS stream that -ERR then closes).
+  a NATS stream that -ERR then closes). `raims/error` with `Message Too Large\x00KEY\x00N`
+  tells a receiver, in the dropped message's place, that a delivery of N bytes on KEY
+  was larger than its socket takes (from the network: NATS allows 1 MiB).
 
 raims conventions for the manual's shardcast, ack and trace (issue 28; NATS and Redis
 clients have theirs, bridges/router_bus.py):
@@ -98,7 +100,7 @@ from raims_node.bridges import mmsg
 from raims_node.bridges import sbus_proto as sp
 from raims_node.bridges.acks import ACK_PREFIX, TRACE_PREFIX
 from raims_node.bridges.glue import BridgeServer, BridgeSettings, BridgeStartError, parse_network
-from raims_node.bridges.ipc_client import READ_BATCH, SEND_BATCH, IpcClient, Matcher
+from raims_node.bridges.ipc_client import CTL_ERROR, READ_BATCH, SEND_BATCH, IpcClient, Matcher
 from raims_node.bridges.ipc_net import NetSubs
 from raims_node.bridges.ipc_shard import ShardMatch
 from raims_node.bridges.ipc_socket import bind_socket, socket_dir, socket_path
@@ -125,7 +127,6 @@ CTL_VISIBLE = b"raims/visible"
 CTL_ACK = b"raims/ack"
 CTL_TRACE = b"raims/trace"
 CTL_INFO = b"raims/info"
-CTL_ERROR = b"raims/error"
 MAX_PAYLOAD_VIOLATION = b"Maximum Payload Violation"  # nats-server's words for the same case
 
 

@@ -26,6 +26,8 @@ READ_BURST = 1024  # packets per readable wakeup at most
 READ_BATCH = 128  # packets per recvmmsg
 SEND_BATCH = 256  # packets per sendmmsg
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
+CTL_ERROR = b"raims/error"
+MAX_KEY_SHOWN = 256  # of a dropped message's routing key, in its raims/error
 
 
 class Matcher(Protocol):
@@ -230,7 +232,7 @@ class IpcClient:
                 except (BlockingIOError, InterruptedError):
                     break
                 except OSError as exc:
-                    self._send_failed(exc)
+                    self._send_failed(exc, pending[done])
                     if self.closed:
                         return
                     done += 1  # EMSGSIZE: that packet is dropped (counted), the next tried
@@ -274,11 +276,18 @@ class IpcClient:
             self.server.loop.add_writer(self.fd, self._writable)
         self._update_holding()
 
-    def _send_failed(self, exc: OSError) -> None:
-        if exc.errno == errno.EMSGSIZE:
-            self.server.counters["too_large"] += 1
-        else:
+    def _send_failed(self, exc: OSError, packet: bytes | None = None) -> None:
+        """EMSGSIZE: `packet` is dropped, counted, and (a delivery) the client told in
+        its place: `CMSG raims/error\0Message Too Large\0KEY\0SIZE` (a message from the
+        network larger than its socket takes: a NATS client may publish 1 MiB); any
+        other error closes the client."""
+        if exc.errno != errno.EMSGSIZE:
             self.close()
+            return
+        self.server.counters["too_large"] += 1
+        if packet is not None and packet.startswith(sp.VERB_MSG):
+            key = packet[4:packet.find(sp.NUL, 4)][:MAX_KEY_SHOWN]
+            self.answer(sp.encode_cmsg(CTL_ERROR, b"Message Too Large\x00%s\x00%d" % (key, len(packet))))
 
     def _writable(self) -> None:
         outbox, tx = self.outbox, self.server.tx
@@ -294,7 +303,7 @@ class IpcClient:
                 k = 0
             except OSError as exc:
                 outbox.unpop_batch(batch[1:])
-                self._send_failed(exc)  # EMSGSIZE: the first is dropped (counted), else closed
+                self._send_failed(exc, batch[0])  # EMSGSIZE: the first is dropped (counted), else closed
                 if self.closed:
                     return
                 continue

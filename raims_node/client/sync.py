@@ -360,11 +360,17 @@ class Client:
 
     def _node_error(self, payload: bytes) -> None:
         """The node's `raims/error` (reader thread): to error_cb, else a warning."""
-        what, _, limit = payload.partition(b"\x00")
-        err: ClientError = (MaxPayload(f"Maximum Payload Violation: the node dropped a packet over its "
-                                       f"max_packet ({limit.decode(errors='replace')} bytes)")
-                            if what == b"Maximum Payload Violation" else
-                            ClientError(f"node error: {payload.decode(errors='replace')}"))
+        what, _, rest = payload.partition(b"\x00")
+        err: ClientError
+        if what == b"Maximum Payload Violation":
+            err = MaxPayload(f"Maximum Payload Violation: the node dropped a packet over its "
+                             f"max_packet ({rest.decode(errors='replace')} bytes)")
+        elif what == b"Message Too Large":
+            key, _, size = rest.rpartition(b"\x00")
+            err = ClientError(f"the node dropped a message on {subject_text(key)!r} of {size.decode()} bytes: "
+                              "larger than this client's socket takes")
+        else:
+            err = ClientError("node error: " + payload.replace(b"\x00", b" ").decode(errors="replace"))
         if self.error_cb is not None:
             try:
                 self.error_cb(err)

@@ -219,6 +219,9 @@ def test_a_packet_over_max_packet_raises_or_is_reported(node: Node) -> None:
         c.publish("mp/x", b"x" * 200_000)
         c.flush(5)
         assert [type(e) for e in errors] == [MaxPayload] and "196608" in str(errors[0])
+        c._node_error(b"Message Too Large\x00tl/x\x00300009")  # as the node sends it (test_ipc_bus)
+        assert str(errors[1]) == ("the node dropped a message on 'tl/x' of 300009 bytes: "
+                                  "larger than this client's socket takes")
 
 
 def test_close_in_a_callback_returns(node: Node) -> None:

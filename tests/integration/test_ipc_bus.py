@@ -521,6 +521,27 @@ def test_sbus_to_nats_and_redis_to_sbus(bus: OneNode) -> None:
     n.close()
 
 
+def test_a_delivery_larger_than_the_receivers_socket_is_reported_in_its_place(bus: OneNode) -> None:
+    """A NATS client may publish 1 MiB; an sbus receiver's socket (the kernel's default
+    buffer here) takes ~208 KiB: the node dropped and counted the message, and the
+    receiver never heard of it. Now `raims/error` takes its place, in order."""
+    r = bus.client()
+    r.sub(b"tl/x")
+    r.sync()
+    n = socket.create_connection(("127.0.0.1", bus.nats), timeout=TIMEOUT)
+    n.recv(4096)
+    n.sendall(b"CONNECT {\"verbose\":false}\r\n")
+    for size in (10, 300_000, 20):
+        n.sendall(b"PUB tl.x %d\r\n%s\r\n" % (size, b"z" * size))
+    n.sendall(b"PING\r\n")
+    assert n.recv(4096).endswith(b"PONG\r\n")
+    got = [r.recv() for _ in range(3)]
+    n.close()
+    assert got == [b"MSG tl/x\x00" + b"z" * 10,
+                   b"CMSG raims/error\x00Message Too Large\x00tl/x\x00%d" % (300_000 + len(b"MSG tl/x\x00")),
+                   b"MSG tl/x\x00" + b"z" * 20]
+
+
 # ---------------------------------------------------------------- across the A-D graph
 
 @pytest.fixture(scope="module")
