@@ -18,6 +18,7 @@ logged), at least once, rather than refusing to start until someone removes it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -76,10 +77,18 @@ class Cursor:
         return Position(file_no, offset)
 
     def save(self, pos: Position) -> None:
+        """Replace the cursor; on a failure (a full disk) it stays as it was, no
+        temporary file is left, and MsgLogError says so (the records read since are
+        read again next time: at least once)."""
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{pos.file_no} {pos.offset}\n")
-            if self.sync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w") as f:
+                f.write(f"{pos.file_no} {pos.offset}\n")
+                if self.sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise MsgLogError(f"{self.path}: cannot save the cursor ({exc.strerror or exc})") from None

@@ -129,13 +129,20 @@ def _write_new(path: Path, data: bytes) -> None:
 
 
 def _replace_file(path: Path, data: bytes, sync: bool) -> None:
+    """`path` holds `data` (write a temporary file, rename), or, on a failure such as a
+    full disk, is as it was: the temporary file removed, MsgLogError raised."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise MsgLogError(f"{path}: cannot write it ({exc.strerror or exc}); it is as it was") from None
 
 
 def _point(link: Path, target: str) -> None:
@@ -445,16 +452,18 @@ class MessageLog:
         """Append whole, checked message records (`ids` their (origin, id) in order) in one
         write; returns the position of the first. Listeners see each record."""
         if self.kind is LogKind.STATE:
+            state = self.state.copy()  # moves once the file says so (a full disk: not at all)
             for origin, mid in ids:
-                self.state.ids[origin] = max(self.state.ids[origin], mid)
-            self.messages += len(ids)
+                state.ids[origin] = max(state.ids[origin], mid)
             _replace_file(
                 paths.named_file(self.directory, self.node),
                 record.encode_header(
-                    FileHeader(self.node_number, LogKind.STATE, 1, self.clock(), self.state)
+                    FileHeader(self.node_number, LogKind.STATE, 1, self.clock(), state)
                 ),
                 self.fsync is FsyncPolicy.EVERY,
             )
+            self.state = state
+            self.messages += len(ids)
             return Position(0, 0)
         if self.end + len(raw) > self.max_file_size and self.end > self._file_start:
             self.roll_over()

@@ -75,3 +75,48 @@ def test_an_active_file_deleted_under_the_log_is_replaced(tmp_path: Path) -> Non
     assert [r.data for r in LogReader(d).all_records()] == [b"kept", b"after"]
     with MessageLog.open(tmp_path, "c", "n") as log:
         assert log.state[1] == 3 and log.originate(b"again") == 4
+
+
+def _no_replace(monkeypatch: pytest.MonkeyPatch, module: object) -> None:
+    def replace(src: object, dst: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(module.os, "replace", replace)  # type: ignore[attr-defined]
+
+
+def test_a_state_only_log_on_a_full_disk_keeps_its_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state moved before the file was written, and the failure was a raw OSError
+    (a receiving link's data_received does not catch it) with `s.msg.tmp` left."""
+    from raims_node.msglog.record import LogKind
+
+    d = create_log(tmp_path, "c", "s", 0, LogKind.STATE)
+    with MessageLog.open(tmp_path, "c", "s") as log:
+        log.append(4, 1, b"a")
+        with monkeypatch.context() as m:
+            _no_replace(m, log_module)
+            with pytest.raises(MsgLogError, match="No space left"):
+                log.append(4, 2, b"b")
+        assert log.state.as_dict() == {4: 1} and sorted(p.name for p in d.iterdir()) == ["s.msg", "~.lock"]
+        log.append(4, 2, b"b")
+    with MessageLog.open(tmp_path, "c", "s") as log:
+        assert log.state.as_dict() == {4: 2}
+
+
+def test_a_cursor_that_cannot_be_saved_is_an_error_and_leaves_no_litter(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from raims_node.msglog import cursor as cursor_module
+    from raims_node.msglog.producer import Consumer
+
+    d = create_log(tmp_path, "c", "n", 1)
+    with MessageLog.open(tmp_path, "c", "n") as log:
+        log.originate(b"one")
+    con = Consumer(d, "r")
+    with monkeypatch.context() as m:
+        _no_replace(m, cursor_module)
+        with pytest.raises(MsgLogError, match="cannot save the cursor"):
+            con.poll()
+    assert not (d / "r.cursor.tmp").exists() and not (d / "r.cursor").exists()
+    con.close()
+    con = Consumer(d, "r")
+    assert [r.data for r in con.poll()] == [b"one"]  # read again: at least once
+    con.close()
