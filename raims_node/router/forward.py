@@ -14,6 +14,7 @@ pass. A publisher keeps each subject's bytes, hashes and path.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 
 import mmh3
@@ -122,9 +123,9 @@ class Forward:
     def publish(self, subject: str, payload: bytes, now_ns: int, reply: str | None, headers: bytes | None,
                 no_echo: object | None, opt: int) -> None:
         st = self.st
-        seqno, start = st.pub_window.next_seqno(subject, now_ns)
+        seqno, start = st.pub_window.next_seqno(subject, now_ns, share=bool(opt & OPT_ANY))
         sub, hashes, path, subject_opt = self._subject(subject)
-        anycast = bool(subject_opt & OPT_ANY)
+        anycast = bool((subject_opt | opt) & OPT_ANY)  # an `_INBOX.` reply, or `any S M`
         body = encode_message_fields(seqno, now_ns if start else 0, reply, headers, payload)
         frame = frame_with_body(MsgType.MCAST, sub, st.bridge, body, subject_opt | opt, hashes.full)
         st.mac.sign(frame)
@@ -146,15 +147,15 @@ class Forward:
         self._forward_mcast(bytes(frame), SubjectHashes(M_PING), path, now_ns)
 
     def anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int) -> bool:
-        """Send a frame point to point to one node whose filter matches its subject (the
-        manual's `_I.<bridge>.any`); False when no untried node matches."""
+        """Send a frame point to point to one node whose filter matches its subject, chosen
+        at random (the manual's `_I.<bridge>.any`); False when no untried node matches."""
         st = self.st
         nodes = sorted(b for b, p in st.peers.items()
                        if b not in tried and isinstance(p.bloom, BloomFilter) and p.bloom.might_match(hashes))
         if not nodes:
             st.counters.no_route += 1
             return False
-        dest = nodes[hashes.full % len(nodes)]
+        dest = random.choice(nodes)
         st.counters.anycast += 1
         st.floods_first(now_ns)
         st.send_inbox(dest, "any", [(Fid.DATA, inner), (Fid.REF_CNT, hops)], now_ns)

@@ -113,9 +113,22 @@ class PubWindow:
 
     def __init__(self, size_limit: int, time_ns: int, now_ns: int) -> None:
         self._w: _Window[str, int] = _Window(size_limit, time_ns, PUB_ENTRY_OVERHEAD, now_ns)
+        self._shared: set[str] = set()  # subjects whose last message was an anycast
 
-    def next_seqno(self, subject: str, now_ns: int) -> tuple[int, bool]:
-        """(seqno, starts_stream): a new stream's first message carries a stamp."""
+    def next_seqno(self, subject: str, now_ns: int, share: bool = False) -> tuple[int, bool]:
+        """(seqno, starts_stream): a new stream's first message carries a stamp. So does
+        an anycast (`share`: one of many nodes gets it) and the message after one: a
+        subscriber seeing a share of the stream restarts its count, no loss counted."""
+        if share or (self._shared and subject in self._shared):
+            seq = self._next(subject, now_ns)[0]
+            if share:
+                self._shared.add(subject)
+            else:
+                self._shared.discard(subject)
+            return seq, True
+        return self._next(subject, now_ns)
+
+    def _next(self, subject: str, now_ns: int) -> tuple[int, bool]:
         last = self._w.get(subject, len(subject))
         if last is None or ((last + 1) & SEQ_MASK) == 0:
             seq = new_stream_seqno(now_ns)

@@ -90,3 +90,18 @@ def test_windows_list_their_entries() -> None:
     sub = SubWindow(8 << 20, 10 * NS, T0)
     sub.check(SRC, "b", s, T0, T0)
     assert sub.entries() == [((SRC, "b"), s)]
+
+
+def test_an_anycast_and_the_message_after_it_restart_the_count() -> None:
+    """`any S M` reaches one of many subscribers, each seeing a share of the stream: the
+    anycast and the next message of the subject carry a stamp, so a subscriber restarts
+    its count instead of counting the others' share as loss."""
+    pub, sub = PubWindow(4 << 20, 10 * NS, T0), SubWindow(4 << 20, 10 * NS, T0)
+    first, start = pub.next_seqno("s", T0)
+    assert start and sub.check(b"A", "s", first, T0, T0) == (Verdict.FIRST, 0)
+    shares = [pub.next_seqno("s", T0 + i, share=True) for i in range(1, 4)]
+    assert all(start for _, start in shares)
+    seq, start = pub.next_seqno("s", T0 + 5)  # a plain publish after them: stamped once
+    assert start and not pub.next_seqno("s", T0 + 6)[1]
+    assert sub.check(b"A", "s", shares[1][0], T0 + 2, T0) == (Verdict.RESTART, 0)  # this node's share
+    assert sub.check(b"A", "s", seq, T0 + 5, T0) == (Verdict.RESTART, 0)
