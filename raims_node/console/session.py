@@ -48,6 +48,7 @@ from raims_node.router.node import Node
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE
 
 REPLY_WAIT_S = 2.0
+REMOTE_WAIT = "remote"  # the wait key of `remote U C` (replies are keyed by numeric tokens)
 PING_COLUMNS = ["user", "cost", "lat", "tport", "peer_tport"]  # the manual's ping, tping and mping
 _LAT = {"lat": Kind.DURATION}
 
@@ -196,8 +197,13 @@ class ConsoleSession:
             else:
                 wait.add({"subject": d.subject, "reply": d.payload.decode(errors="replace")})
             return
-        if d.subject.startswith("rem."):
-            self.write(f"from {d.subject[4:]}:\n{d.payload.decode(errors='replace')}")
+        if d.subject.startswith("rem."):  # `remote U C`'s answer, headed as the manual's `from lee_a1.19:`
+            text = f"from {Names(self.host.node).user(d.source)}:\n{d.payload.decode(errors='replace')}"
+            remote = self._waits.get(REMOTE_WAIT)
+            if remote is not None:
+                remote.add({"remote": text})
+            else:  # came after the wait: said when it comes
+                self.write(text)
             return
         if d.sid in self._subs:
             self._received[d.sid] = self._received.get(d.sid, 0) + 1
@@ -336,9 +342,13 @@ class ConsoleSession:
             return await self._mping(int(args[0]) if args else 0)
         if name == "cancel":
             return self.cancel()
-        if name == "remote":
-            ok = host.remote(args[0], args[1], self)
-            return None if ok else CommandResult.failed(f"no peer named {args[0]!r}")
+        if name == "remote":  # the answer under the command, as ping's (a late one is written when it comes)
+            if not host.remote(args[0], args[1], self):
+                return CommandResult.failed(f"no peer named {args[0]!r}")
+            answer = await self._collect(REMOTE_WAIT, _Wait(1))
+            if not answer:
+                return CommandResult.failed(f"no answer from {args[0]} within {REPLY_WAIT_S:g} s")
+            return CommandResult.lines("remote", str(answer[0]["remote"]))
         if name in ("connect", "listen"):
             await host.start_transport(args[0], listen=name == "listen")
             return _done(name, args[0])
@@ -368,7 +378,7 @@ class ConsoleSession:
             seed = host.node.bloom.reseed()
             return _done(name, f"seed {seed}")
         if name == "debug":
-            mask = debug_mask(args)
+            mask = debug_mask(" ".join(args).split())
             if isinstance(mask, str):
                 return CommandResult.failed(mask)
             self.debug = mask

@@ -3,8 +3,8 @@ command string entered into the cli will execute if it has enough characters to
 distinguish it from the prefixes of other commands ... The show prefix is optional").
 
 A command is a tuple of keywords (`show running transport`) followed by arguments
-named by the manual's letters (`[U] [W]`; a bracketed letter is optional, and `C` or
-`M` last takes the rest of the line). Each typed word matches a keyword it is a prefix
+named by the manual's letters (`[U] [W]`; a bracketed letter is optional, and `C`, `M` or
+`I` last takes the rest of the line). Each typed word matches a keyword it is a prefix
 of; a `show` command also matches without its `show`. So `pi` runs ping, `pe` show
 peers, `adj` show adjacency and `run t test` show running transport test.
 
@@ -28,7 +28,9 @@ from raims_node.console.context import Handler
 from raims_node.console.errors import AmbiguousCommand, BadArguments, UnknownCommand
 
 SHOW = "show"
-REST_OF_LINE = ("C", "M")
+# letters that, last, take the rest of the line: a command, a message, and `debug I`'s
+# "either a mask or a list of strings" (the manual: `debug tcp hb`)
+REST_OF_LINE = ("C", "M", "I")
 MAX_LISTED = 24  # candidates named in an error before "..."
 
 

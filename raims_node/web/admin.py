@@ -167,7 +167,7 @@ class WebAdmin:
         if refused is not None:
             return web.json_response({"error": refused}, status=403)
         if found is not None and found[2]:
-            result = await self._session_command(line, found[0] == "remote")
+            result = await self._session_command(line)
         else:
             result = execute(self.context(), line)  # and what is no command: its error
         if result is None:
@@ -176,32 +176,17 @@ class WebAdmin:
             return web.json_response({"error": result.error}, status=400)
         return web.json_response(result.rows, dumps=_dumps)
 
-    async def _session_command(self, line: str, remote: bool) -> CommandResult | None:
+    async def _session_command(self, line: str) -> CommandResult | None:
         """A command that acts on the network (ping, mping, pub, connect, configure, ...),
         run in a console session of its own for this request (the manual: every console
         command is exposed on the http endpoint; messages for its subscriptions are the
-        websocket's, /ws). `remote U C` waits for U's answer (the session writes it when
-        it comes), up to the console's reply wait."""
-        from raims_node.console.session import REPLY_WAIT_S, ConsoleSession
+        websocket's, /ws). `remote U C` waits for U's answer as the console does."""
+        from raims_node.console.session import ConsoleSession
         from raims_node.operator import OperatorHost
 
-        written: list[str] = []
-        came = asyncio.Event()
-
-        def write(text: str) -> None:
-            written.append(text)
-            came.set()
-
-        session = ConsoleSession(OperatorHost(self.daemon, None), write)
+        session = ConsoleSession(OperatorHost(self.daemon, None), lambda text: None)
         try:
-            result = await session.result_of(line)
-            if remote and result is None:
-                try:
-                    await asyncio.wait_for(came.wait(), REPLY_WAIT_S)
-                except TimeoutError:
-                    return CommandResult.failed(f"no answer to {line!r} within {REPLY_WAIT_S:g} s")
-                return CommandResult.lines("remote", "\n".join(written))
-            return result
+            return await session.result_of(line)
         finally:
             session.close()
 

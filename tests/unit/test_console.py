@@ -521,6 +521,15 @@ def test_debug_takes_a_mask_or_the_manuals_flag_names() -> None:
     assert "0 or more" in str(debug_mask(["-1"]))
 
 
+def test_debug_binds_a_list_of_flag_names() -> None:
+    """`debug tcp hb` reaches debug_mask (it was refused: "debug takes I, got 2")."""
+    from raims_node.console.commands import COMMANDS
+    from raims_node.console.table import resolve
+
+    cmd, args = resolve(COMMANDS, ["debug", "tcp", "hb"])
+    assert cmd.name == "debug" and cmd.bind(args) == ["tcp hb"]
+
+
 def test_debug_turns_on_the_loggers_of_its_bits_only() -> None:
     import logging
 
