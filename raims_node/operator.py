@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 from raims_node.bridges.glue import parse_network
 from raims_node.config.errors import ConfigError
 from raims_node.config.params import Parameters
-from raims_node.config.records import TransportConfig
+from raims_node.config.records import Startup, TransportConfig
 from raims_node.config.tree import ConfigTree, save
+from raims_node.console_ports import CONSOLE_TYPES, ports_of
 from raims_node.daemon import Daemon, DaemonError
 from raims_node.router.node import Node
 
@@ -51,8 +52,13 @@ class OperatorHost:
         return self.daemon.console_context()
 
     def namespace_of(self, subject: str) -> str:
-        """The client namespace prefix (`_nats.`) `subject` is in, or "" (console rpc)."""
-        return next((bus.prefix for bus in self.daemon.bridges.buses.values() if subject.startswith(bus.prefix)), "")
+        """The client namespace prefix (`_nats.`) `subject` is in, or "" (console rpc).
+        A bridge of this node names its own; else a first segment starting with `_` is
+        taken for one of a bridge elsewhere (`rpc _nats.svc` from a node with no NATS
+        transport: the responder's bridge answers on `_nats.<inbox>`)."""
+        local = next((bus.prefix for bus in self.daemon.bridges.buses.values() if subject.startswith(bus.prefix)), "")
+        head, dot, _ = subject.partition(".")
+        return local or (head + "." if dot and head.startswith("_") and head != "_INBOX" else "")
 
     # local pub/sub
     def subscribe(self, owner: object, sid: str, subject: str, queue: str | None = None) -> None:
@@ -102,7 +108,13 @@ class OperatorHost:
 
     # transports
     async def start_transport(self, name: str, listen: bool) -> object:
+        """`listen T`, `connect T`: a telnet or web transport is served above the daemon
+        (console_ports.py), the others by it."""
+        ports = ports_of(self.daemon)
         try:
+            if ports is not None and name in {t.tport for t in self.daemon.tree.transports
+                                              if t.type in CONSOLE_TYPES}:
+                return await ports.start(name)
             return await self.daemon.start_transport(name, listen)
         except DaemonError as exc:
             raise RuntimeError(str(exc)) from None
@@ -110,6 +122,9 @@ class OperatorHost:
     async def stop_transport(self, name: str) -> bool:
         """Close transport `name`: its listeners, connectors, links or bridge clients."""
         d = self.daemon
+        ports = ports_of(d)
+        if ports is not None and await ports.stop(name):
+            return True
         run = d.running.pop(name, None)
         if run is None:
             return False
@@ -138,7 +153,9 @@ class OperatorHost:
     def configure_transport(self, name: str, fields: Mapping[str, str]) -> None:
         tree = self.daemon.tree
         old = next((t for t in tree.transports if t.tport == name), None)
-        route = {**(old.route if old else {}), **{k: v for k, v in fields.items() if k != "type"}}
+        # a number typed is a number, as the manual's `show` prints `port: 5000` (it saved '5000')
+        route = {**(old.route if old else {}), **{k: int(v) if v.isdigit() else v for k, v in fields.items()
+                                                  if k != "type"}}
         kind = fields.get("type") or (old.type if old else None)
         if kind is None:
             raise RuntimeError(f"configure transport {name}: a new transport needs `type <type>`")
@@ -165,6 +182,16 @@ class OperatorHost:
                 self.daemon.node.set_heartbeat(params_from(self.daemon.tree).heartbeat_ns)
 
     def save(self) -> list[str]:
+        """`save`: the running config as the startup config, its `startup:` the configured
+        transports running now (the manual's example saves `listen mytran` so)."""
         if self.config_dir is None or not self.config_dir.is_dir():
             raise RuntimeError("save needs ms_server -d DIRECTORY (the config is not a directory)")
-        return [str(op) for op in save(self.daemon.tree, self.config_dir)]
+        d = self.daemon
+        ports = ports_of(d)
+        configured = {t.tport for t in d.tree.transports}
+        running = {n: r for n, r in d.running.items() if n in configured}
+        startup = Startup(
+            tuple([n for n, r in running.items() if not r.connect] + (ports.running() if ports else [])),
+            tuple(n for n, r in running.items() if r.connect))
+        d.tree = dataclasses.replace(d.tree, startup=startup)
+        return [str(op) for op in save(d.tree, self.config_dir)]

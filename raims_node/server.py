@@ -41,6 +41,7 @@ from raims_node.bridges.capacity import raise_open_files
 from raims_node.config.errors import ConfigError
 from raims_node.config.records import TransportConfig
 from raims_node.config.tree import ConfigTree, load
+from raims_node.console_ports import CONSOLE_TYPES, register
 from raims_node.crypto import CryptoError
 
 if TYPE_CHECKING:
@@ -202,7 +203,9 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     user, svc = _default_user(tree, args.user)
     listen, connect = _split_tports(tree, args.tports)
     daemon = Daemon(tree, user, svc, map_file=args.map_file)
-    webs: list[Any] = []
+    ports = _ConsolePorts(daemon, args.config)
+    register(daemon, ports)
+    web_bound: list[str] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = {"count": 0, "first": 0.0}
@@ -258,36 +261,15 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     loop.add_signal_handler(signal.SIGUSR2, on_usr2)
     try:
-        web_names = {t.tport for t in tree.transports if t.type == "web"}
-        web_bound: list[str] = []
-        telnet_names = {t.tport for t in tree.transports if t.type == "telnet"}
-        here = web_names | telnet_names  # served by this module, above the daemon
+        here = {t.tport for t in tree.transports if t.type in CONSOLE_TYPES}  # served above the daemon
         await daemon.start([n for n in listen if n not in here], [n for n in connect if n not in here])
         for run in daemon.running.values():  # RV `no_permanent`: stop when the last client goes
             if run.bridge is not None and hasattr(run.bridge, "on_idle"):
                 run.bridge.on_idle = stop.set
-        for name in [n for n in listen if n in telnet_names]:
-            webs.append(await _start_telnet(daemon, tree.transport(name), args.config))
-            telnet = webs[-1]
-            assert isinstance(telnet, _Closer)
-            _console_port(daemon, name, "telnet", telnet.bound, list(telnet.server.sockets),
-                          functools.partial(list, telnet.sessions))
-        for name in [n for n in listen + connect if n in web_names]:
-            from raims_node.web.admin import WebAdmin
-
-            cfg = tree.transport(name)
-            admin = WebAdmin(daemon, cfg)
-            host = (cfg.listen or ["127.0.0.1"])[0]
-            try:
-                bound = await admin.start("127.0.0.1" if host in ("*", "") else host, cfg.port or 0)
-            except OSError as exc:
-                raise DaemonError(f"transport {name!r} listen {host}:{cfg.port} failed: {exc.strerror}") from None
-            for addr in bound:
-                log.info("web listening on %s", addr)
-                daemon.say(f"listening on {addr}")
-            webs.append(admin)
-            web_bound += bound
-            _console_port(daemon, name, "web", bound, admin.sockets, admin.connections)
+        for name in [n for n in listen if n in here] + [n for n in connect if n in here and n not in listen]:
+            bound = await ports.start(name)  # a telnet or web transport only listens
+            if tree.transport(name).type == "web":
+                web_bound += bound
         _write_endpoints(daemon, web_bound)
         if getattr(args, "hup_exits", False):  # rvd mode: the manual's start lines
             from raims_node.rvd import RV_TPORT
@@ -307,9 +289,9 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
 
     endpoints.remove(daemon.node.user, daemon.node.service)
     await asyncio.wait_for(daemon.stop(), STOP_GRACE_S)
-    for admin in webs:
+    for name in ports.running():
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(admin.stop(), STOP_GRACE_S)
+            await asyncio.wait_for(ports.stop(name), STOP_GRACE_S)
     if console_task is not None:
         console_task.cancel()
     return 0
@@ -343,13 +325,70 @@ class _Closer:
 
 
 def _console_port(daemon: Daemon, name: str, kind: str, bound: list[str], sockets: list[object],
-                  sessions: Callable[[], list[object]]) -> None:
+                  sessions: Callable[[], list[object]]) -> Callable[[], list[dict[str, object]]]:
     """A telnet or web transport's row in `show ports` (and so `running` in show tport);
     its listening `sockets` and its connected `sessions` for show fds (transports/fds.py)."""
     row: dict[str, object] = {"tport": name, "type": kind, "cost": "", "fd": "", "bs": "", "br": "",
                               "ms": "", "mr": "", "lat": "", "idle": "", "fl": "L", "address": ", ".join(bound),
                               "sockets": sockets, "sessions": sessions}
-    daemon.extra_ports.append(lambda: [row])
+    def rows() -> list[dict[str, object]]:
+        return [row]
+
+    daemon.extra_ports.append(rows)
+    return rows
+
+
+class _ConsolePorts:
+    """The telnet and web transports of a daemon, by name (console_ports.py): started
+    at startup and by the console's `listen T`, stopped by `shutdown T` and at exit."""
+
+    def __init__(self, daemon: Daemon, config: str) -> None:
+        self.daemon = daemon
+        self.config = config
+        self._on: dict[str, tuple[Any, Callable[[], list[dict[str, object]]], list[str]]] = {}
+
+    def running(self) -> list[str]:
+        return list(self._on)
+
+    async def start(self, name: str) -> list[str]:
+        from raims_node.daemon import DaemonError
+
+        if name in self._on:
+            return self._on[name][2]
+        try:
+            cfg = self.daemon.tree.transport(name)
+        except ConfigError as exc:
+            raise DaemonError(str(exc)) from None
+        if cfg.type == "telnet":
+            telnet = await _start_telnet(self.daemon, cfg, self.config)
+            rows = _console_port(self.daemon, name, "telnet", telnet.bound, list(telnet.server.sockets),
+                                 functools.partial(list, telnet.sessions))
+            self._on[name] = (telnet, rows, telnet.bound)
+            return telnet.bound
+        from raims_node.web.admin import WebAdmin
+
+        admin = WebAdmin(self.daemon, cfg)
+        host = (cfg.listen or ["127.0.0.1"])[0]
+        try:
+            bound = await admin.start("127.0.0.1" if host in ("*", "") else host, cfg.port or 0)
+        except OSError as exc:
+            raise DaemonError(f"transport {name!r} listen {host}:{cfg.port} failed: {exc.strerror}") from None
+        for addr in bound:
+            log.info("web listening on %s", addr)
+            self.daemon.say(f"listening on {addr}")
+        self._on[name] = (admin, _console_port(self.daemon, name, "web", bound, admin.sockets, admin.connections),
+                          bound)
+        return bound
+
+    async def stop(self, name: str) -> bool:
+        on = self._on.pop(name, None)
+        if on is None:
+            return False
+        server, rows, _ = on
+        self.daemon.extra_ports.remove(rows)
+        await server.stop()
+        self.daemon.say(f"shutdown {name}")
+        return True
 
 
 async def _start_telnet(daemon: Daemon, cfg: TransportConfig, config: str) -> _Closer:

@@ -486,7 +486,7 @@ def save(tree: ConfigTree, directory: str | Path) -> list[FileOp]:
         plan.append((d / CONFIG_FILE, dump_yaml({"include": DEFAULT_INCLUDE}), "base include file"))
     if tree.parameters:
         plan.append((d / PARAM_FILE, dump_yaml({"parameters": tree.parameters.to_dict()}), "parameter config"))
-    if tree.startup.listen or tree.startup.connect:
+    if tree.startup.listen or tree.startup.connect or (d / STARTUP_FILE).exists():  # emptied: saved empty
         plan.append((d / STARTUP_FILE, dump_yaml({"startup": tree.startup.to_dict()}), "startup config"))
     for t in tree.transports:
         plan.append((d / f"tport_{t.tport}.yaml", dump_yaml(t.to_dict()), "transport"))

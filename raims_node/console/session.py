@@ -280,7 +280,8 @@ class ConsoleSession:
             return _done("configure transport", name)
         if words[0] == "show":
             old = next((t for t in getattr(self.host.tree, "transports", ()) if t.tport == name), None)
-            route = {**(old.route if old else {}), **{k: v for k, v in self._draft.items() if k != "type"}}
+            route = {**(old.route if old else {}), **{k: int(v) if v.isdigit() else v  # as saved (operator.py)
+                                                      for k, v in self._draft.items() if k != "type"}}
             kind = self._draft.get("type") or (old.type if old else None)
             return CommandResult.lines("transport", dump_yaml({"tport": name, "type": kind, "route": route}))
         if len(words) < 2:
@@ -333,7 +334,12 @@ class ConsoleSession:
                     {"kind": k, "user": u, "subject": s, "seqno": q, "tport": t} for k, u, s, q, t, _ in acks])
             return _done(name, args[0], local=n)
         if name in ("rpc", "snap"):
-            return await self._request(args[0], (args[1] if name == "rpc" and len(args) > 1 else "").encode())
+            answer = await self._request(args[0], (args[1] if name == "rpc" and len(args) > 1 else "").encode())
+            if name == "snap" and len(args) > 1:  # `snap S F`: the answer to file F, as `sub S F`
+                with open(args[1], "a") as f:
+                    f.writelines(f"{r['subject']}: {r['reply']}\n" for r in answer.rows if r["reply"] is not None)
+                return _done(name, f"{sum(r['reply'] is not None for r in answer.rows)} answer to {args[1]}")
+            return answer
         if name in ("ping", "tping"):
             return await self._ping(args[0] if args else None, trace=name == "tping")
         if name == "mping":
@@ -345,10 +351,10 @@ class ConsoleSession:
         if name == "remote":  # the answer under the command, as ping's (a late one is written when it comes)
             if not host.remote(args[0], args[1], self):
                 return CommandResult.failed(f"no peer named {args[0]!r}")
-            answer = await self._collect(REMOTE_WAIT, _Wait(1))
-            if not answer:
+            came = await self._collect(REMOTE_WAIT, _Wait(1))
+            if not came:
                 return CommandResult.failed(f"no answer from {args[0]} within {REPLY_WAIT_S:g} s")
-            return CommandResult.lines("remote", str(answer[0]["remote"]))
+            return CommandResult.lines("remote", str(came[0]["remote"]))
         if name in ("connect", "listen"):
             await host.start_transport(args[0], listen=name == "listen")
             return _done(name, args[0])

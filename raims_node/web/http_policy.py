@@ -3,7 +3,7 @@ command is exposed on the http endpoint), and why one may not.
 
 Decisions:
 - A command that writes a file on the node's host (`wevents F`, `sub S F`, `psub P F`,
-  `gsub P F`) is console only: a URL must not choose a path the node overwrites; so are
+  `gsub P F`, `snap S F`) is console only: a URL must not choose a path the node overwrites; so are
   NodeBrain's `message.create`, `message.prune` and `message.export`, which create,
   retire and print message files under any path the URL names.
 - A command that changes the node or sends into the network (connect, shutdown,
@@ -39,7 +39,7 @@ ENDS_A_SESSION = frozenset({"die", "quit", "exit"})
 def refusal(verb: str, args: list[str], session: bool, headers: Mapping[str, str], host: str) -> str | None:
     """Why command `verb` (with `args`; `session`: one that acts, run in a session of its
     own) may not run for this request, or None."""
-    if verb in FILE_WRITERS or verb in ("sub", "psub", "gsub") and len(args) > 1:  # `sub S F`: F
+    if verb in FILE_WRITERS or verb in ("sub", "psub", "gsub", "snap") and len(args) > 1:  # `sub S F`: F
         return f"{verb} works on files of the node's host: run it in the console (telnet, ms_server -c)"
     if not session:
         return None  # the show commands: they change nothing

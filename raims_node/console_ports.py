@@ -1,0 +1,40 @@
+"""Telnet and web transports by name, for the console's `listen T` and `shutdown T`
+(the manual: `configure transport web type web port 8080 listen 127.0.0.1`, then
+`listen web`).
+
+Those transports serve consoles above the daemon (server.py starts them), and a
+console's operator host (operator.py) cannot import what imports it; so server.py
+registers its starter for the daemon here, and the operator host looks it up.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Protocol
+
+CONSOLE_TYPES = ("telnet", "web")
+
+
+class ConsolePorts(Protocol):
+    async def start(self, name: str) -> list[str]:
+        """Start telnet or web transport `name` (started already: as it is); its addresses."""
+        ...
+
+    async def stop(self, name: str) -> bool:
+        """Stop it; False when it is not running."""
+        ...
+
+    def running(self) -> list[str]:
+        """The names of those running (save's `startup: listen:`)."""
+        ...
+
+
+_PORTS: weakref.WeakKeyDictionary[object, ConsolePorts] = weakref.WeakKeyDictionary()
+
+
+def register(daemon: object, ports: ConsolePorts) -> None:
+    _PORTS[daemon] = ports
+
+
+def ports_of(daemon: object) -> ConsolePorts | None:
+    return _PORTS.get(daemon)
