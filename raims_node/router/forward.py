@@ -147,15 +147,15 @@ class Forward:
         self._forward_mcast(bytes(frame), SubjectHashes(M_PING), path, now_ns)
 
     def anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int) -> bool:
-        """Send a frame point to point to one node whose filter matches its subject, chosen
-        at random (the manual's `_I.<bridge>.any`); False when no untried node matches."""
+        """Send a frame point to point to one node whose filter matches its subject (the
+        manual's `_I.<bridge>.any`; `_pick`); False when no untried node matches."""
         st = self.st
         nodes = sorted(b for b, p in st.peers.items()
                        if b not in tried and isinstance(p.bloom, BloomFilter) and p.bloom.might_match(hashes))
         if not nodes:
             st.counters.no_route += 1
             return False
-        dest = random.choice(nodes)
+        dest = _pick(nodes, hashes)
         st.counters.anycast += 1
         st.floods_first(now_ns)
         st.send_inbox(dest, "any", [(Fid.DATA, inner), (Fid.REF_CNT, hops)], now_ns)
@@ -470,6 +470,15 @@ def _body(head: Header) -> tuple[int, int]:
     """Where a peeked frame's fields start and end."""
     slen = len(head.subject)
     return SUBJECT_OFFSET + slen + (slen & 1), head.frame_len
+
+
+def _pick(nodes: list[bytes], hashes: SubjectHashes) -> bytes:
+    """An anycast's node: a reply inbox's by its subject's hash (a stream of replies keeps
+    one path, in order, past a node with a false match), another's at random (`any S M`:
+    the manual's "Randomly choose a subscription match")."""
+    if is_inbox_reply(hashes.subject.decode("utf-8", "surrogateescape")):
+        return nodes[hashes.full % len(nodes)]
+    return random.choice(nodes)
 
 
 def is_inbox_reply(subject: str) -> bool:

@@ -105,3 +105,14 @@ def test_an_anycast_and_the_message_after_it_restart_the_count() -> None:
     assert start and not pub.next_seqno("s", T0 + 6)[1]
     assert sub.check(b"A", "s", shares[1][0], T0 + 2, T0) == (Verdict.RESTART, 0)  # this node's share
     assert sub.check(b"A", "s", seq, T0 + 5, T0) == (Verdict.RESTART, 0)
+
+
+def test_an_anycast_picks_at_random_and_a_reply_inbox_by_its_hash() -> None:
+    """`any S M` chooses among the matching nodes at random (the manual); an `_INBOX.`
+    reply keeps one node for its subject, so its replies stay on one path."""
+    from raims_node.bloom import SubjectHashes
+    from raims_node.router.forward import _pick
+
+    nodes = [bytes([i]) * 16 for i in range(4)]
+    assert len({_pick(nodes, SubjectHashes("_nats._INBOX.abc.1")) for _ in range(40)}) == 1
+    assert len({_pick(nodes, SubjectHashes("orders.new")) for _ in range(200)}) > 1
