@@ -34,9 +34,11 @@ CHAIN = "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 100\n"
 NATS_TPORT = {"tport": "nats", "type": "nats", "route": {"listen": "127.0.0.1", "port": 0}}
 
 
-@pytest.fixture
-def chain_telnet(tmp_path: Path) -> Iterator[dict[str, TelnetClient]]:
-    """A - B - C, each with a telnet console; C with a NATS listener too."""
+@pytest.fixture(scope="module")
+def chain_telnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, TelnetClient]]:
+    """A - B - C, each with a telnet console; C with a NATS listener too (one network for
+    the module: each test uses subjects of its own)."""
+    tmp_path = tmp_path_factory.mktemp("chain")
     cfg, commands = graph_config(tmp_path, CHAIN, web=False)
     add_transports(cfg, TELNET_TPORT, NATS_TPORT)
     nodes: list[NodeProc] = []
