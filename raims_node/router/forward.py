@@ -155,7 +155,7 @@ class Forward:
         if not nodes:
             st.counters.no_route += 1
             return False
-        dest = _pick(nodes, hashes)
+        dest = _pick(nodes, hashes, st.rng)
         st.counters.anycast += 1
         st.floods_first(now_ns)
         st.send_inbox(dest, "any", [(Fid.DATA, inner), (Fid.REF_CNT, hops)], now_ns)
@@ -472,13 +472,14 @@ def _body(head: Header) -> tuple[int, int]:
     return SUBJECT_OFFSET + slen + (slen & 1), head.frame_len
 
 
-def _pick(nodes: list[bytes], hashes: SubjectHashes) -> bytes:
+def _pick(nodes: list[bytes], hashes: SubjectHashes, rng: random.Random) -> bytes:
     """An anycast's node: a reply inbox's by its subject's hash (a stream of replies keeps
     one path, in order, past a node with a false match), another's at random (`any S M`:
-    the manual's "Randomly choose a subscription match")."""
+    the manual's "Randomly choose a subscription match"; the node's generator, so that a
+    simulation stays reproducible)."""
     if is_inbox_reply(hashes.subject.decode("utf-8", "surrogateescape")):
         return nodes[hashes.full % len(nodes)]
-    return random.choice(nodes)
+    return rng.choice(nodes)
 
 
 def is_inbox_reply(subject: str) -> bool:

@@ -1,5 +1,7 @@
 """Sequence numbers, publish/subscribe windows and loss classification."""
 
+import random
+
 from raims_node.router.seqwin import (
     FRAME_SHIFT,
     PubWindow,
@@ -113,6 +115,6 @@ def test_an_anycast_picks_at_random_and_a_reply_inbox_by_its_hash() -> None:
     from raims_node.bloom import SubjectHashes
     from raims_node.router.forward import _pick
 
-    nodes = [bytes([i]) * 16 for i in range(4)]
-    assert len({_pick(nodes, SubjectHashes("_nats._INBOX.abc.1")) for _ in range(40)}) == 1
-    assert len({_pick(nodes, SubjectHashes("orders.new")) for _ in range(200)}) > 1
+    nodes, rng = [bytes([i]) * 16 for i in range(4)], random.Random(1)
+    assert len({_pick(nodes, SubjectHashes("_nats._INBOX.abc.1"), rng) for _ in range(40)}) == 1
+    assert len({_pick(nodes, SubjectHashes("orders.new"), rng) for _ in range(200)}) > 1
