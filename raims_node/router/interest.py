@@ -6,12 +6,15 @@ Manual "Subscription Subjects": `_S.JOIN.<subject>` / `_S.LEAV.<subject>` and
 subscription seqno, so a replica follows by deltas; `_Z.BLM` carries the whole filter
 when it was resized (or a delta was missed, answered by an adjacency request).
 
-A closing client's subscriptions leave the local table at once (no message reaches it,
-no queue group picks it), but past ANNOUNCE_SLICE their withdrawals wait in `pending`
+Our changes leave the local table at once (a subscription confirmed to its client is
+effective here, no message reaches a dropped one, no queue group picks it), but at most
+ANNOUNCE_SLICE announcements (a bloom update and a `_S.JOIN` / `_S.LEAV` / `_P.PSUB` /
+`_P.STOP` each) are made per loop turn: the rest wait in `pending`, in the order made,
 for `announce_pending`, a slice per `Node.tick`, which `Node.next_wake_ns` asks for at
-once (wake.py: the next loop turn): announcing 100,000 at once (a bloom update and a
-`_S.LEAV` each) stalled the node, every client and link, for 2 s. Any later change of
-ours first announces everything pending, so peers see our changes in the order made.
+once (wake.py: the next loop turn). Announcing 100,000 at once stalled the node, every
+client and link, for 2 s (a closing client) to 4 s (one Redis SUBSCRIBE of 100,000
+channels). A change made while others are pending waits behind them, so peers see our
+changes in the order made.
 """
 
 from __future__ import annotations
@@ -29,13 +32,14 @@ from raims_node.subject import SubjectError, compile_pattern
 from raims_node.wire import Fid, Fields
 from raims_node.wire import subjects as S
 
-ANNOUNCE_SLICE = 1024  # withdrawals announced in one loop turn (~20 ms)
+ANNOUNCE_SLICE = 256  # announcements made in one loop turn (~5 ms)
 
 
 class Interest:
     def __init__(self, st: NodeState) -> None:
         self.st = st
-        self.pending: deque[Change] = deque()  # withdrawals of dropped owners not yet announced
+        self.pending: deque[tuple[Change, bool]] = deque()  # (change, added) not announced yet
+        self.turn_left = ANNOUNCE_SLICE  # announcements this loop turn may still make
 
     # ------------------------------------------------------------------ ours
 
@@ -55,27 +59,36 @@ class Interest:
             self._announce_ours(change, False, now_ns)
 
     def _announce_ours(self, change: Change, added: bool, now_ns: int) -> None:
-        """One change of ours, after every withdrawal still pending: peers see our
-        changes in the order made."""
-        self.announce_pending(now_ns)
-        self._announce_change(change, added, now_ns)
+        """One change of ours: announced now, or after every change still pending once
+        this turn's slice is spent (peers see our changes in the order made)."""
+        if self.pending or self.turn_left <= 0:
+            self.pending.append((change, added))
+        else:
+            self.turn_left -= 1
+            self._announce_change(change, added, now_ns)
 
     def drop_owner(self, owner: object, now_ns: int) -> None:
         changes = self.st.subs.drop_owner(owner)
-        if len(self.pending) + len(changes) > ANNOUNCE_SLICE:
+        if len(self.pending) + len(changes) > self.turn_left:
             # queue groups' withdrawals first: until one is announced, a publisher may
             # still pick this node for the group, which has no member here to take it
             changes.sort(key=lambda c: not c.queue_edge)
-        self.pending.extend(changes)
-        if len(self.pending) <= ANNOUNCE_SLICE:
-            self.announce_pending(now_ns)
+        self.pending.extend((c, False) for c in changes)
+        self.announce_pending(now_ns)
 
-    def announce_pending(self, now_ns: int, limit: int | None = None) -> None:
-        """Announce the pending withdrawals, the oldest first: all, or at most `limit`."""
+    def new_turn(self, now_ns: int) -> None:
+        """A loop turn (`Node.tick`): a new slice, spent first on what is pending."""
+        self.turn_left = ANNOUNCE_SLICE
+        self.announce_pending(now_ns)
+
+    def announce_pending(self, now_ns: int) -> None:
+        """Announce the pending changes, the oldest first, as far as this turn's slice goes."""
         pending = self.pending
-        n = len(pending) if limit is None else min(limit, len(pending))
+        n = min(self.turn_left, len(pending))
+        self.turn_left -= n
         for _ in range(n):
-            self._announce_change(pending.popleft(), False, now_ns)
+            change, added = pending.popleft()
+            self._announce_change(change, added, now_ns)
 
     def _announce_change(self, change: Change, added: bool, now_ns: int) -> None:
         sub = change.sub

@@ -57,7 +57,7 @@ from raims_node.router.actions import Action, Log
 from raims_node.router.events import Ev, EventRecorder
 from raims_node.router.flood import Flood
 from raims_node.router.forward import Forward, is_inbox_reply
-from raims_node.router.interest import ANNOUNCE_SLICE, Interest
+from raims_node.router.interest import Interest
 from raims_node.router.links import HB_TIMEOUT_FACTOR, Links
 from raims_node.router.localsubs import LocalSubs
 from raims_node.router.lone import LonePath
@@ -310,7 +310,7 @@ class Node:
         return self._flush(now_ns)
 
     def tick(self, now_ns: int) -> list[Action]:
-        self.interest_part.announce_pending(now_ns, ANNOUNCE_SLICE)
+        self.interest_part.new_turn(now_ns)
         self.links.tick(now_ns)
         self.remote_ops.tick(now_ns)
         self.rpc.tick(now_ns)
@@ -341,8 +341,8 @@ class Node:
         return self._flush(now_ns)
 
     def drop_owner(self, owner: object, now_ns: int) -> list[Action]:
-        """Remove every subscription of `owner`; withdrawals past one slice are announced
-        a slice per `tick`, which `next_wake_ns` asks for at once (router/interest.py)."""
+        """Remove every subscription of `owner`; announcements past one slice per loop turn
+        wait for the next `tick`, which `next_wake_ns` asks for at once (router/interest.py)."""
         self.interest_part.drop_owner(owner, now_ns)
         return self._flush(now_ns)
 
@@ -473,7 +473,7 @@ class Node:
 
     def next_wake_ns(self) -> int | None:
         """When held floods or frames are due (router/batch.py, reorder.py), or now while
-        withdrawals are pending (interest.py): call `tick` then."""
+        announcements of our changes are pending (interest.py): call `tick` then."""
         if self.interest_part.pending:
             return 0  # due already
         due, frames = self.state.next_wake_ns(), self.forward.reorder.next_due_ns()
