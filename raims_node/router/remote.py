@@ -87,10 +87,12 @@ class Remote:
             answer += [(Fid.TOKEN, token), *([(Fid.TPORT, conn.tport.name)] if conn is not None else [])]
         st.send_inbox(peer.bridge, "pong", answer, now_ns)
         rec = st.db.peer(peer.bridge)
-        if rec is not None and (get_int(d, Fid.LINK_STATE) > rec.link_seqno
-                                or get_int(d, Fid.SUB_SEQNO) > peer.sub_seqno):
+        if rec is not None and get_int(d, Fid.LINK_STATE) > rec.link_seqno:
             peer.ping_adj += 1
             st.request("adj", peer.bridge, peer.bridge, now_ns)
+        elif rec is not None and get_int(d, Fid.SUB_SEQNO) > peer.sub_seqno:
+            peer.ping_adj += 1
+            st.sub_claim(peer, get_int(d, Fid.SUB_SEQNO), peer.bridge, now_ns)  # its floods may be on the way
 
     def in_pong(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         sent = get_int(d, Fid.STAMP)

@@ -59,6 +59,8 @@ class Rpc:
     def tick(self, now_ns: int) -> None:
         """Retry the requests whose answers are overdue, or give them up."""
         st = self.st
+        if st.sync.sub_claims:
+            self._check_claims(now_ns)
         pending = st.sync.pending
         for key, p in list(pending.items()):
             if now_ns >= p.deadline_ns:
@@ -81,6 +83,17 @@ class Rpc:
                     p.via = via
                     st.request(p.kind, p.about, via, now_ns, retry=True)
 
+    def _check_claims(self, now_ns: int) -> None:
+        """`adj` of the peers still short of a claimed subscription seqno (NodeState.sub_claim)."""
+        st = self.st
+        claims = st.sync.sub_claims
+        for b, (seqno, due_ns, via) in list(claims.items()):
+            if now_ns >= due_ns:
+                del claims[b]
+                peer = st.peers.get(b)
+                if peer is not None and peer.sub_seqno < seqno:
+                    st.request("adj", b, via, now_ns)
+
     def consider_summary(self, s: PeerSummary, via: bytes, now_ns: int) -> None:
         """Request what a peer summary shows we lack: the peer (sync) or its state (adj)."""
         st = self.st
@@ -91,10 +104,12 @@ class Rpc:
             st.request("sync", s.bridge, via, now_ns)
             return
         rec = st.db.peer(s.bridge)
-        if peer.start_ns == s.start_ns and rec is not None and (
-            rec.link_seqno < s.link_seqno or peer.sub_seqno < s.sub_seqno or not st.db.is_synced(s.bridge)
-        ):
+        if peer.start_ns != s.start_ns or rec is None:
+            return
+        if rec.link_seqno < s.link_seqno or not st.db.is_synced(s.bridge):
             st.request("adj", s.bridge, via, now_ns)
+        elif peer.sub_seqno < s.sub_seqno:
+            st.sub_claim(peer, s.sub_seqno, via, now_ns)  # its floods may be on the way
 
     def in_add_rte(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         self.st.events.add(now_ns, Ev.RECV_PEER_DB, user=peer.user)

@@ -130,6 +130,8 @@ class SyncBook:
     early: dict[bytes, dict[int, tuple[bool, LinkRecord]]] = field(default_factory=dict)
     link_wanted: dict[bytes, int] = field(default_factory=dict)  # peer -> newest link seqno seen
     waiting: dict[bytes, list[bytes]] = field(default_factory=dict)  # peer -> who asked us for it
+    # peer -> (subscription seqno a summary or ping claimed, when to check, via): see sub_claim
+    sub_claims: dict[bytes, tuple[int, int, bytes]] = field(default_factory=dict)
 
     def forget(self, b: bytes) -> None:
         for key in [k for k in self.pending if k[1] == b]:
@@ -138,6 +140,7 @@ class SyncBook:
         self.link_wanted.pop(b, None)
         self.early.pop(b, None)
         self.waiting.pop(b, None)
+        self.sub_claims.pop(b, None)
 
 
 class NodeState:
@@ -315,6 +318,18 @@ class NodeState:
             self.counters.no_route += 1
             return
         self.emit(conn.conn_id, data)
+
+    def sub_claim(self, peer: Peer, seqno: int, via: bytes, now_ns: int) -> None:
+        """A peer summary or ping says `peer` made subscription changes up to `seqno`,
+        past those we applied, while its filter follows by deltas: the `_S` / `_P` floods
+        may be on the way (an origin or hop batch holds them a few ms, a burst of 100,000
+        queues them, inboxes overtake them). Asked at once, a burst drew an adjacency
+        reply (the whole subject list) per heartbeat and ping; so `adj` is asked only if
+        we are still short of the first such claim one rpc timeout later (rpc.tick)."""
+        if peer.bloom is None or peer.bloom_stale:
+            self.request("adj", peer.bridge, via, now_ns)
+        elif peer.bridge not in self.sync.sub_claims:
+            self.sync.sub_claims[peer.bridge] = (seqno, now_ns + self.params.rpc_timeout_ns, via)
 
     def request(self, kind: str, about: bytes, via: bytes | None, now_ns: int, retry: bool = False) -> None:
         """Ask `via` for the state of `about`: "sync" (key, links, filter) or "adj"."""
