@@ -350,7 +350,8 @@ class RedisSession(SessionOutput):
 
     def _subscribe_to(self, args: list[bytes], table: dict[str, bytes], prefix: str,
                       kind: bytes) -> None:
-        for raw in args[1:]:
+        atomic = self._capture is not None or (self._data is not None and self._data.holding)
+        for raw in ops.subscribe_slice(self, args, atomic):  # a slice per loop turn
             name = _text(raw)
             sid = prefix + name
             if sid not in table:

@@ -201,3 +201,94 @@ async def test_a_closing_clients_queue_group_is_withdrawn_first(abcd: BridgeNet,
     while (msg := await member.next_msg(timeout=WAIT_S)).data != b"end":
         got.add(int(msg.data))
     assert not set(late) - got, f"{len(set(late) - got)} of {len(late)} late messages went to D's closed member"
+
+
+async def worst_during(probe: Callable[[], Awaitable[object]], busy: asyncio.Future[object]) -> float:
+    """The longest of `probe`'s round trips until `busy` is done."""
+    worst, rounds = 0.0, 0
+    while not busy.done() and rounds < 100_000:
+        start = time.monotonic()
+        await probe()
+        worst = max(worst, time.monotonic() - start)
+        rounds += 1
+    return worst
+
+
+def read_more(s: socket.socket, until: bytes) -> bytes:
+    return redis_call(s, b"", until)
+
+
+UNSUBSCRIBE = {b"SUBSCRIBE": b"UNSUBSCRIBE", b"PSUBSCRIBE": b"PUNSUBSCRIBE", b"SSUBSCRIBE": b"SUNSUBSCRIBE"}
+
+
+@pytest.mark.parametrize(("command", "n"), [(b"SUBSCRIBE", 100_000), (b"PSUBSCRIBE", 20_000),
+                                            (b"SSUBSCRIBE", 100_000)])
+async def test_a_redis_client_subscribing_to_very_many_does_not_stall_the_node(
+        abcd: BridgeNet, command: bytes, n: int) -> None:
+    """One (P|S)SUBSCRIBE of very many names is taken a slice per loop turn, and so are
+    its announcements to the other nodes (router/interest.py): it held every client and
+    link of the node 0.6-4 s (redis-server 7.0.15: 0.1-0.26 s). Each confirmation still
+    means effective here, and the other nodes get every name once announced."""
+    kind = command.lower()
+    names = [b"%s.%d%s" % (kind, i, b".*" if kind == b"psubscribe" else b"") for i in range(n)]
+    last = names[-1].replace(b"*", b"x")  # a subject the last name takes
+    publish = "SPUBLISH" if kind == b"ssubscribe" else "PUBLISH"
+    here = aredis.Redis(port=abcd.port("D", "redis"), socket_timeout=WAIT_S)
+    there = aredis.Redis(port=abcd.port("A", "redis"), socket_timeout=WAIT_S)
+    many = socket.create_connection(("127.0.0.1", abcd.port("D", "redis")), timeout=WAIT_S)
+    try:
+        await here.ping()  # connected before the burst
+        burst = asyncio.ensure_future(asyncio.to_thread(
+            redis_call, many, resp(command, *names) + resp(b"PING", b"confirmed"), b"confirmed\r\n"))
+        worst = await worst_during(here.ping, burst)
+        replies = await burst
+        assert worst < 1.0, f"a PING waited {worst:.2f} s while the node subscribed {n:,} names"
+        assert replies.count(b"$%d\r\n%s\r\n" % (len(kind), kind)) == n
+        assert await here.execute_command(publish, last, b"here") == 1  # confirmed: effective here at once
+        read_more(many, b"here\r\n")
+        deadline = time.monotonic() + WAIT_S
+        while await there.execute_command(publish, last, b"there") != 1:  # until D's last JOIN reaches A
+            assert time.monotonic() < deadline, f"{last!r} never reached A"
+            await asyncio.sleep(0.05)
+        assert read_more(many, b"there\r\n").endswith(b"$%d\r\n%s\r\n$5\r\nthere\r\n" % (len(last), last))
+        # dropped here, not by the close after the test: dropping 100,000 from the local
+        # table still holds the node ~0.3 s (the next test's PINGs would wait)
+        redis_call(many, resp(UNSUBSCRIBE[command]) + resp(b"PING", b"dropped"), b"dropped\r\n")
+    finally:
+        many.close()
+        await here.aclose()
+        await there.aclose()
+
+
+async def test_a_nats_client_subscribing_100k_subjects_at_once_does_not_stall_the_network(
+        abcd: BridgeNet, clients: list[Client]) -> None:
+    """100,000 SUB lines in one write: the node announces them a slice per loop turn, and
+    a node that hears of them late (a heartbeat or ping claiming seqnos whose floods are
+    still on the way) waits for them instead of asking for the whole subject list again
+    (NodeState.sub_claim): each such answer held both nodes. A request from A answered
+    on D keeps its pace, and A gets the burst's subjects once announced."""
+    a = await nats.connect(f"nats://127.0.0.1:{abcd.port('A')}", max_reconnect_attempts=0)
+    d = await nats.connect(f"nats://127.0.0.1:{abcd.port('D')}", max_reconnect_attempts=0)
+    clients += [a, d]
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b"here")
+
+    await d.subscribe("burst.echo", cb=answer)
+    await d.flush()
+    deadline = time.monotonic() + WAIT_S
+    while await request_state(a, "burst.echo") != "here":
+        assert time.monotonic() < deadline, "D's responder never reached A"
+        await asyncio.sleep(0.05)
+    n = 100_000
+    burst = asyncio.ensure_future(asyncio.to_thread(raw_subscriber, abcd.port("D"), [f"nburst.{i}" for i in range(n)]))
+    worst = await worst_during(lambda: a.request("burst.echo", b"?", timeout=WAIT_S), burst)
+    many = await burst
+    try:
+        assert worst < 1.0, f"a request from A to D waited {worst:.2f} s while D took {n:,} SUBs"
+        deadline = time.monotonic() + WAIT_S
+        while await request_state(a, f"nburst.{n - 1}") != "silent":  # D's last JOIN reached A
+            assert time.monotonic() < deadline, "D's subscriptions never reached A"
+            await asyncio.sleep(0.05)
+    finally:
+        many.close()
