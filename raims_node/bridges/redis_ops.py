@@ -482,6 +482,10 @@ def release(s: OpsClient) -> None:
 SUBSCRIBE_SLICE = 256  # channels or patterns one (P|S)SUBSCRIBE takes per loop turn
 
 
+class Continued(list[bytes]):
+    """The rest of a command already begun (subscribe_slice): a MONITOR saw it whole."""
+
+
 def subscribe_slice(s: OpsClient, args: list[bytes], atomic: bool) -> list[bytes]:
     """The names a (P|S)SUBSCRIBE subscribes now. Past SUBSCRIBE_SLICE the rest is held
     as a command of its own, ahead of what the client sent after it, and runs on the
@@ -493,7 +497,7 @@ def subscribe_slice(s: OpsClient, args: list[bytes], atomic: bool) -> list[bytes
     schedule = s.host.ops.schedule
     if len(names) <= SUBSCRIBE_SLICE or atomic or schedule is None:
         return names
-    s._pause_held.insert(0, [args[0], *names[SUBSCRIBE_SLICE:]])
+    s._pause_held.insert(0, Continued([args[0], *names[SUBSCRIBE_SLICE:]]))
     schedule(0.0, lambda: None if s.closing else release(s))
     return names[:SUBSCRIBE_SLICE]
 

@@ -201,7 +201,7 @@ class RedisSession(SessionOutput):
             assert cmd.handler is not None  # containers are only reached with a subcommand
             self.last_cmd = cmd.fullname
             cmd.handler(self, args)
-            if self.host.monitors:  # after: in the database it leaves (SELECT), as redis-server
+            if self.host.monitors and type(args) is not ops.Continued:  # after: in the db it leaves (SELECT)
                 monitor.feed(self, (args,))
 
     def _resolve(self, args: list[bytes]) -> _Command | bytes:

@@ -292,3 +292,25 @@ async def test_a_nats_client_subscribing_100k_subjects_at_once_does_not_stall_th
             await asyncio.sleep(0.05)
     finally:
         many.close()
+
+
+async def test_what_a_client_sends_after_a_sliced_subscribe_runs_after_all_of_it(one: BridgeNet) -> None:
+    """A SUBSCRIBE taken a slice per loop turn keeps its place: the commands pipelined
+    after it run after its last name, and a MONITOR shows it once, as redis-server."""
+    port = one.port("A", "redis")
+    watcher = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+    many = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+    try:
+        redis_call(watcher, resp(b"MONITOR"), b"+OK\r\n")
+        n = 1000  # several slices (redis_ops.SUBSCRIBE_SLICE)
+        got = redis_call(many, resp(b"SUBSCRIBE", *(b"order.%d" % i for i in range(n)))
+                         + resp(b"UNSUBSCRIBE", b"order.0") + resp(b"PING", b"after"), b"after\r\n")
+        confirmations = got.split(b"*3\r\n")[1:]
+        assert len(confirmations) == n + 1 and got.endswith(b"*2\r\n$4\r\npong\r\n$5\r\nafter\r\n")
+        assert confirmations[n - 1].endswith(b"$%d\r\norder.%d\r\n:%d\r\n" % (len(b"order.%d" % (n - 1)), n - 1, n))
+        assert confirmations[n].startswith(b"$11\r\nunsubscribe\r\n$7\r\norder.0\r\n:%d" % (n - 1))
+        seen = redis_call(watcher, b"", b'"after"\r\n')
+        assert seen.count(b'"SUBSCRIBE"') == 1 and seen.count(b'"order.%d"' % (n - 1)) == 1
+    finally:
+        many.close()
+        watcher.close()
