@@ -4,12 +4,12 @@
 
 Those transports serve consoles above the daemon (server.py starts them), and a
 console's operator host (operator.py) cannot import what imports it; so server.py
-registers its starter for the daemon here, and the operator host looks it up.
+gives the daemon its `ConsolePorts` (`Daemon.console_ports`), where the operator host
+finds it.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Protocol
 
 CONSOLE_TYPES = ("telnet", "web")
@@ -27,14 +27,3 @@ class ConsolePorts(Protocol):
     def running(self) -> list[str]:
         """The names of those running (save's `startup: listen:`)."""
         ...
-
-
-_PORTS: weakref.WeakKeyDictionary[object, ConsolePorts] = weakref.WeakKeyDictionary()
-
-
-def register(daemon: object, ports: ConsolePorts) -> None:
-    _PORTS[daemon] = ports
-
-
-def ports_of(daemon: object) -> ConsolePorts | None:
-    return _PORTS.get(daemon)

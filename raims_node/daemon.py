@@ -88,6 +88,7 @@ from raims_node.wire.batch import Run
 
 if TYPE_CHECKING:
     from raims_node.console.context import ConsoleContext
+    from raims_node.console_ports import ConsolePorts
 
 log = logging.getLogger("raims.daemon")
 
@@ -134,6 +135,7 @@ class Daemon:
         self.log_lines: list[str] = []
         self.on_log: list[Callable[[str], None]] = []
         self.extra_ports: list[Callable[[], list[dict[str, object]]]] = []
+        self.console_ports: ConsolePorts | None = None  # telnet and web, served above us (server.py)
         self.idle = IdleBusy(tree.parameters.count("idle_busy"))  # turns before the loop blocks
         self.bridges = BridgeHub(self, self.idle)
         self.flow = Backpressure(self.links, self.bridges.gate, self.node)

@@ -20,7 +20,7 @@ from raims_node.config.errors import ConfigError
 from raims_node.config.params import Parameters
 from raims_node.config.records import Startup, TransportConfig
 from raims_node.config.tree import ConfigTree, save
-from raims_node.console_ports import CONSOLE_TYPES, ports_of
+from raims_node.console_ports import CONSOLE_TYPES
 from raims_node.daemon import Daemon, DaemonError
 from raims_node.router.node import Node
 
@@ -110,7 +110,7 @@ class OperatorHost:
     async def start_transport(self, name: str, listen: bool) -> object:
         """`listen T`, `connect T`: a telnet or web transport is served above the daemon
         (console_ports.py), the others by it."""
-        ports = ports_of(self.daemon)
+        ports = self.daemon.console_ports
         try:
             if ports is not None and name in {t.tport for t in self.daemon.tree.transports
                                               if t.type in CONSOLE_TYPES}:
@@ -122,7 +122,7 @@ class OperatorHost:
     async def stop_transport(self, name: str) -> bool:
         """Close transport `name`: its listeners, connectors, links or bridge clients."""
         d = self.daemon
-        ports = ports_of(d)
+        ports = d.console_ports
         if ports is not None and await ports.stop(name):
             return True
         run = d.running.pop(name, None)
@@ -187,7 +187,7 @@ class OperatorHost:
         if self.config_dir is None or not self.config_dir.is_dir():
             raise RuntimeError("save needs ms_server -d DIRECTORY (the config is not a directory)")
         d = self.daemon
-        ports = ports_of(d)
+        ports = d.console_ports
         configured = {t.tport for t in d.tree.transports}
         running = {n: r for n, r in d.running.items() if n in configured}
         startup = Startup(

@@ -41,7 +41,7 @@ from raims_node.bridges.capacity import raise_open_files
 from raims_node.config.errors import ConfigError
 from raims_node.config.records import TransportConfig
 from raims_node.config.tree import ConfigTree, load
-from raims_node.console_ports import CONSOLE_TYPES, register
+from raims_node.console_ports import CONSOLE_TYPES
 from raims_node.crypto import CryptoError
 
 if TYPE_CHECKING:
@@ -203,8 +203,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     user, svc = _default_user(tree, args.user)
     listen, connect = _split_tports(tree, args.tports)
     daemon = Daemon(tree, user, svc, map_file=args.map_file)
-    ports = _ConsolePorts(daemon, args.config)
-    register(daemon, ports)
+    ports = daemon.console_ports = _ConsolePorts(daemon, args.config)
     web_bound: list[str] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
