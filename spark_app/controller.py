@@ -52,8 +52,8 @@ from spark_app.jobs import deploy, keys, topology
 from spark_app.jobs.collect import Snapshot, collect, observers_of, staged_snapshot
 from spark_app.jobs.converge import converge
 from spark_app.jobs.errors import DaemonError, DeployError, ValidationFailed
-from spark_app.jobs.hosts import executor_hosts
-from spark_app.jobs.teardown import Stopped, teardown
+from spark_app.jobs.hosts import TaskHost, executor_hosts
+from spark_app.jobs.teardown import Stopped, stop_on_host, teardown
 from spark_app.jobs.traffic import VIA_NATS, VIA_WEBSOCKET, TrafficResult, TrafficSettings, traffic
 from spark_app.lake import Lake
 from spark_app.session import is_local_master
@@ -342,11 +342,27 @@ class Rollout:
             note.append(f"{pub or 'executor node'} -> {sub}: {o.pipeline}, exactly once")
 
     def teardown(self) -> None:
-        o = self.outcome
+        """Stop the service's daemons on every host through Spark. When Spark itself is
+        gone (a SIGTERM to the process group kills the JVM with the driver, an executor
+        lost past its retries), a local master's daemons, all on this machine, are stopped
+        from the driver; on a cluster the error says how to stop them later."""
+        o, s = self.outcome, self.settings
         with self.stage("teardown") as note:
-            o.stopped, errors = teardown(self.spark, max(o.hosts, 1), self.settings.run_dir, self.settings.service)
+            where = ""
+            try:
+                o.stopped, errors = teardown(self.spark, max(o.hosts, 1), s.run_dir, s.service)
+            except SparkAppError:
+                raise
+            except Exception as exc:  # py4j: the JVM is gone or the job cannot run
+                if not is_local_master(o.master):
+                    raise DaemonError(f"teardown through Spark failed ({' '.join(first_lines(exc, 1).split())}); "
+                                      f"stop the daemons with `raims_rollout.py --teardown --run-dir {s.run_dir}` "
+                                      f"(service {s.service})") from exc
+                driver = TaskHost(0, "driver", socket.gethostname(), 0, 1)
+                o.stopped, errors = stop_on_host(s.run_dir, s.service, driver, lambda: None)
+                where = " from the driver (Spark is gone)"
             running = [x for x in o.stopped if x.pid is not None]
-            note.append(f"stopped {len(running)} daemon(s): "
+            note.append(f"stopped {len(running)} daemon(s){where}: "
                         + (", ".join(f"{x.node} (pid {x.pid})" for x in running) or "none running"))
             if errors:
                 raise DaemonError("; ".join(errors))
@@ -381,8 +397,9 @@ class Rollout:
             if "start" in o.stages and not s.keep_running and (local or o.error):
                 try:
                     self.teardown()
-                except SparkAppError as exc:
-                    o.error = f"{o.error}; teardown: {exc}" if o.error else f"teardown: {exc}"
+                except Exception as exc:  # SparkAppError, or a KeyboardInterrupt's py4j wreckage
+                    why = exc if isinstance(exc, SparkAppError) else first_lines(exc, 1)
+                    o.error = f"{o.error}; teardown: {why}" if o.error else f"teardown: {why}"
         if o.error:
             raise RolloutFailed(o.error, o) from cause
         return o

@@ -174,7 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = EXIT_FAILED
     finally:
         if not os.environ.get("DATABRICKS_RUNTIME_VERSION"):  # Databricks owns its context
-            spark.stop()
+            try:
+                spark.stop()
+            except Exception as exc:  # a JVM killed with the process group: the run's status stands
+                print(f"raims_rollout: stopping the Spark session: {type(exc).__name__}", file=sys.stderr)
     return status
 
 

@@ -151,3 +151,33 @@ def test_an_interrupt_is_a_failed_run_torn_down_even_when_the_lake_cannot_take_i
         Rollout(settings, spark, say=said.append).run()
     assert any("rollouts row could not be written" in line and "Read-only" in line for line in said)
     assert raims_processes(tmp_path) == []  # torn down all the same
+
+
+def test_daemons_are_stopped_from_the_driver_when_spark_is_gone(
+        spark: SparkSession, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM to the rollout's process group (timeout(1), systemd, a scheduler) kills
+    the JVM with the driver: the teardown's Spark job died in py4j's ConnectionRefusedError,
+    raised past the run as a traceback, and left every daemon running (4 orphans)."""
+    from py4j.protocol import Py4JNetworkError
+
+    import spark_app.controller as controller
+
+    def interrupted(self: Rollout) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    def jvm_gone(*_: object) -> None:
+        raise Py4JNetworkError("Answer from Java side is empty")
+
+    monkeypatch.setattr(Rollout, "traffic", interrupted)
+    monkeypatch.setattr(controller, "teardown", jvm_gone)
+    said: list[str] = []
+    with pytest.raises(RolloutFailed, match=r"interrupted \(SIGTERM\)") as failed:
+        Rollout(settings, spark, say=said.append).run()
+    assert "teardown" not in str(failed.value)
+    assert any("from the driver (Spark is gone)" in line and "node0 (pid" in line for line in said), said
+    assert raims_processes(tmp_path) == []
+
+    cluster = Rollout(settings, spark, say=said.append)
+    cluster.outcome.master = "spark://elsewhere:7077"  # a cluster's daemons are out of the driver's reach
+    with pytest.raises(controller.DaemonError, match=r"teardown through Spark failed .*--teardown --run-dir"):
+        cluster.teardown()
