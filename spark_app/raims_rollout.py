@@ -97,6 +97,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ap.error("--nodes-per-host must be at least 1")
     if args.audit_only and not args.snapshot:
         ap.error("--audit-only needs --snapshot ID")
+    if args.snapshot and not args.audit_only:  # ignored, it ran a whole rollout
+        ap.error("--snapshot ID goes with --audit-only")
+    if args.teardown and args.audit_only:
+        ap.error("--teardown and --audit-only are different runs: give one")
     return args
 
 

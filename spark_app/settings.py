@@ -5,7 +5,10 @@ naming the file, the key and what it must be: a `service` that is a list, `trans
 `messages: abc` or a negative timeout raised TypeError or ValueError with a traceback, or
 (negative timeouts, `nodes_per_host: 0`, `observers: -3`) ran on as if it made sense.
 Relative paths (lake, run_dir, keys_dir, a graph file) are relative to the driver's current
-directory and made absolute, so every host uses the same run directory path.
+directory and made absolute, so every host uses the same run directory path. A graph file
+is read and checked here too (missing, malformed, a link ms_server cannot run, cut off
+nodes): found after the session started, it cost a Spark start and left a failed
+`rollouts` row in the lake (of the current directory, by default).
 """
 
 from __future__ import annotations
@@ -155,4 +158,7 @@ def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
             values[name] = _absolute(values[name])
     if values.get("topology", topology.MESH_TOPOLOGY) != topology.MESH_TOPOLOGY:
         values["topology"] = str(Path(values["topology"]).resolve())
+        # what does not depend on the hosts (the file, its links, names, connectedness),
+        # before a session starts and a failed run is recorded in the lake
+        topology.make_plan(topology.read_graph(values["topology"]), 1, None, values["topology"])
     return Settings(**values)

@@ -147,6 +147,37 @@ def test_the_shipped_config_loads_and_options_override_it(tmp_path: Path) -> Non
         load_settings(bad)
 
 
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--snapshot", "x"], "--snapshot ID goes with --audit-only"),
+    (["--teardown", "--audit-only", "--snapshot", "x"], "--teardown and --audit-only"),
+    (["--topology", "graph", "nope.txt"], "graph file '{tmp}/nope.txt': No such file or directory"),
+    (["--topology", "graph", "cut.txt"], "node C is not connected to A, B"),
+])
+def test_bad_flags_are_one_line_before_any_session(argv: list[str], says: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`--snapshot x` without --audit-only ran a whole rollout (into ./lake, ./run); a
+    graph file that is missing or cut off was found after the session started, with a
+    failed rollouts row written into ./lake: now exit 2, one line, nothing created."""
+    import spark_app.session
+    from spark_app import raims_rollout
+
+    def no_session(*_: object, **__: object) -> None:
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(spark_app.session, "build_session", no_session)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cut.txt").write_text("node A B C\ntcp_ab A B\n")
+    try:
+        status = raims_rollout.main(argv)
+    except SystemExit as exc:
+        status = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == raims_rollout.EXIT_USAGE
+    assert says.format(tmp=tmp_path) in err[-1] and "Traceback" not in "".join(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.txt"]  # no lake, no run directory
+
+
 def test_format_table() -> None:
     assert format_table(["a", "bb"], [(1, None), ("xyz", 2)]).splitlines() == [
         "a    bb", "---  --", "1", "xyz  2"]
