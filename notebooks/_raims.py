@@ -205,15 +205,32 @@ def node_name(label: str | None) -> str:
     return "" if label is None else label.rsplit(".", 1)[0] if "." in label else label
 
 
+SNAPSHOT_TABLE: Final = "peers"  # a rollout that wrote its snapshot has rows here
+
+
 def latest_snapshot(lake: RaimsLake) -> str:
-    """The snapshot id asked for (widget `snapshot`), else the newest in `rollouts`."""
+    """The snapshot id asked for (widget `snapshot`), else the newest rollout's that has
+    rows: a run that failed before its write stage (a port in use, an interrupt) has a
+    `rollouts` row and nothing else, and chosen it emptied every table of the notebook
+    (02 died on an empty `peers`). Newer runs passed over are named."""
     asked = widget("snapshot", "", "snapshot id (empty: latest)")
     if asked:
         return asked
-    row = lake.sql("SELECT snapshot_id FROM rollouts ORDER BY started_at DESC LIMIT 1").collect()
-    if not row:
+    has_rows = (f"snapshot_id IN (SELECT DISTINCT snapshot_id FROM {SNAPSHOT_TABLE})"
+                if lake.has(SNAPSHOT_TABLE) else "TRUE")
+    rows = lake.sql(f"SELECT snapshot_id, status, {has_rows} AS has_rows FROM rollouts "
+                    "ORDER BY started_at DESC").collect()
+    if not rows:
         raise NotebookError(f"no rollouts in the lake ({lake.source})")
-    return str(row[0][0])
+    chosen = next((r for r in rows if r["has_rows"]), None)
+    if chosen is None:
+        raise NotebookError(f"no rollout in the lake ({lake.source}) wrote a snapshot: "
+                            f"{len(rows)} run(s), the newest {rows[0]['snapshot_id']} {rows[0]['status']}")
+    skipped = rows[:rows.index(chosen)]
+    if skipped:
+        print(f"snapshot {chosen['snapshot_id']}: the {len(skipped)} newer run(s) wrote none "
+              f"({', '.join(f'{r.snapshot_id} {r.status}' for r in skipped)})")
+    return str(chosen["snapshot_id"])
 
 
 _SQL_CELL = re.compile(r"^# MAGIC %sql\s*$")

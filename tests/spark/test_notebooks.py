@@ -81,3 +81,27 @@ def test_notebooks_in_order(notebook_env: Path) -> None:
     first = pd.read_csv(produced["04_sql_examples"] / "sql_01.csv")  # the rollouts query
     assert list(first["nodes"]) == [4] and list(first["status"]) == ["ok"]
     assert pd.read_csv(produced["04_sql_examples"] / "sql_03.csv")["links"].eq(12).all()
+
+
+def test_the_latest_snapshot_is_the_newest_run_that_wrote_one(
+        spark: SparkSession, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run failed before its write stage (a port in use) has a rollouts row and no
+    snapshot; the notebooks took it as the latest, and 02_network_health died on its empty
+    peers (ValueError: cannot convert float NaN to integer)."""
+    from datetime import datetime
+
+    monkeypatch.syspath_prepend(str(NOTEBOOKS))
+    monkeypatch.delenv("RAIMS_SNAPSHOT", raising=False)
+    import _raims
+
+    spark.createDataFrame([("A", "ok", datetime(2026, 1, 1)), ("B", "failed", datetime(2026, 1, 2))],
+                          "snapshot_id string, status string, started_at timestamp").createOrReplaceTempView("rollouts")
+    spark.createDataFrame([("A", "node0")], "snapshot_id string, node string").createOrReplaceTempView("peers")
+    lake = _raims.RaimsLake(spark, "test views", ["peers", "rollouts"])
+    assert _raims.latest_snapshot(lake) == "A"
+    assert "the 1 newer run(s) wrote none (B failed)" in capsys.readouterr().out
+    spark.createDataFrame([], "snapshot_id string, node string").createOrReplaceTempView("peers")
+    with pytest.raises(_raims.NotebookError, match="no rollout .* wrote a snapshot: 2 run.*newest B failed"):
+        _raims.latest_snapshot(lake)
+    monkeypatch.setenv("RAIMS_SNAPSHOT", "Z")
+    assert _raims.latest_snapshot(lake) == "Z"
