@@ -393,13 +393,15 @@ class Rollout:
         else:
             cause = None
         finally:
-            self._record()
+            unrecorded = self._record()
             if "start" in o.stages and not s.keep_running and (local or o.error):
                 try:
                     self.teardown()
                 except Exception as exc:  # SparkAppError, or a KeyboardInterrupt's py4j wreckage
                     why = exc if isinstance(exc, SparkAppError) else first_lines(exc, 1)
                     o.error = f"{o.error}; teardown: {why}" if o.error else f"teardown: {why}"
+        if unrecorded and not o.error:  # a run that left no record is not a success
+            o.error = unrecorded
         if o.error:
             raise RolloutFailed(o.error, o) from cause
         return o
@@ -426,14 +428,19 @@ class Rollout:
             "stage_seconds": dict(o.stages), "started_at": o.started_at, "finished_at": datetime.now(UTC),
         }
 
-    def _record(self) -> None:
-        """Write the run's `rollouts` row; a lake that cannot be written is reported, and
-        does not hide the rollout's own error."""
+    def _record(self) -> str | None:
+        """Write the run's `rollouts` row; a lake that cannot be written (full, read-only)
+        is reported and returned, and does not hide the rollout's own error. A run whose
+        stages all passed fails on it (it exited 0 with no record of itself in the lake,
+        where the notebooks look), after the teardown decision that its stages made."""
         try:
             self.outcome.written["rollouts"] = self.lake.write("rollouts", [self.rollout_row()])
         except Exception as exc:  # delta-rs's and the OS's errors too: the teardown must still run
-            self.say(f"the rollouts row could not be written to {self.settings.lake}: "
-                     f"{exc if isinstance(exc, SparkAppError) else first_lines(exc)}")
+            why = (f"the rollouts row could not be written to {self.settings.lake}: "
+                   f"{exc if isinstance(exc, SparkAppError) else first_lines(exc)}")
+            self.say(why)
+            return why
+        return None
 
     # ------------------------------------------------------------------ reporting
 

@@ -181,3 +181,19 @@ def test_daemons_are_stopped_from_the_driver_when_spark_is_gone(
     cluster.outcome.master = "spark://elsewhere:7077"  # a cluster's daemons are out of the driver's reach
     with pytest.raises(controller.DaemonError, match=r"teardown through Spark failed .*--teardown --run-dir"):
         cluster.teardown()
+
+
+def test_a_run_whose_rollouts_row_cannot_be_written_fails(
+        spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lake on a full disk took the snapshot but not the run's rollouts row: the run
+    printed status ok and exited 0, leaving no record of itself where the notebooks look."""
+    for stage in ("plan", "start", "converge", "traffic", "collect", "write", "validate", "audit", "pipeline"):
+        monkeypatch.setattr(Rollout, stage, lambda self, *_: (None, None, None))
+
+    def full(self: Lake, table: str, rows: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Lake, "write", full)
+    with pytest.raises(RolloutFailed, match="rollouts row could not be written .*No space left") as failed:
+        Rollout(settings, spark, say=lambda _: None).run()
+    assert failed.value.outcome.status == "failed"
