@@ -49,7 +49,7 @@ from pyspark.sql import SparkSession
 from raims_node import __version__ as raims_version
 from spark_app.errors import SparkAppError, first_lines
 from spark_app.jobs import deploy, keys, topology
-from spark_app.jobs.collect import Snapshot, collect, observers_of, staged_snapshot
+from spark_app.jobs.collect import SOURCES, Snapshot, collect, observers_of, staged_snapshot
 from spark_app.jobs.converge import converge
 from spark_app.jobs.errors import DaemonError, DeployError, ValidationFailed
 from spark_app.jobs.hosts import TaskHost, executor_hosts
@@ -289,6 +289,21 @@ class Rollout:
         return f"removed {deleted} uncommitted file(s) of the snapshot" + (
             f" (could not remove those of {'; '.join(errors)})" if errors else "")
 
+    def _discard_unwritten(self) -> None:
+        """After a failed traffic, collect or write stage: delete the snapshot's files the
+        executors wrote that no table committed (see Lake.discard_snapshot). Never raises."""
+        o = self.outcome
+        dates = sorted({f"{o.started_at:%Y-%m-%d}", f"{datetime.now(UTC):%Y-%m-%d}"})
+        deleted, errors = 0, []
+        for table in SOURCES:
+            try:
+                deleted += self.lake.discard_snapshot(table, o.snapshot_id, dates)
+            except Exception as exc:  # OSError, delta-rs: reported, the stage's error stands
+                errors.append(f"{table}: {exc if isinstance(exc, SparkAppError) else first_lines(exc, 1)}")
+        if deleted or errors:
+            self.say(f"removed {deleted} uncommitted file(s) of snapshot {o.snapshot_id}"
+                     + (f" (could not for {'; '.join(errors)})" if errors else ""))
+
     def validate(self) -> None:
         from spark_app.quality import missing_library, validate_snapshot
 
@@ -393,6 +408,8 @@ class Rollout:
         else:
             cause = None
         finally:
+            if o.error and "traffic" in o.stages:
+                self._discard_unwritten()
             unrecorded = self._record()
             if "start" in o.stages and not s.keep_running and (local or o.error):
                 try:

@@ -245,6 +245,23 @@ class Lake:
             pass
         return parts.delete_files(path, [*(p.path for p in written), *parts.uncommitted(path, written, snapshot_id)])
 
+    def discard_snapshot(self, table: str, snapshot_id: str, dates: Iterable[str]) -> int:
+        """Delete the files of `snapshot_id` that tasks wrote into `table`'s partitions of
+        `dates` (YYYY-MM-DD) when the stage that wrote them failed before any commit (the
+        traffic check, the collection): nothing knows their paths, and on a full disk they
+        kept it full. A table that took the snapshot keeps them; the files deleted."""
+        if self.backend is Backend.SPARK_DELTA:
+            return int(parts.delete_staging(self.path, snapshot_id))
+        path = self.table_path(table)
+        try:
+            if self._took(self._open(table), table, parts.app_id(snapshot_id)):
+                return 0
+        except LakeError:  # no table yet, or an unreadable log: took nothing
+            pass
+        keys = self.schema(table).partition_by
+        folders = [f"{keys[0]}={d}" for d in dates] if len(keys) == 1 else [""]
+        return parts.delete_files(path, parts.snapshot_files(path, folders, snapshot_id))
+
     def _commit_staged(self, table: str, written: Sequence[parts.Part], app: str, rows: int) -> int:
         """Spark's Delta writer: the staged files, read by the executors, appended in one
         commit with the snapshot's txnAppId (Delta skips a version it already took)."""

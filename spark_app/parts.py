@@ -194,3 +194,30 @@ def uncommitted(uri: str, parts: Sequence[Part], snapshot_id: str) -> list[str]:
             if info.base_name.startswith(prefix) and relative not in known:
                 stray.append(relative)
     return stray
+
+
+def snapshot_files(uri: str, folders: Sequence[str], snapshot_id: str) -> list[str]:
+    """The files of `snapshot_id` (by name) in `folders` of the table at `uri`, relative
+    to it: what the tasks of a stage that failed before its commit wrote."""
+    from pyarrow import fs
+
+    filesystem, root = _filesystem(uri)
+    prefix = f"{PART_PREFIX}{snapshot_id}-"
+    found = []
+    for folder in sorted(set(folders)):
+        where = f"{root.rstrip('/')}/{folder}" if folder else root
+        for info in filesystem.get_file_info(fs.FileSelector(where, allow_not_found=True)):
+            if info.base_name.startswith(prefix):
+                found.append(f"{folder}/{info.base_name}" if folder else info.base_name)
+    return found
+
+
+def delete_staging(lake: str, snapshot_id: str) -> bool:
+    """Remove the staging folder of `snapshot_id` (Spark's Delta writer); whether there was one."""
+    from pyarrow import fs
+
+    filesystem, root = _filesystem(f"{lake.rstrip('/')}/{STAGING_DIR}/{snapshot_id}")
+    if filesystem.get_file_info(root).type == fs.FileType.NotFound:
+        return False
+    filesystem.delete_dir(root)
+    return True

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
@@ -197,3 +198,39 @@ def test_a_run_whose_rollouts_row_cannot_be_written_fails(
     with pytest.raises(RolloutFailed, match="rollouts row could not be written .*No space left") as failed:
         Rollout(settings, spark, say=lambda _: None).run()
     assert failed.value.outcome.status == "failed"
+
+
+def test_a_failed_traffic_check_leaves_no_files_of_its_snapshot_in_the_lake(
+        spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The traffic check's tasks write the snapshot's files before the check is judged;
+    when one host failed (ENOSPC on a 120k lake, a node killed mid-collection) the others'
+    files stayed in the table folders, uncommitted: 15 files that kept a full disk full.
+    A table that committed a snapshot keeps its files."""
+    from datetime import UTC, datetime
+
+    from spark_app.jobs.collect import SOURCES
+    from spark_app.jobs.errors import TrafficError
+    from spark_app.parts import write_parts
+    from tests.spark.synthetic import snapshot_rows
+
+    lake = Lake(settings.lake, spark)
+    kept = snapshot_rows("earlier", datetime.now(UTC))["peers"]
+    lake.write("peers", kept)
+    for stage in ("plan", "start", "converge"):
+        monkeypatch.setattr(Rollout, stage, lambda self, *_: (None, None, None))
+
+    def traffic(self: Rollout) -> None:
+        with self.stage("traffic"):
+            sid = self.outcome.snapshot_id
+            for table, rows in snapshot_rows(sid, datetime.now(UTC)).items():
+                if table in SOURCES:  # what the executors write
+                    write_parts(self.lake.target(sid), table, rows, "0-0")  # one host's files
+            raise TrafficError("traffic check failed: host 127.0.0.2: OSError: [Errno 28] No space left")
+
+    monkeypatch.setattr(Rollout, "traffic", traffic)
+    said: list[str] = []
+    with pytest.raises(RolloutFailed, match="No space left") as failed:
+        Rollout(settings, spark, say=said.append).run()
+    sid = failed.value.outcome.snapshot_id
+    assert [str(p) for p in Path(settings.lake).rglob(f"part-{sid}-*")] == [] and any(line.startswith("removed ") and "uncommitted file(s)" in line for line in said)
+    assert DeltaTable(lake.table_path("peers")).to_pyarrow_table().num_rows == len(kept)
