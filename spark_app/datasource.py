@@ -131,10 +131,15 @@ class DeltaReader(DataSourceReader):
         files = pads.FileSystemDataset(
             fragments, dataset.schema, dataset.format, dataset.filesystem
         )
-        for batch in files.to_batches(
-            columns=self.arrow_schema.names, batch_size=BATCH_ROWS
-        ):
-            yield batch.cast(self.arrow_schema)
+        try:
+            for batch in files.to_batches(
+                columns=self.arrow_schema.names, batch_size=BATCH_ROWS
+            ):
+                yield batch.cast(self.arrow_schema)
+        except pa.ArrowException as exc:  # a data file cut short: name the table, not only the file
+            raise LakeError(
+                f"table {self.path!r} version {self.version}: unreadable data ({exc})"
+            ) from None
 
 
 class RaimsDeltaSource(DataSource):

@@ -30,7 +30,9 @@ Decisions where the issue is silent:
   data files (`spark_app.parts`) and `commit_parts` commits the files' metadata, once per
   snapshot (a Delta transaction app id: a second commit of the snapshot adds nothing).
 - A delta-rs error (a corrupt log, a refused commit) is a LakeError naming the table and
-  its path, with delta-rs's first line (its message goes on with a Rust backtrace).
+  its path, with delta-rs's first line (its message goes on with a Rust backtrace); so is
+  a data file the log names that Arrow cannot read (half-written: ArrowInvalid, "magic
+  bytes not found"), in the driver's reads and in the `raims_delta` scan alike.
 - When a snapshot's commit fails, `discard_parts` deletes the files its tasks wrote for
   the tables that did not take it (they would stay in the table folders, unreferenced,
   until a vacuum). A table whose log cannot be read has taken nothing: a commit needs it.
@@ -117,7 +119,7 @@ class Lake:
 
         try:
             yield
-        except DeltaError as exc:
+        except (DeltaError, pa.ArrowException) as exc:  # Arrow: a data file cut short, not Parquet
             first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
             raise LakeError(f"table {table!r} at {self.table_path(table)}: {what} ({first.strip()})") from None
 

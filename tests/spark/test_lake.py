@@ -380,3 +380,17 @@ def test_a_failed_write_stage_removes_the_files_no_table_committed(spark: SparkS
     assert all(left["links"]) and not any(left["peers"]) and not any(left["subs"])
     removed = len(snap.parts["peers"]) + len(snap.parts["subs"])
     assert any(f"failed; removed {removed} uncommitted file(s) of the snapshot" in line for line in said)
+
+
+def test_a_half_written_data_file_is_named_with_its_table(spark: SparkSession, lake: Lake) -> None:
+    """A data file the log names, cut short (a crash mid-write, a full disk): the driver's
+    snapshot read raised a bare ArrowInvalid, Spark SQL over the view a Python worker's
+    trace with no table in it."""
+    lake.write("peers", snapshot_rows("s1", DAY1)["peers"])
+    (data,) = Path(lake.table_path("peers")).rglob("*.parquet")
+    with data.open("r+b") as fh:
+        fh.truncate(100)
+    with pytest.raises(LakeError, match=rf"table 'peers' at {lake.table_path('peers')}: unreadable data .*{data.name}"):
+        lake.snapshot("s1", ["peers"])
+    with pytest.raises(Exception, match=rf"LakeError: table '{lake.table_path('peers')}' version 0: unreadable data"):
+        lake.read("peers").count()
