@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -293,7 +293,9 @@ class Rollout:
         """After a failed traffic, collect or write stage: delete the snapshot's files the
         executors wrote that no table committed (see Lake.discard_snapshot). Never raises."""
         o = self.outcome
-        dates = sorted({f"{o.started_at:%Y-%m-%d}", f"{datetime.now(UTC):%Y-%m-%d}"})
+        # the executors' clocks date their rows: a day either side of the run's
+        first, last = o.started_at.date() - timedelta(days=1), datetime.now(UTC).date() + timedelta(days=1)
+        dates = [f"{first + timedelta(days=d):%Y-%m-%d}" for d in range((last - first).days + 1)]
         deleted, errors = 0, []
         for table in SOURCES:
             try:

@@ -206,7 +206,7 @@ def test_a_failed_traffic_check_leaves_no_files_of_its_snapshot_in_the_lake(
     when one host failed (ENOSPC on a 120k lake, a node killed mid-collection) the others'
     files stayed in the table folders, uncommitted: 15 files that kept a full disk full.
     A table that committed a snapshot keeps its files."""
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime, timedelta
 
     from spark_app.jobs.collect import SOURCES
     from spark_app.jobs.errors import TrafficError
@@ -222,9 +222,10 @@ def test_a_failed_traffic_check_leaves_no_files_of_its_snapshot_in_the_lake(
     def traffic(self: Rollout) -> None:
         with self.stage("traffic"):
             sid = self.outcome.snapshot_id
-            for table, rows in snapshot_rows(sid, datetime.now(UTC)).items():
-                if table in SOURCES:  # what the executors write
-                    write_parts(self.lake.target(sid), table, rows, "0-0")  # one host's files
+            for slot, clock in enumerate((datetime.now(UTC), datetime.now(UTC) + timedelta(days=1))):
+                for table, rows in snapshot_rows(sid, clock).items():  # a host whose clock is a day ahead
+                    if table in SOURCES:  # what the executors write
+                        write_parts(self.lake.target(sid), table, rows, f"{slot}-0")
             raise TrafficError("traffic check failed: host 127.0.0.2: OSError: [Errno 28] No space left")
 
     monkeypatch.setattr(Rollout, "traffic", traffic)
