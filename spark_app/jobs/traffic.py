@@ -163,9 +163,14 @@ class _WebSocketClient:
 
 
 async def _connect(node: NodeRecord, via: str) -> _Client:
-    if via == VIA_NATS:
-        return await _NatsClient(f"nats://{node.bridge(VIA_NATS)}").open()
-    return await _WebSocketClient(node.admin).open()
+    """A client of `node`; a failure names the node (a stopped or killed daemon's port
+    alone left the operator to map it back)."""
+    try:
+        if via == VIA_NATS:
+            return await _NatsClient(f"nats://{node.bridge(VIA_NATS)}").open()
+        return await _WebSocketClient(node.admin).open()
+    except (TrafficError, OSError, TimeoutError) as exc:
+        raise TrafficError(f"node {node.node} (pid {node.pid}): {type(exc).__name__}: {exc}".rstrip(": ")) from None
 
 
 def _wait_interest(node: NodeRecord, routed_subject: str, wanted: set[str], deadline: float) -> None:

@@ -455,3 +455,11 @@ def test_the_traffic_checks_nats_client_gives_up_on_a_dead_node() -> None:
 
     with pytest.raises(TrafficError, match=f"cannot connect to NATS at nats://127.0.0.1:{port}"):
         asyncio.run(attempt())
+    # the stage's message names the node (a SIGSTOPped daemon: "cannot connect ... TimeoutError" only)
+    from spark_app.jobs.traffic import _connect
+
+    dead = NodeRecord("node2", 1, "127.0.0.1", "127.0.0.1:1", 4242, "", "", {"nats": f"127.0.0.1:{port}",
+                                                                           "web": f"127.0.0.1:{port}"})
+    for via in ("nats", "websocket"):
+        with pytest.raises(TrafficError, match=r"^node node2 \(pid 4242\): "):
+            asyncio.run(_connect(dead, via))
