@@ -55,6 +55,7 @@ _TOP_KEYS: Final = ("service", "topology", "nodes_per_host", "lake", "keys_dir",
                     "transports", "parameters", "timeouts", "traffic", "queries", "observers")
 _TRANSPORT_KINDS: Final = ("mesh", "web", *BRIDGE_KINDS)
 _TEXT_KEYS: Final = ("service", "topology", "lake", "keys_dir", "run_dir", "master")
+_PATH_KEYS: Final = ("lake", "run_dir", "topology")
 _TIMEOUTS: Final = {"start": "start_timeout_s", "converge": "converge_timeout_s", "traffic": "traffic_timeout_s"}
 
 
@@ -100,6 +101,10 @@ def _values(raw: Mapping[str, Any]) -> dict[str, Any]:
         values["ports"] = {k: _number(f"transports.{k}.port", (v or {}).get("port", 0), int, 0, 65535)
                            for k, v in transports.items()}
         values["bridges"] = tuple(k for k in BRIDGE_KINDS if k in transports)
+        fixed = [(port, kind) for kind, port in values["ports"].items() if port]
+        clash = sorted({f"{a} and {b} ({p})" for p, a in fixed for q, b in fixed if p == q and a < b})
+        if clash:  # every node's transports would collide at start (base + node index alike)
+            raise ValueError(f"transports: {', '.join(clash)} share a base port")
     if raw.get("parameters") is not None:
         values["parameters"] = _mapping(raw, "parameters")
     timeouts = _mapping(raw, "timeouts")
@@ -122,6 +127,9 @@ def _check(values: dict[str, Any]) -> None:
     for key in _TEXT_KEYS:
         if key in values and not isinstance(values[key], str):
             raise ValueError(f"{key}: must be text, got {values[key]!r}")
+        if key in _PATH_KEYS and key in values and not values[key].strip():
+            # '' was the current directory: the lake's tables written into it (the repository)
+            raise ValueError(f"{key}: must be a path, got {values[key]!r}")
     if "service" in values:
         try:
             check_name(values["service"], "service")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -176,6 +177,20 @@ def test_bad_flags_are_one_line_before_any_session(argv: list[str], says: str, t
     assert status == raims_rollout.EXIT_USAGE
     assert says.format(tmp=tmp_path) in err[-1] and "Traceback" not in "".join(err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.txt"]  # no lake, no run directory
+
+
+@pytest.mark.parametrize(("conf", "says"), [
+    ({"lake": ""}, "lake: must be a path, got ''"),
+    ({"run_dir": " "}, "run_dir: must be a path"),
+    ({"transports": {"web": {"port": 8000}, "nats": {"port": 8000}}}, "transports: nats and web (8000) share a base port"),
+])
+def test_config_values_that_cannot_work_are_refused(conf: dict[str, Any], says: str, tmp_path: Path) -> None:
+    """`lake: ''` was the current directory (tables written into the repository); two
+    transports on one base port collided in every node's start."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    with pytest.raises(PlanError, match=re.escape(says)):
+        load_settings(path)
 
 
 def test_format_table() -> None:
