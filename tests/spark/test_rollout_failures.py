@@ -235,3 +235,24 @@ def test_a_failed_traffic_check_leaves_no_files_of_its_snapshot_in_the_lake(
     sid = failed.value.outcome.snapshot_id
     assert [str(p) for p in Path(settings.lake).rglob(f"part-{sid}-*")] == [] and any(line.startswith("removed ") and "uncommitted file(s)" in line for line in said)
     assert DeltaTable(lake.table_path("peers")).to_pyarrow_table().num_rows == len(kept)
+
+
+def test_a_second_rollout_of_the_service_and_run_dir_at_once_is_refused_before_anything(
+        spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two `make run`s at once: each replaced the other's daemons and each teardown
+    stopped the other's; both failed ("another server is listening", "exited before it
+    was serving", one teardown listing 7 daemons of 4 nodes)."""
+    from spark_app.controller import run_lock
+    from spark_app.jobs.errors import DeployError
+
+    def planned(self: Rollout) -> None:
+        raise AssertionError("planned")
+
+    monkeypatch.setattr(Rollout, "plan", planned)
+    monkeypatch.setattr(Rollout, "_record", lambda self: pytest.fail("the refused run wrote a row"))
+    refused = pytest.raises(DeployError, match=rf"another rollout of service rtest .* is running \(pid {os.getpid()}")
+    with run_lock(settings.run_dir, settings.service), refused:  # while the first rollout runs
+        Rollout(settings, spark, say=lambda _: None).run()
+    monkeypatch.setattr(Rollout, "_record", lambda self: None)
+    with pytest.raises(RolloutFailed, match="planned"):  # once it ended, the next one runs
+        Rollout(settings, spark, say=lambda _: None).run()
