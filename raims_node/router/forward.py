@@ -247,8 +247,10 @@ class Forward:
 
     def _forward_mcast(self, data: bytes, hashes: SubjectHashes, path: int, now_ns: int) -> None:
         """Our own frame out on our tree for `path`, behind the floods held (batch.py)."""
-        self.st.floods_first(now_ns)
-        self._emit(self._forward_set(self.st.bridge, path, hashes.subject, hashes.full, now_ns), data)
+        st = self.st
+        st.floods_first(now_ns)
+        conns = self._forward_set(st.bridge, path, hashes.subject, hashes.full, now_ns)
+        self._emit(self.grace.own_set(st, conns, hashes.subject, data, now_ns), data)
 
     def _emit(self, conns: tuple[int, ...], data: bytes) -> int:
         """`data` out on each of `conns`, counted as forwarded; how many."""
@@ -267,11 +269,11 @@ class Forward:
         conns = self._forward_set(source, path, subject, h, now_ns)
         if came in conns:
             conns = tuple(c for c in conns if c != came)
-        if conns or st.converged and not self.grace.in_flux(now_ns) or source == st.bridge \
-                or subject.startswith(M_PREFIX):
+        if st.converged and not self.grace.in_flux(now_ns) or source == st.bridge or subject.startswith(M_PREFIX):
             return conns  # the usual case; our own frames and the pings keep to the tree
-        return self.grace.extra(st, (source, path, subject), came, data, now_ns,
-                                lambda: self._forward_set(st.bridge, path, subject, h, now_ns))
+        key = (source, path, subject)
+        return self.grace.with_half_links(st, conns, came, subject, data, now_ns, key) if conns else self.grace.extra(
+            st, key, came, data, now_ns, lambda: self._forward_set(st.bridge, path, subject, h, now_ns))
 
     def _forward_set(self, source: bytes, path: int, subject: bytes, h: int, now_ns: int) -> tuple[int, ...]:
         """Connections a multicast from `source` on `path` goes out on, pruned by the
@@ -446,7 +448,7 @@ class Forward:
                 groups.setdefault(sub.queue_marker or "", []).append(sub)
         if groups is not None:
             for marker, members in groups.items():
-                if self._queue_chosen(marker, source, seqno):
+                if queue_chosen(self.st, marker, source, seqno):
                     turn = self._queue_turn.get(marker, 0)
                     self._queue_turn[marker] = turn + 1
                     sub = members[turn % len(members)]
@@ -454,16 +456,16 @@ class Forward:
                     out.append(Deliver(sub.owner, sub.sid, subject, reply, payload, source, loss, headers))
         self.st.counters.delivered += n
 
-    def _queue_chosen(self, marker: str, source: bytes, seqno: int) -> bool:
-        """Whether this node delivers a message to its member of a queue group: every
-        node with members computes the same choice from the replicated subject lists,
-        so exactly one of them delivers (anycast to one member among all nodes)."""
-        st = self.st
-        nodes = sorted([st.bridge, *(b for b, p in st.peers.items() if marker in p.subjects)])
-        if len(nodes) == 1:
-            return True
-        pick = mmh3.hash(source + seqno.to_bytes(8, "big"), 0, False) % len(nodes)
-        return nodes[pick] == st.bridge
+
+def queue_chosen(st: NodeState, marker: str, source: bytes, seqno: int) -> bool:
+    """Whether this node delivers a message to its member of a queue group: every
+    node with members computes the same choice from the replicated subject lists,
+    so exactly one of them delivers (anycast to one member among all nodes)."""
+    nodes = sorted([st.bridge, *(b for b, p in st.peers.items() if marker in p.subjects)])
+    if len(nodes) == 1:
+        return True
+    pick = mmh3.hash(source + seqno.to_bytes(8, "big"), 0, False) % len(nodes)
+    return nodes[pick] == st.bridge
 
 
 def _body(head: Header) -> tuple[int, int]:

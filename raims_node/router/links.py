@@ -47,6 +47,9 @@ class Links:
         # the seqnos of auth frames sent to a bridge not yet a peer (the answer to its first
         # hello), logged when it becomes one (show inbox); bounded, the oldest bridge dropped
         self.auth_unlogged: dict[bytes, list[int]] = {}
+        # connections whose peer said BYE: until they close, the data frames it still
+        # relays (sent to it before its sources heard the BYE) are taken (Node._receive)
+        self.leaving: set[int] = set()
 
     # ------------------------------------------------------------------ connections
 
@@ -63,6 +66,7 @@ class Links:
     def on_disconnect(self, conn_id: int, now_ns: int) -> None:
         st = self.st
         conn = st.conns.pop(conn_id, None)
+        self.leaving.discard(conn_id)
         if conn is not None:
             st.events.add(now_ns, Ev.ON_SHUTDOWN, tport=conn.tport.name, user=st.name(conn.peer))
             if conn.peer is not None and conn.active:
@@ -113,6 +117,7 @@ class Links:
                 st.events.add(now_ns, Ev.RECV_BYE, tport=conn.tport.name, user=peer.user)
                 self.link_down(conn, now_ns, "bye")
                 self.remove_peer(b, now_ns, "bye")
+                self.leaving.add(conn.conn_id)
             elif not conn.active:
                 st.count_reject("not_authenticated")
             return

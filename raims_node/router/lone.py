@@ -102,7 +102,7 @@ class LonePath:
             local = st.subs.match(subject)
             if local:
                 forward._deliver(st.bridge, subject, seqno, local, payload, None, None, 0, no_echo)
-        conns = forward._forward_set(st.bridge, path, sub, h, now_ns)
+        conns = forward.grace.own_set(st, forward._forward_set(st.bridge, path, sub, h, now_ns), sub, frame, now_ns)
         counters.forwarded += len(conns)
         counters.frames_out += len(conns)
         return bytes(frame), conns

@@ -63,7 +63,7 @@ class ReorderHold:
                 return False
         elif key not in self.held and now_ns > self._flux_until_ns:
             return False
-        if not self.window.gap(source, subject, seqno, stamp):
+        if not (self.window.gap(source, subject, seqno, stamp) or self._unstarted(key, stamp)):
             return False
         held = self.held.setdefault(key, [])
         if len(held) >= HELD_LIMIT:  # too many wait: they go on first, their gap counted
@@ -74,6 +74,12 @@ class ReorderHold:
         if self._due_ns is not None and due < self._due_ns or len(self.held) == 1 and len(held) == 1:
             self._due_ns = due
         return True
+
+    def _unstarted(self, key: Key, stamp: int) -> bool:
+        """A stream's first frame here without a stamp (not its start), or one behind it:
+        the start may be on its way by the old route, and delivered after this one it
+        would be taken for a restart (seqwin.py)."""
+        return not stamp and not self.window.known(*key)
 
     def release(self, key: Key, now_ns: int, force: bool = False) -> None:
         """After a delivery on `key`: its held frames through delivery again, in sequence

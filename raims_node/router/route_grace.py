@@ -10,9 +10,10 @@ not stable until all peers have finished adjusting"; we decide that a relay must
 drop what is already on its way: for `ROUTE_GRACE_NS` after a change of the links
 (`Forward.watch_links`: from `Node._flush`, or from the cache rebuild that sees it
 first), a relayed frame that the new routes send nowhere goes out on the links of the
-last set that sent it somewhere (a link gone since is skipped). Every other frame keeps
-to the new routes: sending it on the old links too would give subscribers two copies
-(measured: 30-70 repeats in D's `show loss` per switch when both were used). This holds
+last set that sent it somewhere (a link gone since is skipped). A frame the new routes
+do send somewhere adds only the old links they dropped (below): sending it on all the
+old links too gave subscribers two copies (30-70 repeats in D's `show loss` per
+switch). This holds
 for a relay that subscribes too: a frame the source sent before it switched is on its
 way through here to the old subtree, and one it sent after looks the same, so those
 come twice for the grace (counted as repeats; the manual allows copies while the link
@@ -32,8 +33,20 @@ tests/sim/test_sim_route_change.py: 7 of 60 rejoins lost 18-668 messages at B). 
 only while the links change or the node is not converged: in a steady network a frame
 sent nowhere is a filter's false positive, and its subscribers have it already.
 Trees together can close a cycle, so a frame (by its MAC digest) takes these extra
-links at most once per node. A source's own frames follow its current routes only: it
-switches once, with no frame in flight behind it.
+links at most once per node.
+
+Since 2026-11-27 (a scan of many seeds per scenario, tests/sim/test_sim_route_change_kinds.py),
+while the links change or the node is not converged, also when the new routes do send
+the frame somewhere: a relayed frame goes on the links of its old set that the new one
+lacks (a relay whose tree shrank dropped what a source not yet switched sent for the
+part cut off: a seven-node ring lost 8 when a link came up), and every frame, our own
+too, goes on our *half links* whose neighbour's filter passes its subject: links whose
+far side has not reached our database, so that none of our trees crosses them while
+the source's, or the other relays', may (B, just joined, had no link record of D and
+sent C's frames for D only to A; D, the source, did not know C's side of a new C-D link
+while B routed C through it: 4-93 lost). Copies come both ways while the views differ;
+the subscribers count them as repeats and drop them. A half link to a neighbour whose
+filter is not known yet is not taken: B, joining, got every frame twice (80 repeats).
 """
 
 from __future__ import annotations
@@ -42,11 +55,13 @@ from collections.abc import Callable
 
 from raims_node.bloom import BloomFilter, SubjectHashes
 from raims_node.router.state import NodeState
+from raims_node.wire import subjects as S
 from raims_node.wire.frame import DIGEST_OFFSET
 
 ROUTE_GRACE_NS = 250_000_000  # a few link-state floods on a slow network; a LAN needs ms
 DIGEST_LEN = 16
 TAKEN_LIMIT = 65536  # digests remembered in one grace period (cleared past it)
+M_PREFIX = S.MCAST.encode()  # `_M.` subjects (pings) keep to the tree (router/forward.py)
 
 Key = tuple[bytes, int, bytes]  # (source, path, subject)
 
@@ -58,6 +73,7 @@ class RouteGrace:
         self.old: dict[Key, tuple[int, ...]] = {}
         self._until_ns = 0  # the end of the grace: the last change of the links + ROUTE_GRACE_NS
         self._taken: set[bytes] = set()  # digests of frames sent on old links
+        self._half: tuple[tuple[int, int], tuple[int, ...]] = ((-1, -1), ())  # (links version, conns): half links
 
     def started(self, now_ns: int) -> None:
         """The links changed at `now_ns`: the grace runs from then."""
@@ -85,9 +101,7 @@ class RouteGrace:
         else, unless a local subscription wants it, on our own tree toward the
         subscribers (our view of the source's links may lag the source's), else to the
         neighbours that want it. Each frame once per node."""
-        if now_ns > self._until_ns and self.old:
-            self.old = {}
-            self._taken.clear()
+        self._expire(now_ns)
         before = self.old.get(key)
         live = st.conns
         extra = tuple(c for c in before if c != came and c in live and live[c].active) if before else ()
@@ -97,26 +111,79 @@ class RouteGrace:
             extra = tuple(c for c in own_tree() if c != came)
         if not extra:
             extra = interested_neighbours(st, key[2], came)
-        if not extra:
-            return ()
+        extra += self.beyond_trees(st, extra, came, key[2])
+        return extra if extra and self._first_time(data) else ()
+
+    def own_set(self, st: NodeState, conns: tuple[int, ...], subject: bytes, data: bytes | bytearray,
+                now_ns: int) -> tuple[int, ...]:
+        """Where a frame of ours goes: on our tree (`conns`), and while the links change or
+        this node is not converged, on the `beyond_trees` links too (once per frame): the
+        others may route it by links we do not know of yet (module docstring)."""
+        if st.converged and now_ns > self._until_ns or subject.startswith(M_PREFIX):
+            return conns
+        return self.with_half_links(st, conns, -1, subject, data, now_ns)
+
+    def with_half_links(self, st: NodeState, conns: tuple[int, ...], came: int, subject: bytes,
+                        data: bytes | bytearray, now_ns: int, key: Key | None = None) -> tuple[int, ...]:
+        """`conns` and the `beyond_trees` links, and with `key` (a relayed frame) the live
+        links of its old set that `conns` lacks (asked while the links change or this
+        node is not converged; each frame once)."""
+        self._expire(now_ns)
+        extra = self.beyond_trees(st, conns, came, subject)
+        before = self.old.get(key) if key is not None and self.old else None
+        if before:
+            live = st.conns
+            extra += tuple(c for c in before if c != came and c not in conns and c not in extra
+                           and c in live and live[c].active)
+        return conns + extra if extra and self._first_time(data) else conns
+
+    def beyond_trees(self, st: NodeState, conns: tuple[int, ...], came: int, subject: bytes) -> tuple[int, ...]:
+        """Live links not in `conns` nor `came` that a frame may need beyond our trees: our
+        half links (the neighbour's side of the link has not reached our database, so none
+        of our trees crosses it, but the source's tree may pass it through us) to a
+        neighbour whose filter, known, passes `subject` (module docstring)."""
+        version = (st.db.links_version, len(st.conns))
+        if self._half[0] != version:
+            self._half = (version, half_links(st))
+        half = self._half[1]
+        if half:
+            wanted = interested_neighbours(st, subject, came, known=True)
+            half = tuple(c for c in half if c in wanted and c not in conns)
+        return half
+
+    def _expire(self, now_ns: int) -> None:
+        if now_ns > self._until_ns and self.old:
+            self.old = {}
+            self._taken.clear()
+
+    def _first_time(self, data: bytes | bytearray) -> bool:
+        """Whether the frame (by its MAC digest) takes extra links here for the first time."""
         digest = bytes(data[DIGEST_OFFSET:DIGEST_OFFSET + DIGEST_LEN])
         if digest in self._taken:  # it came around once already: no cycle through other trees
-            return ()
+            return False
         if len(self._taken) >= TAKEN_LIMIT:
             self._taken.clear()
         self._taken.add(digest)
-        return extra
+        return True
 
 
-def interested_neighbours(st: NodeState, subject: bytes, came: int) -> tuple[int, ...]:
-    """The live connections but `came` whose peer's filter passes `subject` or has not
-    arrived yet (the far side filters by its own subscriptions)."""
+def half_links(st: NodeState) -> tuple[int, ...]:
+    """The live connections whose peer's link records do not name us yet."""
+    me, db = st.bridge, st.db
+    return tuple(c.conn_id for c in st.conns.values() if c.active and c.peer is not None
+                 and not any(link.peer_bridge == me for link in db.links(c.peer)))
+
+
+def interested_neighbours(st: NodeState, subject: bytes, came: int, known: bool = False) -> tuple[int, ...]:
+    """The live connections but `came` whose peer's filter passes `subject` or, unless
+    `known`, has not arrived yet (the far side filters by its own subscriptions)."""
     hashes = SubjectHashes(subject)
     out = []
     for conn in st.conns.values():
         if conn.conn_id == came or not conn.active or conn.peer is None:
             continue
         peer = st.peers.get(conn.peer)
-        if peer is None or peer.bloom is None or isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes):
+        if (peer is None or peer.bloom is None) and not known \
+                or peer is not None and isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes):
             out.append(conn.conn_id)
     return tuple(out)

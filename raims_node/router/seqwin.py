@@ -14,7 +14,14 @@ a time stamp.
 A subscriber keeps, per (source, subject), the last sequence and the stamp of the
 stream, in the same kind of window. Decisions where the manual is vague:
 - A message with a stamp restarts the stream only when its stamp is newer than the
-  stamp the window holds (so a replayed stream start is a repeat, not a restart).
+  stamp the window holds (so a replayed stream start is a repeat, not a restart), and
+  its sequence is past the last one: a publisher starts a new
+  stream of a subject in a later frame than the one before (it forgets the subject only
+  after two window rotations of >= 10 s, a frame is 8.6 s), so a stamped sequence at or
+  below the last of its frame is the start of this stream come late (a subscriber whose
+  first message had no stamp holds 0; it came by a slower, older route): a repeat. It
+  restarted the count until 2026-11-27, and the messages after it were delivered twice
+  (a seven-node ring, a link up under a stream: 63 copies at one subscriber).
 - A first message without a stamp whose time frame starts before the last network
   convergence may have been preceded by lost messages; that loss cannot be counted,
   so it is delivered without a loss notification (as the reference does).
@@ -210,7 +217,7 @@ class SubWindow:
         if seqno == last + 1:
             entry.seqno = seqno
             return Verdict.OK, 0
-        if stamp and stamp > entry.stamp and time_frame(seqno) >= time_frame(last):
+        if stamp and stamp > entry.stamp and seqno > last:
             entry.seqno, entry.stamp = seqno, stamp
             return Verdict.RESTART, 0
         if seqno <= last:
@@ -227,7 +234,11 @@ class SubWindow:
         entry = self._w.get((source, subject), len(subject))
         if entry is None or seqno <= entry.seqno + 1:
             return False
-        return not (stamp and stamp > entry.stamp and time_frame(seqno) >= time_frame(entry.seqno))
+        return not (stamp and stamp > entry.stamp and seqno > entry.seqno)
+
+    def known(self, source: bytes, subject: str) -> bool:
+        """Whether a message of (source, subject) was received (the window has it)."""
+        return self._w.get((source, subject), len(subject)) is not None
 
     def check_run(self, source: bytes, subject: str, seqno: int, n: int, stamp: int,
                   now_ns: int) -> tuple[Verdict, int, int]:

@@ -44,7 +44,7 @@ from raims_node.wire import subjects as S
 
 NS = 1_000_000_000
 BCAST_SEEN_LIMIT = 16384
-INBOX_WINDOW = 64
+INBOX_WINDOW = 4096  # inbox seqnos a late one may trail by: a reply stream on the old path (below)
 INBOX_MASK = (1 << INBOX_WINDOW) - 1
 VERSION = "raims-0.1.0"
 OPT_ACK = 1  # frame header options (wire/frame.py Opt): receivers acknowledge

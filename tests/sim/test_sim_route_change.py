@@ -138,8 +138,9 @@ def _state(*ids: int, subscribed: bool = False, converged: bool = True) -> NodeS
     """What RouteGrace reads of a node: its connections, local subscriptions, convergence."""
     tport = Tport("t", 0, "tcp", (100,) * 4)
     subs = SimpleNamespace(match=lambda subject: [subject]) if subscribed else None
+    db = SimpleNamespace(links_version=0, links=lambda bridge: ())  # no records: every link is half (half_links)
     return cast(NodeState, SimpleNamespace(conns={i: Conn(i, tport, 0, active=True) for i in ids}, subs=subs,
-                                           converged=converged))
+                                           converged=converged, db=db, bridge=b"M" * 16))
 
 
 def _own_tree() -> tuple[int, ...]:
