@@ -47,7 +47,7 @@ class Links:
         # the seqnos of auth frames sent to a bridge not yet a peer (the answer to its first
         # hello), logged when it becomes one (show inbox); bounded, the oldest bridge dropped
         self.auth_unlogged: dict[bytes, list[int]] = {}
-        # connections whose peer said BYE: until they close, the data frames it still
+        # connections whose peer said BYE: until they close, the multicast and inbox frames it still
         # relays (sent to it before its sources heard the BYE) are taken (Node._receive)
         self.leaving: set[int] = set()
 

@@ -415,7 +415,7 @@ class Node:
                     frame.bridge):
                 st.inbox_accept(peer, seqno, now_ns, "u_inbox_auth")  # auth shares the inbox stream
             return
-        if (conn.peer is None or not conn.active) and not (head.msg_type == MsgType.MCAST
+        if (conn.peer is None or not conn.active) and not (head.msg_type in (MsgType.MCAST, MsgType.INBOX)
                                                           and conn.conn_id in self.links.leaving):
             st.counters.unauthenticated += 1
             st.count_reject("not_authenticated")

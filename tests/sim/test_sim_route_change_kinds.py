@@ -174,23 +174,26 @@ def test_replies_to_an_inbox_survive_a_shorter_route(creds: Callable[[str], Cred
 
 
 @pytest.mark.parametrize("cls", [SimNetwork, LoneSim])
+@pytest.mark.parametrize(("pub", "subject", "sub"), [("A", "data.x", "D"), ("D", "_INBOX.A1.x", "A")])
 def test_what_a_leaving_node_still_relays_after_its_bye_is_taken(creds: Callable[[str], Credentials],
-                                                                 cls: type[SimNetwork]) -> None:
-    """B says BYE while A streams to D through it; the frames A sent B before it heard the
-    BYE come to D after D heard it, on the link still open: D refused them as from an
-    unauthenticated link (each run lost them). Now taken until the link closes."""
+                                                                 cls: type[SimNetwork], pub: str, subject: str,
+                                                                 sub: str) -> None:
+    """B says BYE while A streams to D through it (or D replies to A's inbox); the frames
+    sent to B before its peers heard the BYE come to them after it, on the link still
+    open, and were refused as from an unauthenticated link (each run lost some). Now
+    multicast and inbox frames are taken on it until it closes."""
     net = cls(creds, seed=3)
     build(net, MANUAL)
-    net.subscribe("D", "data.x")
-    net.run_until(lambda: net.interest_known("D", "data.x"), timeout_ns=30 * NS)
+    net.subscribe(sub, subject)
+    net.run_until(lambda: net.interest_known(sub, subject), timeout_ns=30 * NS)
     sent: Stream = {}
     start = net.now
-    end = stream(net, {"A": ("data.x",)}, COUNT, 20 * US, sent)
+    end = stream(net, {pub: (subject,)}, COUNT, 20 * US, sent)
     net.at(start + 7 * MS, lambda: net.bye("B"))
-    settle_and_close(net, {"A": ("data.x",)}, end, sent)
-    assert problems(net, [("D", "data.x", "data.x")], sent) == {
+    settle_and_close(net, {pub: (subject,)}, end, sent)
+    assert problems(net, [(sub, subject, subject)], sent) == {
         "copies": 0, "disorder": 0, "missing": 0, "uncounted": 0}
-    assert net.nodes["D"].node.counters.unauthenticated == 0
+    assert net.nodes[sub].node.counters.unauthenticated + net.nodes["C"].node.counters.unauthenticated == 0
 
 
 def test_a_stream_start_that_comes_late_is_a_repeat_not_a_restart() -> None:
