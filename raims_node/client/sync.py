@@ -344,11 +344,7 @@ class Client:
         if not notice:
             return
         err = SlowConsumer(owner, pattern, subject, pending)
-        if self.error_cb is not None:
-            try:
-                self.error_cb(err)
-            except Exception:
-                log.exception("error callback failed")
+        if self._to_error_cb(err):
             return
         now = time.monotonic()
         if self._slow_logged_at is not None and now - self._slow_logged_at < SLOW_LOG_EVERY_S:
@@ -371,13 +367,18 @@ class Client:
                               "larger than this client's socket takes")
         else:
             err = ClientError("node error: " + payload.replace(b"\x00", b" ").decode(errors="replace"))
-        if self.error_cb is not None:
-            try:
-                self.error_cb(err)
-            except Exception:
-                log.exception("error callback failed")
-            return
-        log.warning("%s", err)
+        if not self._to_error_cb(err):
+            log.warning("%s", err)
+
+    def _to_error_cb(self, err: ClientError) -> bool:
+        """`err` to error_cb (reader thread); False when there is none."""
+        if self.error_cb is None:
+            return False
+        try:
+            self.error_cb(err)
+        except Exception:
+            log.exception("error callback failed")
+        return True
 
     def _check_open(self) -> None:
         if self._closed:
