@@ -398,6 +398,7 @@ class Rollout:
         s, o = self.settings, self.outcome
         local = is_local_master(o.master)
         try:
+            self.lake.check_writable()
             plan, _, parts = self.plan()
             self.start(plan, parts)
             self.converge()

@@ -40,6 +40,7 @@ Decisions where the issue is silent:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
@@ -100,6 +101,20 @@ class Lake:
         self._views: set[str] = set()
         if self.backend is Backend.DELTA_RS:
             datasource.register(spark)
+
+    def check_writable(self) -> None:
+        """A local lake directory is made and a file written in it, before a rollout starts
+        anything: a read-only or misplaced lake failed only at the first write, after the
+        daemons had started and converged (~20 s). A URL's lake is the cluster's to check."""
+        if "://" in self.path or self.path.startswith("dbfs:"):
+            return
+        try:
+            Path(self.path).mkdir(parents=True, exist_ok=True)
+            probe = Path(self.path) / f".write-probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise LakeError(f"lake {self.path} cannot be written: {exc.strerror or exc}") from None
 
     def table_path(self, table: str) -> str:
         return f"{self.path.rstrip('/')}/{table}"

@@ -200,6 +200,21 @@ def test_a_run_whose_rollouts_row_cannot_be_written_fails(
     assert failed.value.outcome.status == "failed"
 
 
+def test_a_lake_that_cannot_be_written_fails_the_run_before_anything_starts(
+        spark: SparkSession, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only or misplaced lake failed only at the first write, after the daemons had
+    started and converged (~20 s). (A file in the way: root ignores read-only modes.)"""
+    (tmp_path / "in_the_way").write_text("")
+    misplaced = replace(settings, lake=str(tmp_path / "in_the_way" / "lake"))
+
+    def planned(self: Rollout) -> None:
+        raise AssertionError("the rollout went on to plan")
+
+    monkeypatch.setattr(Rollout, "plan", planned)
+    with pytest.raises(RolloutFailed, match=r"lake .*in_the_way/lake cannot be written: Not a directory"):
+        Rollout(misplaced, spark, say=lambda _: None).run()
+
+
 def test_a_failed_traffic_check_leaves_no_files_of_its_snapshot_in_the_lake(
         spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     """The traffic check's tasks write the snapshot's files before the check is judged;
