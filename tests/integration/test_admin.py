@@ -94,7 +94,7 @@ async def _ws_pubsub(pub_addr: str, sub_addr: str) -> list[dict[str, object]]:
         for i in range(20):
             await pub.send_json({"pub": "RSF.IBM.N", "data": f"m{i}"})
             await pub.receive_json(timeout=5)
-        while len(got) < 21:
+        while sum(1 for m in got if not str(m["data"]).startswith("probe")) < 20:
             got.append(await sub.receive_json(timeout=5))
         return got
 
@@ -114,7 +114,9 @@ def test_publish_at_a_reaches_a_subscriber_at_d(abcd_web: dict[str, NodeProc]) -
     assert asyncio.run(_ws_origin(addr, "http://evil.example")) == 403  # another site's page
     assert asyncio.run(_ws_origin(addr, f"http://{addr}")) == 101  # the node's own pages
     got = asyncio.run(_ws_pubsub(web_addr(abcd_web["A"]), web_addr(abcd_web["D"])))
-    assert [m["data"] for m in got[1:]] == [f"m{i}" for i in range(20)]
+    # a probe may come after its 0.2 s wait: right after a link change, the first frame of
+    # a stream seen without its start waits for it (router/reorder.py)
+    assert [m["data"] for m in got if not str(m["data"]).startswith("probe")] == [f"m{i}" for i in range(20)]
     assert all(m["subject"] == "RSF.IBM.N" and m["loss"] == 0 for m in got)
     _, rows = get_json(web_addr(abcd_web["B"]), "show poll")  # B routed them, with the heartbeats
     [row] = rows  # type: ignore[misc]
