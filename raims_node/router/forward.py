@@ -27,7 +27,7 @@ from raims_node.router.localsubs import LocalSub
 from raims_node.router.messages import MalformedMessage, get_int
 from raims_node.router.peer import Peer
 from raims_node.router.reorder import ReorderHold
-from raims_node.router.route_grace import RouteGrace
+from raims_node.router.route_grace import M_PREFIX, RouteGrace
 from raims_node.router.seqwin import Verdict
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, Conn, NodeState
 from raims_node.wire import (
@@ -53,7 +53,6 @@ MPing = Callable[[bytes, int, int, str, int], None]  # (source, stamp, token, tp
 FORWARD_CACHE_LIMIT = 65536
 PUBLISH_CACHE_LIMIT = 65536  # subjects whose bytes, hashes and path are kept for publishing
 ANYCAST_HOPS = 4  # nodes an anycast frame may try before it is dropped
-M_PREFIX = S.MCAST.encode()  # `_M.` subjects reach every node of the tree, unpruned
 M_PING = S.M_PING.encode()
 
 

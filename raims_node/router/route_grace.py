@@ -61,7 +61,7 @@ from raims_node.wire.frame import DIGEST_OFFSET
 ROUTE_GRACE_NS = 250_000_000  # a few link-state floods on a slow network; a LAN needs ms
 DIGEST_LEN = 16
 TAKEN_LIMIT = 65536  # digests remembered in one grace period (cleared past it)
-M_PREFIX = S.MCAST.encode()  # `_M.` subjects (pings) keep to the tree (router/forward.py)
+M_PREFIX = S.MCAST.encode()  # `_M.` subjects (pings) reach every node of the tree, unpruned, and keep to it
 
 Key = tuple[bytes, int, bytes]  # (source, path, subject)
 
@@ -102,9 +102,7 @@ class RouteGrace:
         subscribers (our view of the source's links may lag the source's), else to the
         neighbours that want it. Each frame once per node."""
         self._expire(now_ns)
-        before = self.old.get(key)
-        live = st.conns
-        extra = tuple(c for c in before if c != came and c in live and live[c].active) if before else ()
+        extra = self._live_old(st, self.old.get(key), came, ())
         if not extra:
             if st.subs and st.subs.match(key[2].decode("utf-8", "surrogateescape")):
                 return ()  # no old route: it came for the subscriber here
@@ -130,12 +128,17 @@ class RouteGrace:
         node is not converged; each frame once)."""
         self._expire(now_ns)
         extra = self.beyond_trees(st, conns, came, subject)
-        before = self.old.get(key) if key is not None and self.old else None
-        if before:
-            live = st.conns
-            extra += tuple(c for c in before if c != came and c not in conns and c not in extra
-                           and c in live and live[c].active)
+        if key is not None and self.old:
+            extra += self._live_old(st, self.old.get(key), came, conns + extra)
         return conns + extra if extra and self._first_time(data) else conns
+
+    @staticmethod
+    def _live_old(st: NodeState, before: tuple[int, ...] | None, came: int,
+                  taken: tuple[int, ...]) -> tuple[int, ...]:
+        """The links of an old set `before` that are still up, but `came` and those `taken`."""
+        live = st.conns
+        return tuple(c for c in before if c != came and c not in taken and c in live and live[c].active) \
+            if before else ()
 
     def beyond_trees(self, st: NodeState, conns: tuple[int, ...], came: int, subject: bytes) -> tuple[int, ...]:
         """Live links not in `conns` nor `came` that a frame may need beyond our trees: our
