@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 import mmh3
 
-from raims_node.bloom import BloomFilter, SubjectHashes
+from raims_node.bloom import SubjectHashes
 from raims_node.linkstate.routes import path_for_hash
 from raims_node.router.actions import Deliver, DeliverRun, Send
 from raims_node.router.cache_stats import CacheStats
@@ -150,7 +150,7 @@ class Forward:
         manual's `_I.<bridge>.any`; `_pick`); False when no untried node matches."""
         st = self.st
         nodes = sorted(b for b, p in st.peers.items()
-                       if b not in tried and isinstance(p.bloom, BloomFilter) and p.bloom.might_match(hashes))
+                       if b not in tried and p.filter_passes(hashes))
         if not nodes:
             st.counters.no_route += 1
             return False
@@ -296,9 +296,7 @@ class Forward:
 
             def matches(b: bytes) -> bool:
                 peer = st.peers.get(b)  # no filter yet (a joining node, a new link): send, the far side filters
-                if subject.startswith(M_PREFIX) or peer is None or peer.bloom is None:
-                    return True
-                return isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes)
+                return subject.startswith(M_PREFIX) or peer is None or peer.filter_passes(hashes) is not False
 
             out = []
             for link in st.routes.forward_links(source, path, matches):

@@ -205,8 +205,7 @@ class Interest:
     def interest(self, subject: str) -> tuple[int, int]:
         """(local subscriptions, remote nodes) a message on `subject` would reach."""
         hashes = SubjectHashes(subject.encode("utf-8", "surrogateescape"))
-        remote = sum(1 for p in self.st.peers.values()
-                     if isinstance(p.bloom, BloomFilter) and p.bloom.might_match(hashes))
+        remote = sum(1 for p in self.st.peers.values() if p.filter_passes(hashes))
         return len(self.st.subs.match(subject)), remote
 
 

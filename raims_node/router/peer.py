@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from raims_node.bloom import BloomFilter, SubjectHashes
 from raims_node.router.seqwin import LossCounters
 
 INBOX_TYPES_KEPT = 32  # show inbox: the manual's "last 32 system RPC messages" each way
@@ -57,3 +58,11 @@ class Peer:
     skew_ns: int = 0  # the same from its last heartbeat on our own link
     loss: LossCounters = field(default_factory=LossCounters)
     zombie_since_ns: int = 0
+
+    def filter_passes(self, hashes: SubjectHashes) -> bool | None:
+        """Whether the replica of its bloom filter passes a subject; None while it has not
+        arrived (callers decide: a tree counts the peer as interested, the far side filters)."""
+        bloom = self.bloom
+        if bloom is None:
+            return None
+        return isinstance(bloom, BloomFilter) and bloom.might_match(hashes)

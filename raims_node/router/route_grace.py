@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from raims_node.bloom import BloomFilter, SubjectHashes
+from raims_node.bloom import SubjectHashes
 from raims_node.router.state import NodeState
 from raims_node.wire import subjects as S
 from raims_node.wire.frame import DIGEST_OFFSET
@@ -186,7 +186,7 @@ def interested_neighbours(st: NodeState, subject: bytes, came: int, known: bool 
         if conn.conn_id == came or not conn.active or conn.peer is None:
             continue
         peer = st.peers.get(conn.peer)
-        if (peer is None or peer.bloom is None) and not known \
-                or peer is not None and isinstance(peer.bloom, BloomFilter) and peer.bloom.might_match(hashes):
+        passes = None if peer is None else peer.filter_passes(hashes)
+        if passes or passes is None and not known:
             out.append(conn.conn_id)
     return tuple(out)

@@ -21,6 +21,7 @@ import pytest
 from raims_node.bloom import BloomFilter
 from raims_node.crypto.credentials import Credentials
 from raims_node.router.node import NS
+from raims_node.router.peer import Peer
 from raims_node.router.route_grace import ROUTE_GRACE_NS, RouteGrace
 from raims_node.router.sim import MS, Jitter, SimNetwork
 from raims_node.router.state import Conn, NodeState, Tport
@@ -217,7 +218,7 @@ def test_when_no_tree_reaches_a_subscriber_its_neighbours_that_want_the_frame_ge
         st.conns[conn_id].peer = peer
     st.conns[5].active = False
     blooms = {b"P" * 16: wants, b"Q" * 16: not_this, b"R" * 16: None, b"S" * 16: wants, b"T" * 16: wants}
-    st.peers = {b: SimpleNamespace(bloom=bloom) for b, bloom in blooms.items()}  # type: ignore[misc]
+    st.peers = {b: Peer(b, "u", 0, bloom=bloom) for b, bloom in blooms.items()}
     grace = RouteGrace()
     assert grace.extra(st, KEY, 4, _frame(b"o" * 16), 1, lambda: ()) == (1, 3)
     assert grace.extra(st, KEY, 4, _frame(b"o" * 16), 2, lambda: ()) == ()
