@@ -17,8 +17,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-import mmh3
-
 from raims_node.bloom import SubjectHashes
 from raims_node.linkstate.routes import path_for_hash
 from raims_node.router.actions import Deliver, DeliverRun, Send
@@ -26,6 +24,7 @@ from raims_node.router.cache_stats import CacheStats
 from raims_node.router.localsubs import LocalSub
 from raims_node.router.messages import MalformedMessage, get_int
 from raims_node.router.peer import Peer
+from raims_node.router.queue_choice import queue_chosen
 from raims_node.router.reorder import ReorderHold
 from raims_node.router.route_grace import M_PREFIX, RouteGrace
 from raims_node.router.seqwin import Verdict
@@ -452,17 +451,6 @@ class Forward:
                     n += 1
                     out.append(Deliver(sub.owner, sub.sid, subject, reply, payload, source, loss, headers))
         self.st.counters.delivered += n
-
-
-def queue_chosen(st: NodeState, marker: str, source: bytes, seqno: int) -> bool:
-    """Whether this node delivers a message to its member of a queue group: every
-    node with members computes the same choice from the replicated subject lists,
-    so exactly one of them delivers (anycast to one member among all nodes)."""
-    nodes = sorted([st.bridge, *(b for b, p in st.peers.items() if marker in p.subjects)])
-    if len(nodes) == 1:
-        return True
-    pick = mmh3.hash(source + seqno.to_bytes(8, "big"), 0, False) % len(nodes)
-    return nodes[pick] == st.bridge
 
 
 def _body(head: Header) -> tuple[int, int]:

@@ -85,6 +85,7 @@ class Links:
             self.heartbeat(now_ns)
 
     def shutdown(self, now_ns: int) -> None:
+        self.st.said_bye = True
         for conn in self.st.conns.values():
             if conn.active:
                 self.st.send_signed(conn, S.X_BYE, [(Fid.TIME, now_ns)], MsgType.HEARTBEAT)

@@ -177,6 +177,7 @@ class NodeState:
         self.filters_version = 0  # bumped whenever a peer's filter changes
         self.out: list[Action] = []
         self.converged = True
+        self.said_bye = False  # shutdown sent _X.BYE: peers drop our queue members (router/queue_choice.py)
         self.converge_ns = now_ns
         self.unconverged_since_ns = now_ns
         self.change_reason = "startup"
