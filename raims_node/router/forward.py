@@ -24,7 +24,7 @@ from raims_node.router.cache_stats import CacheStats
 from raims_node.router.localsubs import LocalSub
 from raims_node.router.messages import MalformedMessage, get_int
 from raims_node.router.peer import Peer
-from raims_node.router.queue_choice import queue_chosen
+from raims_node.router.queue_choice import QueueTurns
 from raims_node.router.reorder import ReorderHold
 from raims_node.router.route_grace import M_PREFIX, RouteGrace
 from raims_node.router.seqwin import Verdict
@@ -75,7 +75,7 @@ class Forward:
         self.reorder = ReorderHold(st.sub_window, self._redeliver)  # frames ahead of a gap wait
         self._links_seen = st.db.links_version
         self._published: dict[str, tuple[bytes, SubjectHashes, int, int]] = {}
-        self._queue_turn: dict[str, int] = {}
+        self._queues = QueueTurns()
 
     # ------------------------------------------------------------------ publish
 
@@ -172,12 +172,24 @@ class Forward:
             st.counters.bad_mac += 1
             return
         subject = head.subject.decode("utf-8", "surrogateescape")
+        subs = st.subs.match(subject) if not is_inbox_reply(subject) else None
+        if subs:  # `any S M`: delivered even after a later one (see _deliver_share)
+            return self._deliver_share(head.bridge, subject, inner, subs, now_ns)
         if self._deliver_local(head.bridge, subject, inner, now_ns, own=False):
             return
         hops = get_int(d, Fid.REF_CNT) + 1
         if hops < ANYCAST_HOPS:
             self.anycast(inner, SubjectHashes(head.subject, head.subject_hash),
                          {st.bridge, head.bridge, peer.bridge}, now_ns, hops)
+
+    def _deliver_share(self, source: bytes, subject: str, frame: bytes, subs: Sequence[LocalSub],
+                       now_ns: int) -> None:
+        """An `any S M` message: one node gets each, on an inbox stream checked for
+        replays, so one that comes after a later one (routes changed) is delivered late,
+        not dropped as a repeat (the subscription window keeps the later one)."""
+        msg = decode_message_fields(frame, *_body(peek(frame)))
+        self.st.sub_window.check(source, subject, msg.seqno, msg.stamp, now_ns)
+        self._deliver(source, subject, msg.seqno, subs, msg.payload, msg.reply, msg.headers, 0, None)
 
     # ------------------------------------------------------------------ receive
 
@@ -444,12 +456,10 @@ class Forward:
                 groups.setdefault(sub.queue_marker or "", []).append(sub)
         if groups is not None:
             for marker, members in groups.items():
-                if queue_chosen(self.st, marker, source, seqno):
-                    turn = self._queue_turn.get(marker, 0)
-                    self._queue_turn[marker] = turn + 1
-                    sub = members[turn % len(members)]
+                member = self._queues.pick(self.st, marker, members, source, seqno)
+                if member is not None:
                     n += 1
-                    out.append(Deliver(sub.owner, sub.sid, subject, reply, payload, source, loss, headers))
+                    out.append(Deliver(member.owner, member.sid, subject, reply, payload, source, loss, headers))
         self.st.counters.delivered += n
 
 

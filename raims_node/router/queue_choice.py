@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import mmh3
 
+from raims_node.router.localsubs import LocalSub
 from raims_node.router.state import NodeState
 
 
@@ -40,6 +41,21 @@ def queue_chosen(st: NodeState, marker: str, source: bytes, seqno: int) -> bool:
         if marker in peer.subjects and (st.said_bye or weight(bridge, key) > mine):
             return False
     return True
+
+
+class QueueTurns:
+    """Which of this node's members of a group gets the next message chosen here (in turn)."""
+
+    def __init__(self) -> None:
+        self._turn: dict[str, int] = {}
+
+    def pick(self, st: NodeState, marker: str, members: list[LocalSub], source: bytes, seqno: int) -> LocalSub | None:
+        """The member that gets a message, or None when another node delivers it."""
+        if not queue_chosen(st, marker, source, seqno):
+            return None
+        turn = self._turn.get(marker, 0)
+        self._turn[marker] = turn + 1
+        return members[turn % len(members)]
 
 
 def chosen_node(members: list[bytes], source: bytes, seqno: int) -> bytes:
