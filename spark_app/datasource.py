@@ -142,14 +142,33 @@ class DeltaReader(DataSourceReader):
             ) from None
 
 
+OPTIONS: Final = ("path", "version")
+
+
+def check_options(options: Any) -> None:
+    """LakeError naming an option the source does not take (compared without case, as
+    Spark passes keys lowercased) and the valid ones: `OPTIONS (path '...', verison '3')`
+    read the current version without a word."""
+    import difflib
+
+    for key in options:
+        if str(key).lower() not in OPTIONS:
+            close = difflib.get_close_matches(str(key).lower(), OPTIONS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise LakeError(f"data source {SOURCE_NAME}: unknown option {key!r}{hint}; "
+                            f"valid options: {', '.join(OPTIONS)}")
+
+
 class RaimsDeltaSource(DataSource):
-    """Options: `path` (required), `version` (optional: read that version of the table)."""
+    """Options: `path` (required), `version` (optional: read that version of the table);
+    any other is refused (`check_options`)."""
 
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
 
     def _path(self) -> str:
+        check_options(self.options)
         path = self.options.get("path")
         if not path:
             raise LakeError(f"data source {SOURCE_NAME} needs OPTIONS (path '<delta table>')")
@@ -157,7 +176,16 @@ class RaimsDeltaSource(DataSource):
 
     def _version(self) -> int | None:
         version = self.options.get("version")
-        return None if version is None else int(version)
+        if version is None:
+            return None
+        try:
+            number = int(str(version).strip())
+        except ValueError:
+            number = -1
+        if number < 0:
+            raise LakeError(f"data source {SOURCE_NAME}: version {version!r} is not a table version "
+                            "(a whole number, 0 or more)")
+        return number
 
     def _arrow_schema(self, table: Any) -> pa.Schema:
         return spark_arrow_schema(pa.schema(table.schema().to_arrow()))

@@ -21,7 +21,10 @@ reader turns back into the schema's types; a message that is not a JSON object f
 the query with its subject and start); `raw`: the reader
 gives `subject string, payload binary` rows and the writer publishes a `payload`
 binary column as it is, a string one as UTF-8, null as empty; a raw reader has no
-other schema, a raw writer needs that column: both are checked when the query starts).
+other schema, a raw writer needs that column: both are checked when the query starts),
+and for the reader `maxBufferedMessages` / `maxBufferedBytes` (below). Any other option
+(a typo: `subjct`) fails the query when it starts, naming the option and the valid ones;
+Spark's own `checkpointLocation` is taken on the writer.
 
 Delivery guarantee and offsets (decisions):
 - The stream reader subscribes when the query starts (on the driver, in the Python
@@ -36,6 +39,20 @@ Delivery guarantee and offsets (decisions):
   message its own subscription received, whatever the old count was.
 - The reader's client asks the node for `blocking/hard/block` so that a slow driver
   holds local publishers instead of losing messages.
+- Bounded buffer, with backpressure (decision: a streaming user expects a source to lag,
+  as a Kafka source does, not to lose records it has taken). At most `maxBufferedMessages`
+  (default 50,000) messages and `maxBufferedBytes` (default 32 MiB of payload and subject
+  bytes; a larger message is taken alone) wait for a batch, and a batch takes at most as
+  much; Spark commits batch N when it plans batch N+1, so the reader holds at most three
+  times the limits. When the limit is reached its callback waits for Spark's next batch
+  (it never waits for a commit: Spark plans that batch only from messages past the last
+  one, so waiting for the commit was a deadlock): the client's reader thread stops
+  reading, and the node's flood control holds local publishers (their publish blocks)
+  and queues what comes from other nodes, up to its block cap (64 MiB, sbus_proto), past
+  which it cuts this reader like any slow consumer. Visible: each episode is logged once
+  on `raims.spark.stream` (WARNING, at most every 10 s, with the episodes in between
+  counted), and `RaimsStreamReader.stats()` counts episodes and seconds held. Before,
+  the buffer grew without limit with a fast publisher and a slow micro-batch.
 - The stream writer and `publish_partition` publish each row of a task once and flush
   before the task ends; a task that Spark retries publishes its rows again (at least
   once under task retries).
@@ -46,8 +63,11 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import difflib
 import json
+import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -87,7 +107,15 @@ if TYPE_CHECKING:
 SOURCE_NAME: Final = "raims"
 RAW_SCHEMA: Final = "subject string, payload binary"
 READER_FLOOD: Final = ("blocking/soft/queue", "blocking/hard/block")
-MAX_BATCH_ROWS: Final = 200_000
+DEFAULT_MAX_BUFFERED_MESSAGES: Final = 50_000
+DEFAULT_MAX_BUFFERED_BYTES: Final = 32 * 1024 * 1024
+HELD_LOG_EVERY_S: Final = 10.0
+# the options each side takes, as Spark spells them to the user (it lowercases the keys)
+COMMON_OPTIONS: Final = ("subject", "node", "path", "format")
+READER_OPTIONS: Final = (*COMMON_OPTIONS, "maxBufferedMessages", "maxBufferedBytes")
+WRITER_OPTIONS: Final = (*COMMON_OPTIONS, "checkpointLocation")
+
+log = logging.getLogger("raims.spark.stream")
 
 
 def _client(node: str | None, path: str | None = None, flood: tuple[str, ...] = ()) -> Client:
@@ -232,15 +260,45 @@ def check_subject(subject: str, publish: bool) -> None:
 # ---------------------------------------------------------------- the data source
 
 
+def check_options(options: dict[str, str], valid: tuple[str, ...], what: str) -> None:
+    """ValueError naming the first option not in `valid` (compared without case, as Spark
+    passes keys lowercased), the closest valid one and all of them: a typo such as
+    `subjct` was ignored without a word."""
+    known = {v.lower(): v for v in valid}
+    for key in options:
+        if key.lower() not in known:
+            close = difflib.get_close_matches(key.lower(), list(known), n=1)
+            hint = f" (did you mean {known[close[0]]!r}?)" if close else ""
+            raise ValueError(f"{what}: unknown option {key!r}{hint}; valid options: {', '.join(valid)}")
+
+
+def _positive_int(options: dict[str, str], name: str, default: int) -> int:
+    text = options.get(name.lower())
+    if text is None:
+        return default
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"raims option {name} {text!r}: a whole number of at least 1")
+    return value
+
+
 @dataclass
 class _Options:
     subject: str
     node: str | None
     format: str
     path: str | None
+    max_messages: int = DEFAULT_MAX_BUFFERED_MESSAGES
+    max_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
 
     @classmethod
     def of(cls, options: dict[str, str], publish: bool) -> _Options:
+        options = {k.lower(): v for k, v in options.items()}
+        check_options(options, WRITER_OPTIONS if publish else READER_OPTIONS,
+                      "the raims stream writer" if publish else "the raims stream reader")
         subject = options.get("subject")
         if not subject:
             raise ValueError("the raims source needs .option('subject', ...)")
@@ -248,7 +306,9 @@ class _Options:
         fmt = options.get("format", "json")
         if fmt not in ("json", "raw"):
             raise ValueError(f"raims format {fmt!r}: json or raw")
-        return cls(subject, options.get("node") or None, fmt, options.get("path") or None)
+        return cls(subject, options.get("node") or None, fmt, options.get("path") or None,
+                   _positive_int(options, "maxBufferedMessages", DEFAULT_MAX_BUFFERED_MESSAGES),
+                   _positive_int(options, "maxBufferedBytes", DEFAULT_MAX_BUFFERED_BYTES))
 
 
 class RaimsDataSource(DataSource):
@@ -284,9 +344,17 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
         self.opts = opts
         self.schema = schema
         self._row = _struct_converter(schema)
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # notified when a commit frees room, or on stop
         self._rows: list[Message] = []
         self._base = 0  # offset of self._rows[0]
+        self._bytes = 0  # payload and subject bytes in self._rows
+        self._handed = 0  # offset up to which read() put the messages in a batch
+        self._pending_bytes = 0  # bytes of the messages past self._handed
+        self._stopped = False
+        self._held = 0  # episodes the buffer was full and the callback waited
+        self._held_s = 0.0
+        self._logged_at: float | None = None
+        self._unlogged = 0
         self._client: Client | None = None
         self._run = uuid.uuid4().hex  # offsets of other runs (a restart) count other messages
 
@@ -299,13 +367,59 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
 
     def _start(self) -> None:
         if self._client is None:
+            self._stopped = False
             self._client = _client(self.opts.node, self.opts.path, READER_FLOOD)
             self._client.subscribe(self.opts.subject, callback=self._on_msg)
             self._client.flush()
 
+    def _pending(self) -> int:
+        return self._base + len(self._rows) - max(self._handed, self._base)
+
+    def _full(self, size: int) -> bool:
+        """No room for a message of `size` bytes among those no batch has taken yet (the
+        limits leave out the batches Spark read: it commits batch N only once it has
+        planned batch N+1, which needs messages past N)."""
+        pending = self._pending()
+        return pending > 0 and (pending >= self.opts.max_messages
+                                or self._pending_bytes + size > self.opts.max_bytes)
+
     def _on_msg(self, msg: Message) -> None:
-        # the reader thread only appends (decoding waits for the batch that reads it)
-        self._rows.append(msg)
+        # the reader thread only appends (decoding waits for the batch that reads it); a
+        # full buffer holds the thread, so the node holds the publishers (module docstring)
+        size = len(msg.payload) + len(msg.subject)
+        with self._lock:
+            if self._full(size) and not self._stopped:
+                since = time.monotonic()
+                self._held += 1
+                self._log_held(since)
+                while self._full(size) and not self._stopped:
+                    self._lock.wait(1.0)
+                self._held_s += time.monotonic() - since
+            if self._stopped:
+                return
+            self._rows.append(msg)
+            self._bytes += size
+            self._pending_bytes += size
+
+    def _log_held(self, now: float) -> None:
+        if self._logged_at is not None and now - self._logged_at < HELD_LOG_EVERY_S:
+            self._unlogged += 1
+            return
+        more = f" ({self._unlogged} more episode(s) since the last notice)" if self._unlogged else ""
+        log.warning("raims reader on %r: buffer full (%d messages, %d bytes; maxBufferedMessages %d, "
+                    "maxBufferedBytes %d): holding the node until Spark's next batch; local "
+                    "publishers wait, messages from other nodes queue on the node%s",
+                    self.opts.subject, self._pending(), self._pending_bytes, self.opts.max_messages,
+                    self.opts.max_bytes, more)
+        self._logged_at, self._unlogged = now, 0
+
+    def stats(self) -> dict[str, float]:
+        """Messages and bytes held (`messages`, `bytes`: until committed; `pending`,
+        `pending_bytes`: not in a batch yet, what the limits bound), and the backpressure
+        so far: `held` episodes of a full buffer, `held_s` seconds of the ended ones."""
+        with self._lock:
+            return {"messages": len(self._rows), "bytes": self._bytes, "pending": self._pending(),
+                    "pending_bytes": self._pending_bytes, "held": self._held, "held_s": round(self._held_s, 3)}
 
     def _decode(self, msgs: list[Message]) -> Iterator[tuple[Any, ...]]:
         if self.opts.format == "raw":
@@ -338,9 +452,20 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
         self._start()
         with self._lock:
             # an earlier run's offset (a restart): from the first message of this run
-            begin = int(start["offset"]) if self._ours(start) else self._base
-            end = min(self._base + len(self._rows), begin + MAX_BATCH_ROWS)
-            rows = self._rows[begin - self._base:end - self._base]
+            begin = max(int(start["offset"]) if self._ours(start) else self._base, self._base)
+            rows: list[Message] = []
+            size = 0
+            for m in self._rows[begin - self._base:begin - self._base + self.opts.max_messages]:
+                size += len(m.payload) + len(m.subject)
+                if rows and size > self.opts.max_bytes:
+                    break
+                rows.append(m)
+            end = begin + len(rows)
+            if end > self._handed:  # these are in a batch now: room for as many
+                taken = self._rows[max(self._handed, self._base) - self._base:end - self._base]
+                self._pending_bytes -= sum(len(m.payload) + len(m.subject) for m in taken)
+                self._handed = end
+                self._lock.notify_all()
         return iter(list(self._decode(rows))), self._offset(end)
 
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
@@ -360,10 +485,19 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
         stop = int(end["offset"])
         with self._lock:
             drop = max(0, min(stop - self._base, len(self._rows)))
+            self._bytes -= sum(len(m.payload) + len(m.subject) for m in self._rows[:drop])
+            if stop > self._handed:  # committed without a read of ours (not in one run)
+                self._pending_bytes -= sum(len(m.payload) + len(m.subject)
+                                           for m in self._rows[max(self._handed, self._base) - self._base:drop])
+                self._handed = self._base + drop
             del self._rows[:drop]
             self._base += drop
+            self._lock.notify_all()
 
     def stop(self) -> None:
+        with self._lock:  # a callback waiting for room lets the client's reader thread go
+            self._stopped = True
+            self._lock.notify_all()
         if self._client is not None:
             self._client.close()
             self._client = None
