@@ -56,6 +56,7 @@ from spark_app.jobs.hosts import TaskHost, executor_hosts
 from spark_app.jobs.teardown import Stopped, stop_on_host, teardown
 from spark_app.jobs.traffic import VIA_NATS, VIA_WEBSOCKET, TrafficResult, TrafficSettings, traffic
 from spark_app.lake import Lake
+from spark_app.runlock import run_lock
 from spark_app.session import is_local_master
 from spark_app.settings import Settings
 
@@ -386,11 +387,14 @@ class Rollout:
 
     # ------------------------------------------------------------------ the run
 
-    def run(self) -> Outcome:
+    def run(self, *, locked: bool = False) -> Outcome:
         """Every stage; on failure the outcome says why and the error is raised after the
         rollouts row is written and the daemons are stopped (unless kept). A rollout of
         the same service and run directory already running from this machine is a
-        DeployError before anything (see `run_lock`)."""
+        DeployError before anything (see `run_lock`); `locked`: the caller holds that
+        lock already (raims_rollout.py takes it before the Spark session starts)."""
+        if locked:
+            return self._run()
         with run_lock(self.settings.run_dir, self.settings.service):
             return self._run()
 
@@ -508,39 +512,6 @@ class Rollout:
             df = self.spark.sql(sql)
             out.append((sql, format_table(df.columns, [tuple(r) for r in df.collect()])))
         return out
-
-
-LOCK_SUFFIX: Final = ".rollout.lock"
-
-
-@contextmanager
-def run_lock(run_dir: str, service: str) -> Iterator[None]:
-    """Hold `<run_dir>/.<service>.rollout.lock` (flock) on the driver for a run. Two
-    rollouts of one service and run directory at once replaced each other's daemons
-    and each one's teardown stopped the other's: both failed, with errors about
-    sockets in use and daemons exiting. A run directory the driver cannot create (a
-    cluster's, made on the executors) goes without the lock."""
-    import fcntl
-
-    path = Path(run_dir) / f".{service}{LOCK_SUFFIX}"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise DeployError(f"another rollout of service {service} with run directory {run_dir} is running "
-                              f"(pid {holder}, lock {path}): wait for it to end, or stop it first") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def ship_source(spark: SparkSession) -> None:

@@ -33,11 +33,15 @@ elif str(_HERE.parent) not in sys.path:
     sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
-from typing import Final  # noqa: E402
+from typing import TYPE_CHECKING, Final  # noqa: E402
+
+if TYPE_CHECKING:
+    from spark_app.settings import Settings
 
 DEFAULT_CONFIG: Final = _HERE.parent / "conf" / "rollout.yaml"
 APP_NAME: Final = "raims-rollout"
@@ -137,7 +141,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SparkAppError as exc:
             print(f"raims_rollout: {exc}", file=sys.stderr)
             return EXIT_FAILED
+    if args.teardown:  # stops the service's daemons, a running rollout's too: no lock
+        return _rollout(args, settings)
+    from spark_app.runlock import run_lock
+
+    with contextlib.ExitStack() as held:
+        try:  # before the Spark session: a second rollout is refused at once, not after ~9 s
+            held.enter_context(run_lock(settings.run_dir, settings.service))
+        except SparkAppError as exc:
+            print(f"raims_rollout: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        return _rollout(args, settings, locked=True)
+
+
+def _rollout(args: argparse.Namespace, settings: Settings, locked: bool = False) -> int:
+    """The session, then the rollout (or the teardown); `locked`: main holds run_lock."""
     from spark_app.controller import Rollout, RolloutFailed, progress_line
+    from spark_app.errors import SparkAppError
     from spark_app.session import build_session
 
     master = resolve_master(args.master, settings.master)
@@ -161,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.teardown:
             rollout.stop_all()
             return EXIT_OK
-        rollout.run()
+        rollout.run(locked=locked)
         print("\n" + rollout.summary())
         if settings.queries:
             t0 = time.perf_counter()

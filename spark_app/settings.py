@@ -143,6 +143,16 @@ def _check(values: dict[str, Any]) -> None:
             raise ValueError(f"{key}: must be true or false, got {values[key]!r}")
 
 
+def _yaml_error(exc: Exception) -> str:
+    """PyYAML's error in one line with its place (its own message runs over six lines and
+    points into "<unicode string>")."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        what = ": ".join(x for x in (exc.context, exc.problem) if x)
+        return f", line {mark.line + 1}, column {mark.column + 1}: {what or type(exc).__name__}"
+    return f": {' '.join(str(exc).split())}"
+
+
 def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
     """Settings from a rollout YAML file (None: the defaults), then `overrides` that are
     not None; PlanError naming the file and key for anything unknown or malformed."""
@@ -151,8 +161,10 @@ def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
     if path is not None:
         try:
             raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise PlanError(f"{where}: {exc}") from None
+        except OSError as exc:
+            raise PlanError(f"{where}: {exc.strerror or exc}") from None
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise PlanError(f"{where}{_yaml_error(exc)}") from None
         if not isinstance(raw, dict):
             raise PlanError(f"{where} is not a mapping")
     try:
