@@ -54,3 +54,20 @@ def first_lines(exc: BaseException, lines: int = 3) -> str:
     found = _PYTHON_ERROR.findall(text)
     head = "\n".join(text.splitlines()[:lines])
     return f"{type(exc).__name__}: {head}" + (f"\n  ... {found[-1]}" if found else "")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def delta_message(exc: BaseException) -> str:
+    """A delta-rs error in one line: its message runs over lines (an `↳` chain of causes,
+    with terminal colours, then possibly a Rust backtrace); the chain is kept, joined."""
+    parts = []
+    for line in _ANSI.sub("", str(exc)).splitlines():
+        text = line.strip().lstrip("↳").strip()
+        if not text:
+            continue
+        if text.startswith(("stack backtrace:", "Stack backtrace:", "0:")):
+            break
+        parts.append(text.rstrip(":"))
+    return ": ".join(parts) or type(exc).__name__

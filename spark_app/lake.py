@@ -52,7 +52,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_app import datasource, parts
-from spark_app.errors import LakeError
+from spark_app.errors import LakeError, delta_message
+from spark_app.room import check_room
 from spark_app.schemas import TableSchema, load_schemas
 from spark_app.session import DATA_SOURCE_NOT_FOUND, has_delta
 
@@ -82,6 +83,15 @@ def snapshot_predicate(data: pa.Table) -> str | None:
         return None
     quoted = ", ".join("'" + x.replace("'", "''") + "'" for x in ids)
     return f"{SNAPSHOT_COLUMN} IN ({quoted})"
+
+
+def _partition_folders(data: pa.Table, keys: Sequence[str]) -> list[str]:
+    """The partition folders (`k=v/...`) the rows of `data` go to, as Delta names them."""
+    if not keys:
+        return []
+    combos = {tuple(row[k] for k in keys) for row in data.select(list(keys)).to_pylist()}
+    return ["/".join(f"{k}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for k, v in zip(keys, combo, strict=True))
+            for combo in sorted(combos, key=str)]
 
 
 class Lake:
@@ -134,9 +144,9 @@ class Lake:
 
         try:
             yield
-        except (DeltaError, pa.ArrowException) as exc:  # Arrow: a data file cut short, not Parquet
-            first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-            raise LakeError(f"table {table!r} at {self.table_path(table)}: {what} ({first.strip()})") from None
+        except (DeltaError, pa.ArrowException, OSError) as exc:  # Arrow: a data file cut short, not Parquet
+            # OSError: delta-rs's store errors (a log it cannot write), in coloured lines
+            raise LakeError(f"table {table!r} at {self.table_path(table)}: {what} ({delta_message(exc)})") from None
 
     def _open(self, table: str) -> DeltaTable:
         from deltalake import DeltaTable
@@ -184,6 +194,8 @@ class Lake:
 
             partition_by = list(schema.partition_by) or None
             schema_mode: Literal["merge"] | None = "merge" if merge else None
+            if data.num_rows:  # delta-rs panics on a data file it cannot write (spark_app.room)
+                check_room(self.table_path(table), table, data.nbytes, _partition_folders(data, partition_by or []))
             with self._delta_rs(table, "write failed"):
                 if replace:
                     write_deltalake(self.table_path(table), data, mode="overwrite", predicate=replace,

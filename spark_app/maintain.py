@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from spark_app.errors import LakeError
+from spark_app.errors import LakeError, delta_message
+from spark_app.room import check_room
 from spark_app.schemas import TABLES
 
 DEFAULT_RETENTION_HOURS: Final = 168
@@ -54,12 +55,14 @@ def _files(dt: object) -> int:
 
 def maintain_table(path: str, table: str, retention_hours: int = DEFAULT_RETENTION_HOURS) -> Maintained:
     """Compact and Z-order, checkpoint and vacuum one Delta table."""
+    import pyarrow as pa
     from deltalake import DeltaTable
 
     try:
         dt = DeltaTable(path)
         before = _files(dt)
-        if before > 1:
+        if before > 1:  # delta-rs panics on a file it cannot write (spark_app.room)
+            check_room(path, table, sum(pa.table(dt.get_add_actions(flatten=True)).column("size_bytes").to_pylist()))
             dt.optimize.z_order(list(ZORDER_COLUMNS))
         dt = DeltaTable(path)
         dt.create_checkpoint()
@@ -68,8 +71,10 @@ def maintain_table(path: str, table: str, retention_hours: int = DEFAULT_RETENTI
         dt = DeltaTable(path)
         rows = sum(dt.get_add_actions(flatten=True).column("num_records").to_pylist() or [0])
         return Maintained(table, before, _files(dt), int(rows), len(vacuumed), dt.version())
+    except LakeError as exc:
+        raise LakeError(f"lake maintain: {exc}") from None
     except Exception as exc:  # delta-rs raises its own classes; name the table
-        raise LakeError(f"lake maintain: table {table!r} at {path}: {exc}") from exc
+        raise LakeError(f"lake maintain: table {table!r} at {path}: {delta_message(exc)}") from exc
 
 
 def maintain(lake: str, tables: Sequence[str] | None = None,
