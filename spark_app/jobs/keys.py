@@ -94,7 +94,11 @@ def _single_file(directory: Path) -> dict[str, Any]:
 def ensure_master_keys(directory: Path, service: str, users: Sequence[str]) -> MasterKeys:
     """Load the master configuration at `directory`, creating it or adding `users` it lacks."""
     created = not (directory / ".salt").is_file()
-    directory.parent.mkdir(parents=True, exist_ok=True, mode=KEYS_DIR_MODE)
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True, mode=KEYS_DIR_MODE)
+    except OSError as exc:  # was a bare FileNotFoundError as the rollout's failure, after the session
+        raise PlanError(f"keys directory {directory}: cannot create {exc.filename or directory.parent}: "
+                        f"{exc.strerror or exc} (set keys_dir / --keys-dir)") from None
     known: list[str] = []
     if not created:
         try:

@@ -215,6 +215,15 @@ def test_master_keys_are_created_once_then_extended(tmp_path: Path) -> None:
         keys_dir("s3://bucket/lake", "svc")
 
 
+def test_a_keys_dir_that_cannot_be_made_is_a_plan_error_naming_it(tmp_path: Path) -> None:
+    """`--keys-dir` under a file (or /proc) failed the rollout, after its session, with
+    "FileNotFoundError: [Errno 2] No such file or directory: '/proc/x'"."""
+    (tmp_path / "file").write_text("")
+    with pytest.raises(PlanError, match=r"keys directory .*/file/keys/svc: cannot create .*/file/keys: Not a "
+                                        r"directory \(set keys_dir / --keys-dir\)"):
+        ensure_master_keys(tmp_path / "file" / "keys" / "svc", "svc", ["a"])
+
+
 def test_node_config_is_complete_and_loads_with_its_own_key_only(tmp_path: Path) -> None:
     plan = mesh_plan(hosts=1, nodes_per_host=2)
     master = ensure_master_keys(tmp_path / "keys", "svc", plan.names)
