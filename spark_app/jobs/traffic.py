@@ -131,7 +131,11 @@ class _WebSocketClient:
         import aiohttp
 
         self.http = aiohttp.ClientSession()
-        self.ws = await asyncio.wait_for(self.http.ws_connect(f"http://{self.addr}/ws"), CONNECT_TIMEOUT_S)
+        try:
+            self.ws = await asyncio.wait_for(self.http.ws_connect(f"http://{self.addr}/ws"), CONNECT_TIMEOUT_S)
+        except BaseException:
+            await self.http.close()  # a node that does not answer must not leave the session open
+            raise
         self.reader = asyncio.ensure_future(self._read())
         return self
 

@@ -484,6 +484,13 @@ def test_the_traffic_checks_nats_client_gives_up_on_a_dead_node() -> None:
 
     dead = NodeRecord("node2", 1, "127.0.0.1", "127.0.0.1:1", 4242, "", "", {"nats": f"127.0.0.1:{port}",
                                                                            "web": f"127.0.0.1:{port}"})
-    for via in ("nats", "websocket"):
-        with pytest.raises(TrafficError, match=r"^node node2 \(pid 4242\): "):
-            asyncio.run(_connect(dead, via))
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for via in ("nats", "websocket"):
+            with pytest.raises(TrafficError, match=r"^node node2 \(pid 4242\): "):
+                asyncio.run(_connect(dead, via))
+        gc.collect()
+    assert not [w for w in caught if "Unclosed client session" in str(w.message)]  # the failed open closed it
