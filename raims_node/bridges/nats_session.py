@@ -24,7 +24,10 @@ nats-server 2.x shows it to nats-py and other clients:
   subject with no interest anywhere in the network is not routed; the client gets, on
   its own subscription matching the reply, nats-server's status message
   `HMSG <reply> <sid> n n` with `NATS/1.0 503` and `Nats-Subject: <subject>` headers
-  and an empty payload.
+  and an empty payload. A request sent to another node whose filter still showed the
+  subject (its subscriber just left) gets that node's 503 (`NATS/1.0 503`, as nats-server
+  2.9.10: router/no_responders.py); a client that did not ask for no-responders never
+  gets such a status.
 - Headers reach clients that negotiated them as HMSG; others get MSG with the payload.
 - `ping()` is for the glue's ping timer: it sends PING, and with `max_pings_out` PINGs
   unanswered closes with `-ERR 'Stale Connection'`.
@@ -83,6 +86,7 @@ from raims_node.bridges.nats_proto import (
     no_responders_headers,
     wire,
 )
+from raims_node.router.no_responders import is_no_responders
 from raims_node.subject import SubjectError, compile_pattern
 from raims_node.wire.batch import PackedRun, Run
 
@@ -402,6 +406,8 @@ class NatsSession(SessionOutput):
         sub = self._subs.get(sid)
         if sub is None:  # unsubscribed meanwhile, or closed (which clears them all)
             return
+        if not self.no_responders and headers is not None and is_no_responders(headers, payload):
+            return  # another node's 503 for a request of ours (router/no_responders.py): not asked for
         if (reply or subject != sub.subject) and not (framable(subject) and (not reply or framable(reply))):
             self.unframable += 1  # a wildcard's match or a reply from RV or Redis with spaces or CR LF
             if self.unframable == 1:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from raims_node.bloom import SubjectHashes
 from raims_node.linkstate.routes import path_for_hash
+from raims_node.router import no_responders
 from raims_node.router.actions import Deliver, DeliverRun, Send
 from raims_node.router.cache_stats import CacheStats
 from raims_node.router.localsubs import LocalSub
@@ -227,6 +228,7 @@ class Forward:
                 return True
         if not sent:
             st.peers[source].loss.not_subscribed(now_ns)
+            no_responders.answer(self, source, head.subject, data, *_body(head), now_ns)
         return True
 
     def on_mcast(self, conn: Conn, data: bytes, head: Header, now_ns: int) -> None:
@@ -332,6 +334,7 @@ class Forward:
             peer = st.peers.get(source)
             if peer is not None and not own and not transit:
                 peer.loss.not_subscribed(now_ns)
+                no_responders.answer(self, source, subject.encode("utf-8", "surrogateescape"), data, *_body(peek(data)), now_ns)
             return False
         if not own and no_echo is None:
             return self._deliver_frame(source, subject, bytes(data), *_body(peek(data)), subs, now_ns)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from raims_node.router import no_responders
 from raims_node.router.actions import Action
 from raims_node.router.forward import Forward
 from raims_node.router.localsubs import LocalSub
@@ -181,4 +182,5 @@ class LonePath:
                 return conns
         if not sent:
             st.peers[source].loss.not_subscribed(now_ns)
+            no_responders.answer(forward, source, subject, data, off, end, now_ns)
         return conns

@@ -105,6 +105,7 @@ class Counters:
     internal_errors: int = 0
     delivered: int = 0
     published: int = 0
+    no_responders: int = 0  # requests answered 503 here: no subscriber took them (no_responders.py)
     pub_recv: dict[str, int] = field(default_factory=dict)
     pub_send: dict[str, int] = field(default_factory=dict)
 

@@ -314,3 +314,35 @@ async def test_what_a_client_sends_after_a_sliced_subscribe_runs_after_all_of_it
     finally:
         many.close()
         watcher.close()
+
+
+async def test_a_request_to_a_subject_whose_subscriber_just_left_gets_the_503_at_once(
+        abcd: BridgeNet, clients: list[Client]) -> None:
+    """A closing client's withdrawals go out a slice per loop turn: until the last, other
+    nodes still see its subjects in D's filter and send D their requests. D answers those
+    nobody there takes with the 503 (router/no_responders.py): nats-server answers 503
+    as soon as the subscriber is gone; here the requester waited for its timeout. A
+    subject another node still answers gets that answer, not D's 503."""
+    a = await nats.connect(f"nats://127.0.0.1:{abcd.port('A')}", max_reconnect_attempts=0)
+    b = await nats.connect(f"nats://127.0.0.1:{abcd.port('B')}", max_reconnect_attempts=0)
+    d = await nats.connect(f"nats://127.0.0.1:{abcd.port('D')}", max_reconnect_attempts=0)
+    clients += [a, b, d]
+    n = 20_000
+    subjects = [f"gone.{i}" for i in range(n)]
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b"from B")
+
+    await b.subscribe(subjects[-1], cb=answer)  # one of them also answered on B
+    await b.flush()
+    many = await asyncio.to_thread(raw_subscriber, abcd.port("D"), subjects)
+    deadline = time.monotonic() + WAIT_S
+    while await request_state(a, subjects[-2]) != "silent" or await request_state(d, subjects[-1]) != "from B":
+        assert time.monotonic() < deadline, "D's subscriptions (or B's) never reached A (or D)"
+        await asyncio.sleep(0.05)
+    many.close()
+    deadline = time.monotonic() + WAIT_S
+    while await request_state(d, subjects[-2]) != "none":  # D dropped them (its own clients see it at once)
+        assert time.monotonic() < deadline, "D never dropped the closed client's subscriptions"
+    states = await asyncio.gather(*(request_state(a, s) for s in subjects[-6:]))
+    assert states == ["none"] * 5 + ["from B"], states  # the last withdrawals are still queued at D

@@ -19,6 +19,7 @@ from raims_node.bridges import (
     StaleConnection,
 )
 from raims_node.bridges.nats_proto import ControlLineTooLong, PayloadTooLarge, UnknownOperation
+from raims_node.router.no_responders import STATUS_503
 from tests.unit.test_nats_redis_bus import MemoryBus, nats
 
 
@@ -328,6 +329,20 @@ def test_no_responders_status_goes_to_the_inbox_subscription() -> None:
     assert s.pending_output() == (b"HMSG _INBOX.k.7 4 35 35\r\nNATS/1.0 503\r\n"
                                   b"Nats-Subject: svc\r\n\r\n\r\n")
     assert not bus.published  # nobody to route it to
+
+
+@pytest.mark.parametrize(("connect", "seen"), [
+    (b'{"headers":true,"no_responders":true}', b"HMSG _INBOX.k.7 4 16 16\r\nNATS/1.0 503\r\n\r\n\r\n"),
+    (b'{"headers":true}', b""), (b"{}", b"")])
+def test_another_nodes_503_reaches_only_a_client_that_asked_for_it(connect: bytes, seen: bytes) -> None:
+    """A node whose filter still showed a subject answers a request nobody there takes
+    with a 503 (router/no_responders.py); nats-server sends none to a client that did
+    not ask for no-responders, so that client never sees it (a plain MSG, empty)."""
+    s = fresh()
+    s.data_received(b"CONNECT " + connect + b"\r\nSUB _INBOX.k.* 4\r\n")
+    s.pending_output()
+    s.deliver("4", "_INBOX.k.7", None, STATUS_503, b"")
+    assert s.pending_output() == seen
 
 
 def test_with_echo_off_the_clients_own_subscription_is_no_responder() -> None:
