@@ -91,6 +91,7 @@ class LinkStateDB:
         self._synced: set[bytes] = set()
         self._version = 0
         self._links_version = 0  # bumped when a link set changes (not a peer record alone)
+        self._graph_version = 0  # ... or the peers or their ages (not a sub seqno alone)
         self._pair: Counter[tuple[bytes, bytes]] = Counter()  # links a -> b held
         self._mismatch: set[tuple[bytes, bytes]] = set()  # (lower, higher) pairs whose counts differ
         self._refs: Counter[bytes] = Counter()  # held links leading to each bridge
@@ -105,6 +106,13 @@ class LinkStateDB:
     def links_version(self) -> int:
         """Moves with every change of the links (what routes are made of)."""
         return self._links_version
+
+    @property
+    def graph_version(self) -> int:
+        """Moves with what routes are computed from (routes.py): the links, the peers and
+        their ages; not with a peer's sub seqno, which moves with every subscription
+        announced (rebuilding the graph for each cost a burst of them ~1 ms a message)."""
+        return self._graph_version
 
     def __len__(self) -> int:
         return len(self._peers)
@@ -142,6 +150,8 @@ class LinkStateDB:
         if stored != old:
             self._peers[peer.bridge] = stored
             self._version += 1
+            if old is None or old.age_key != stored.age_key:
+                self._graph_version += 1
         return stored
 
     def remove_peer(self, bridge: bytes) -> bool:
@@ -157,6 +167,7 @@ class LinkStateDB:
             self._bad_refs.add(bridge)
         self._version += 1
         self._links_version += 1
+        self._graph_version += 1
         return True
 
     def apply_full(self, bridge: bytes, link_seqno: int, links: Iterable[LinkRecord]) -> Applied:
@@ -180,6 +191,7 @@ class LinkStateDB:
         self._peers[bridge] = _with_link_seqno(peer, link_seqno)
         self._version += 1
         self._links_version += 1
+        self._graph_version += 1
         return Applied(changed=True)
 
     def apply_delta(
@@ -208,6 +220,7 @@ class LinkStateDB:
         self._peers[bridge] = _with_link_seqno(peer, link_seqno)
         self._version += 1
         self._links_version += 1
+        self._graph_version += 1
         return Applied(changed=True)
 
     def is_consistent(self) -> bool:

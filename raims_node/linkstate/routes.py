@@ -2,7 +2,7 @@
 Set", "Cost"; console "show path", "show tree", "show forward", "show routes").
 
 `RouteTable(db, self_bridge)` answers from the database as it is now: it recomputes
-whenever `db.version` has moved, and otherwise reuses what it computed. The rules are
+whenever `db.graph_version` has moved, and otherwise reuses what it computed. The rules are
 those of `spf` (shortest paths per path index, equal-cost alternatives ranked by the
 forwarder's age, path p taking alternative p mod k).
 
@@ -214,14 +214,14 @@ class RouteTable:
         return self._fwd[path]
 
     def _graph(self) -> LinkGraph:
-        if self._g is None or self._version != self._db.version:
+        if self._g is None or self._version != self._db.graph_version:
             g = LinkGraph(self._db)
             me = g.index.get(self._self_bridge)
             if me is None:
                 raise UnknownPeer(
                     f"this node {self._self_bridge.hex()} is not in the link-state database"
                 )
-            self._g, self._me, self._version = g, me, self._db.version
+            self._g, self._me, self._version = g, me, self._db.graph_version
             self._trees.clear()
             self._hops.clear()
             self._fwd.clear()

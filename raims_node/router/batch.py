@@ -33,6 +33,10 @@ the frames of a convergence grow with the number of nodes times the updates. Her
   its filter in one flood instead of nine. A `_Z.BAT` without `seqno` is the
   neighbour's hop batch above; one with it never nests another.
 
+A batch holds at most MAX_BATCH_BYTES (32 KB, some 300 subscription announcements):
+a receiver handles a batch's updates in one go, and a batch of 1 MB (a burst of
+100,000 subscriptions) held its loop, every client and link of it, 100-200 ms.
+
 A data frame never overtakes a flood held here (`NodeState.floods_first`): before this
 node sends or relays one, everything held goes out, so a subscription made before a
 publish reaches every node on the publish's path before the publish does (a client that
@@ -52,7 +56,7 @@ from collections import OrderedDict, deque
 MS = 1_000_000
 HOLD_NS = 5 * MS  # at most one batch per connection per hold
 OWN_HOLD_NS = 10 * MS  # at most one batch of our own updates per hold
-MAX_BATCH_BYTES = 1 << 20  # a larger burst goes out in several batches
+MAX_BATCH_BYTES = 32 << 10  # a larger burst goes out in several batches (see below)
 SEEN_LIMIT = 65536
 RECENT_NS = 1_000 * MS  # floods kept for links that come up (at most RECENT_LIMIT)
 RECENT_LIMIT = 4096

@@ -125,14 +125,18 @@ class Flood:
 
     def _on_origin_batch(self, conn: Conn, fields: Fields, peer: Peer, now_ns: int) -> None:
         """The updates of `peer`, batched at the origin and covered by its MAC."""
-        for fid, inner in fields:
-            if fid != _DATA or not isinstance(inner, bytes):
-                continue
-            head = peek(inner)
-            if head.bridge != peer.bridge or head.msg_type != MsgType.RTR_ALERT or head.subject == Z_BAT_B:
-                self.st.counters.bad_frames += 1
-                continue
-            self.on_bcast(conn, inner, head, peer, now_ns, relay=False)
+        self.interest.origin_batch(peer)
+        try:
+            for fid, inner in fields:
+                if fid != _DATA or not isinstance(inner, bytes):
+                    continue
+                head = peek(inner)
+                if head.bridge != peer.bridge or head.msg_type != MsgType.RTR_ALERT or head.subject == Z_BAT_B:
+                    self.st.counters.bad_frames += 1
+                    continue
+                self.on_bcast(conn, inner, head, peer, now_ns, relay=False)
+        finally:
+            self.interest.origin_batch(None)
 
     def send_names(self, dest: bytes | None, data: bytes, now_ns: int) -> None:
         """A names frame (issue 21): flooded to every node when `dest` is None, else to

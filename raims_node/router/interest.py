@@ -7,18 +7,21 @@ subscription seqno, so a replica follows by deltas; `_Z.BLM` carries the whole f
 when it was resized (or a delta was missed, answered by an adjacency request).
 
 Our changes leave the local table at once (a subscription confirmed to its client is
-effective here, no message reaches a dropped one, no queue group picks it), but at most
-ANNOUNCE_SLICE announcements (a bloom update and a `_S.JOIN` / `_S.LEAV` / `_P.PSUB` /
-`_P.STOP` each) are made per loop turn: the rest wait in `pending`, in the order made,
-for `announce_pending`, a slice per `Node.tick`, which `Node.next_wake_ns` asks for at
-once (wake.py: the next loop turn). Announcing 100,000 at once stalled the node, every
-client and link, for 2 s (a closing client) to 4 s (one Redis SUBSCRIBE of 100,000
-channels). A change made while others are pending waits behind them, so peers see our
-changes in the order made.
+effective here, no message reaches a dropped one, no queue group picks it), but their
+announcements (a bloom update and a `_S.JOIN` / `_S.LEAV` / `_P.PSUB` / `_P.STOP` each)
+are made for at most ANNOUNCE_BUDGET_S of each loop turn (and at least ANNOUNCE_MIN):
+the rest wait in `pending`, in the order made, for `announce_pending`, a slice per
+`Node.tick`, which `Node.next_wake_ns` asks for at once (wake.py: the next loop turn).
+Announcing 100,000 at once stalled the node, every client and link, for 2 s (a closing
+client) to 4 s (one Redis SUBSCRIBE of 100,000 channels); a slice of 256 by count held
+it 5-80 ms a turn, depending on the machine's load. A change made while others are
+pending waits behind them, so peers see our changes in the order made. Our own peer
+record takes the last sub seqno once per slice, not per announcement.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 from raims_node.bloom import BloomError, BloomFilter, Shard, SubjectHashes, shared_replica
@@ -32,14 +35,18 @@ from raims_node.subject import SubjectError, compile_pattern
 from raims_node.wire import Fid, Fields
 from raims_node.wire import subjects as S
 
-ANNOUNCE_SLICE = 256  # announcements made in one loop turn (~5 ms)
+ANNOUNCE_BUDGET_S = 0.002  # announcing in one loop turn stops after this long (~100 of them)
+ANNOUNCE_MIN = 32  # ... but not before this many: progress on a loaded machine
+_CLOCK_EVERY = 16  # announcements between looks at the clock
 
 
 class Interest:
     def __init__(self, st: NodeState) -> None:
         self.st = st
         self.pending: deque[tuple[Change, bool]] = deque()  # (change, added) not announced yet
-        self.turn_left = ANNOUNCE_SLICE  # announcements this loop turn may still make
+        self.turn_end = time.perf_counter() + ANNOUNCE_BUDGET_S  # this turn's budget ends
+        self.turn_made = 0  # announcements this turn made
+        self.batch_of: Peer | None = None  # the peer whose origin batch is being applied
 
     # ------------------------------------------------------------------ ours
 
@@ -61,15 +68,20 @@ class Interest:
     def _announce_ours(self, change: Change, added: bool, now_ns: int) -> None:
         """One change of ours: announced now, or after every change still pending once
         this turn's slice is spent (peers see our changes in the order made)."""
-        if self.pending or self.turn_left <= 0:
+        if self.pending or not self._budget_left():
             self.pending.append((change, added))
         else:
-            self.turn_left -= 1
+            self.turn_made += 1
             self._announce_change(change, added, now_ns)
+            self._put_own()
+
+    def _budget_left(self) -> bool:
+        made = self.turn_made
+        return made < ANNOUNCE_MIN or time.perf_counter() < self.turn_end
 
     def drop_owner(self, owner: object, now_ns: int) -> None:
         changes = self.st.subs.drop_owner(owner)
-        if len(self.pending) + len(changes) > self.turn_left:
+        if self.pending or len(changes) > ANNOUNCE_MIN:
             # queue groups' withdrawals first: until one is announced, a publisher may
             # still pick this node for the group, which has no member here to take it
             changes.sort(key=lambda c: not c.queue_edge)
@@ -78,17 +90,24 @@ class Interest:
 
     def new_turn(self, now_ns: int) -> None:
         """A loop turn (`Node.tick`): a new slice, spent first on what is pending."""
-        self.turn_left = ANNOUNCE_SLICE
+        self.turn_end = time.perf_counter() + ANNOUNCE_BUDGET_S
+        self.turn_made = 0
         self.announce_pending(now_ns)
 
     def announce_pending(self, now_ns: int) -> None:
-        """Announce the pending changes, the oldest first, as far as this turn's slice goes."""
+        """Announce the pending changes, the oldest first, as far as this turn's budget goes
+        (the clock read every _CLOCK_EVERY announcements)."""
         pending = self.pending
-        n = min(self.turn_left, len(pending))
-        self.turn_left -= n
-        for _ in range(n):
+        if not pending:
+            return
+        made = self.turn_made
+        end = self.turn_end
+        while pending and (made < ANNOUNCE_MIN or made % _CLOCK_EVERY or time.perf_counter() < end):
             change, added = pending.popleft()
             self._announce_change(change, added, now_ns)
+            made += 1
+        self.turn_made = made
+        self._put_own()
 
     def _announce_change(self, change: Change, added: bool, now_ns: int) -> None:
         sub = change.sub
@@ -116,8 +135,13 @@ class Interest:
     def _announce_sub(self, subject: str, now_ns: int, extra: Fields = ()) -> None:  # type: ignore[assignment]
         st = self.st
         st.sub_seqno += 1
-        st.db.put_peer(PeerRecord(st.bridge, st.user, st.start_ns, st.sub_seqno))
         st.bcast(subject, [(Fid.SUB_SEQNO, st.sub_seqno), *extra], now_ns)
+
+    def _put_own(self) -> None:
+        """Our peer record takes the last sub seqno (once per slice: a record each cost
+        as much as the bloom update)."""
+        st = self.st
+        st.db.put_peer(PeerRecord(st.bridge, st.user, st.start_ns, st.sub_seqno))
 
     def _send_bloom(self, now_ns: int) -> None:
         """`_Z.BLM`: the filter was resized, so replicas cannot follow by deltas."""
@@ -173,7 +197,15 @@ class Interest:
         peer.sub_seqno = seqno
         peer.bloom_raw = None
         st.filters_version += 1
-        st.put_sub_seqno(peer)
+        if self.batch_of is not peer:
+            st.put_sub_seqno(peer)
+
+    def origin_batch(self, peer: Peer | None) -> None:
+        """`peer`'s origin batch begins (None: it ended): its sub seqno goes into its
+        database record once, at the end (a record each cost a third of the update)."""
+        done, self.batch_of = self.batch_of, peer
+        if done is not None and peer is None:
+            self.st.put_sub_seqno(done)
 
     def set_bloom(self, peer: Peer, seqno: int, raw: object) -> None:
         if isinstance(raw, bytes) and seqno >= peer.sub_seqno:
