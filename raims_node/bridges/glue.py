@@ -82,7 +82,7 @@ WRITE_CHUNK = 64 * 1024  # with asyncio's 64 KiB mark, a stuck client holds at m
 SLICE_BYTES = 1024  # input is fed to the session in slices of this size at first
 MIN_SLICE_BYTES = 256
 MAX_SLICE_BYTES = 256 * 1024
-SLICE_S = 0.02  # ... and the loop is given back after this much work
+SLICE_S = 0.005  # ... and the loop is given back after this much work
 CLOSE_GRACE_S = 5.0
 SLOW_GRACE_S = 1.0  # a slow consumer's last bytes: it reads nothing, its memory is wanted back
 
