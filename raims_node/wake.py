@@ -20,6 +20,9 @@ class NodeWake:
     def __init__(self, node: Node, apply: Callable[[list[Action]], None]) -> None:
         self.node = node
         self.apply = apply
+        interest = getattr(node, "interest_part", None)  # (a test's stand-in node has none)
+        if interest is not None:
+            interest.clock = time.perf_counter  # announcement slices bounded by time (interest.py)
         self._at: int | None = None  # when the armed timer fires, ns since the epoch
         self._handle: asyncio.TimerHandle | None = None
         self.wakes = 0

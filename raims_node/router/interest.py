@@ -9,7 +9,8 @@ when it was resized (or a delta was missed, answered by an adjacency request).
 Our changes leave the local table at once (a subscription confirmed to its client is
 effective here, no message reaches a dropped one, no queue group picks it), but their
 announcements (a bloom update and a `_S.JOIN` / `_S.LEAV` / `_P.PSUB` / `_P.STOP` each)
-are made for at most ANNOUNCE_BUDGET_S of each loop turn (and at least ANNOUNCE_MIN):
+are made for at most ANNOUNCE_BUDGET_S of each loop turn (and at least ANNOUNCE_MIN) by
+the daemon's clock (`clock`; without one, the simulator's, ANNOUNCE_SLICE a turn):
 the rest wait in `pending`, in the order made, for `announce_pending`, a slice per
 `Node.tick`, which `Node.next_wake_ns` asks for at once (wake.py: the next loop turn).
 Announcing 100,000 at once stalled the node, every client and link, for 2 s (a closing
@@ -21,8 +22,8 @@ record takes the last sub seqno once per slice, not per announcement.
 
 from __future__ import annotations
 
-import time
 from collections import deque
+from collections.abc import Callable
 
 from raims_node.bloom import BloomError, BloomFilter, Shard, SubjectHashes, shared_replica
 from raims_node.linkstate.records import PeerRecord
@@ -35,7 +36,8 @@ from raims_node.subject import SubjectError, compile_pattern
 from raims_node.wire import Fid, Fields
 from raims_node.wire import subjects as S
 
-ANNOUNCE_BUDGET_S = 0.002  # announcing in one loop turn stops after this long (~100 of them)
+ANNOUNCE_SLICE = 256  # announcements one loop turn makes without a clock (simulations, tests)
+ANNOUNCE_BUDGET_S = 0.002  # with one, announcing stops for the turn after this long (~100 of them)
 ANNOUNCE_MIN = 32  # ... but not before this many: progress on a loaded machine
 _CLOCK_EVERY = 16  # announcements between looks at the clock
 
@@ -44,7 +46,10 @@ class Interest:
     def __init__(self, st: NodeState) -> None:
         self.st = st
         self.pending: deque[tuple[Change, bool]] = deque()  # (change, added) not announced yet
-        self.turn_end = time.perf_counter() + ANNOUNCE_BUDGET_S  # this turn's budget ends
+        # the driver's clock (seconds): the daemon's bounds slices by time; None (the
+        # simulator, tests) by count, so that a run does not depend on the machine's speed
+        self.clock: Callable[[], float] | None = None
+        self.turn_end = 0.0  # when this turn's budget ends, by the clock
         self.turn_made = 0  # announcements this turn made
         self.batch_of: Peer | None = None  # the peer whose origin batch is being applied
 
@@ -68,20 +73,24 @@ class Interest:
     def _announce_ours(self, change: Change, added: bool, now_ns: int) -> None:
         """One change of ours: announced now, or after every change still pending once
         this turn's slice is spent (peers see our changes in the order made)."""
-        if self.pending or not self._budget_left():
+        if self.pending or not self._more(self.turn_made):
             self.pending.append((change, added))
         else:
             self.turn_made += 1
             self._announce_change(change, added, now_ns)
             self._put_own()
 
-    def _budget_left(self) -> bool:
-        made = self.turn_made
-        return made < ANNOUNCE_MIN or time.perf_counter() < self.turn_end
+    def _more(self, made: int) -> bool:
+        """Whether this turn's slice allows another announcement after `made` (the clock
+        read every _CLOCK_EVERY)."""
+        clock = self.clock
+        if clock is None:
+            return made < ANNOUNCE_SLICE
+        return made < ANNOUNCE_MIN or made % _CLOCK_EVERY != 0 or clock() < self.turn_end
 
     def drop_owner(self, owner: object, now_ns: int) -> None:
         changes = self.st.subs.drop_owner(owner)
-        if self.pending or len(changes) > ANNOUNCE_MIN:
+        if self.pending or self.turn_made + len(changes) > (ANNOUNCE_SLICE if self.clock is None else ANNOUNCE_MIN):
             # queue groups' withdrawals first: until one is announced, a publisher may
             # still pick this node for the group, which has no member here to take it
             changes.sort(key=lambda c: not c.queue_edge)
@@ -90,19 +99,19 @@ class Interest:
 
     def new_turn(self, now_ns: int) -> None:
         """A loop turn (`Node.tick`): a new slice, spent first on what is pending."""
-        self.turn_end = time.perf_counter() + ANNOUNCE_BUDGET_S
+        if self.clock is not None:
+            self.turn_end = self.clock() + ANNOUNCE_BUDGET_S
         self.turn_made = 0
         self.announce_pending(now_ns)
 
     def announce_pending(self, now_ns: int) -> None:
-        """Announce the pending changes, the oldest first, as far as this turn's budget goes
-        (the clock read every _CLOCK_EVERY announcements)."""
+        """Announce the pending changes, the oldest first, as far as this turn's slice goes."""
         pending = self.pending
         if not pending:
             return
         made = self.turn_made
-        end = self.turn_end
-        while pending and (made < ANNOUNCE_MIN or made % _CLOCK_EVERY or time.perf_counter() < end):
+        more = self._more
+        while pending and more(made):
             change, added = pending.popleft()
             self._announce_change(change, added, now_ns)
             made += 1
