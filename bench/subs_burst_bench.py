@@ -6,7 +6,9 @@ confirmation. Meanwhile a probe client on the same server does PING/PONG round t
 (NATS PING, Redis PING) back to back; the longest round trip is the stall. On raims a
 second probe measures across two nodes: a client on B publishes to a subject a client
 on A echoes back (A's loop is on the way). Side by side with nats-server and
-redis-server (the same bursts, the same probes, one server).
+redis-server (the same bursts, the same probes, one server). Also on raims: how long
+after the last confirmation another node first counts the last subscription (a Redis
+PUBLISH's count, a NATS request not answered 503 at once).
 
     .venv/bin/python bench/subs_burst_bench.py [--count N] [--cases nats,sub,psub,ssub]
 """
