@@ -73,13 +73,13 @@ def _inbox(st: NodeState, source: bytes, subject: str, reply: str) -> str | None
     if peer is None:
         return None
     dot = -1
-    for _ in range(MAX_SERVICE_TOKENS):
-        dot = subject.find(".", dot + 1)
-        if dot < 0:
-            return None
+    for _ in range(MAX_SERVICE_TOKENS + 1):  # no service first (a client of the node itself)
         inbox = subject[:dot + 1] + reply
         if peer.filter_passes(SubjectHashes(inbox.encode("utf-8", "surrogateescape"))):
             return inbox
+        dot = subject.find(".", dot + 1)
+        if dot < 0:
+            return None
     return None
 
 
