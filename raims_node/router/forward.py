@@ -227,8 +227,7 @@ class Forward:
                 self._deliver_frame(source, subject, data, *_body(head), subs, now_ns)
                 return True
         if not sent:
-            st.peers[source].loss.not_subscribed(now_ns)
-            no_responders.answer(self, source, head.subject, data, *_body(head), now_ns)
+            no_responders.unheard(self, st.peers[source], source, head.subject, data, *_body(head), now_ns)
         return True
 
     def on_mcast(self, conn: Conn, data: bytes, head: Header, now_ns: int) -> None:
@@ -333,8 +332,8 @@ class Forward:
         if not subs:
             peer = st.peers.get(source)
             if peer is not None and not own and not transit:
-                peer.loss.not_subscribed(now_ns)
-                no_responders.answer(self, source, subject.encode("utf-8", "surrogateescape"), data, *_body(peek(data)), now_ns)
+                no_responders.unheard(self, peer, source, subject.encode("utf-8", "surrogateescape"), data,
+                                      *_body(peek(data)), now_ns)
             return False
         if not own and no_echo is None:
             return self._deliver_frame(source, subject, bytes(data), *_body(peek(data)), subs, now_ns)

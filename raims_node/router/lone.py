@@ -181,6 +181,5 @@ class LonePath:
                 self._deliver(source, text, data, off, end, subs, now_ns)
                 return conns
         if not sent:
-            st.peers[source].loss.not_subscribed(now_ns)
-            no_responders.answer(forward, source, subject, data, off, end, now_ns)
+            no_responders.unheard(forward, st.peers[source], source, subject, data, off, end, now_ns)
         return conns

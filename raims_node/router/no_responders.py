@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from raims_node.bloom import SubjectHashes
+from raims_node.router.peer import Peer
 from raims_node.router.state import NodeState
 from raims_node.wire import decode_message_fields
 from raims_node.wire.batch import decode_batch_run
@@ -41,6 +42,14 @@ class Publisher(Protocol):  # router/forward.py's Forward
 
 def is_no_responders(headers: bytes | None, payload: bytes) -> bool:
     return headers == STATUS_503 and not payload
+
+
+def unheard(forward: Publisher, peer: Peer, source: bytes, subject: bytes, data: bytes | bytearray, off: int,
+            end: int, now_ns: int) -> None:
+    """A message from `peer` (`source`) that no local subscription took: counted as
+    such (show loss), and answered when it is a request (`answer`)."""
+    peer.loss.not_subscribed(now_ns)
+    answer(forward, source, subject, data, off, end, now_ns)
 
 
 def answer(forward: Publisher, source: bytes, subject: bytes, data: bytes | bytearray, off: int, end: int,
