@@ -30,6 +30,7 @@ from raims_node.router.reorder import ReorderHold
 from raims_node.router.route_grace import M_PREFIX, RouteGrace
 from raims_node.router.seqwin import Verdict
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, Conn, NodeState
+from raims_node.router.stream_start import StreamStarts, owed
 from raims_node.wire import (
     Fid,
     Header,
@@ -74,6 +75,7 @@ class Forward:
         self._fwd_built: tuple[bool, int] = (False, 0)  # converged, and when, as the cache was emptied
         self.grace = RouteGrace()  # make before break for relayed frames (router/route_grace.py)
         self.reorder = ReorderHold(st.sub_window, self._redeliver)  # frames ahead of a gap wait
+        self.starts = StreamStarts()  # young streams' starts, told again after a change
         self._links_seen = st.db.links_version
         self._published: dict[str, tuple[bytes, SubjectHashes, int, int]] = {}
         self._queues = QueueTurns()
@@ -111,6 +113,8 @@ class Forward:
                     self.publish(subject, payload, now_ns, None, None, no_echo, 0)
                 continue
             seqno, start = first
+            if start:
+                self.starts.told(subject, seqno, True, now_ns)
             frame = frame_with_body(MsgType.MCAST, sub, st.bridge,
                                     encode_batch_fields(seqno, now_ns if start else 0, run), subject_opt, hashes.full)
             st.mac.sign(frame)
@@ -125,7 +129,8 @@ class Forward:
         seqno, start = st.pub_window.next_seqno(subject, now_ns, share=bool(opt & OPT_ANY))
         sub, hashes, path, subject_opt = self._subject(subject)
         anycast = bool((subject_opt | opt) & OPT_ANY)  # an `_INBOX.` reply, or `any S M`
-        body = encode_message_fields(seqno, now_ns if start else 0, reply, headers, payload)
+        told = 0 if anycast else self.starts.told(subject, seqno, start, now_ns)
+        body = encode_message_fields(seqno, now_ns if start else 0, reply, headers, payload, told)
         frame = frame_with_body(MsgType.MCAST, sub, st.bridge, body, subject_opt | opt, hashes.full)
         st.mac.sign(frame)
         st.counters.published += 1
@@ -347,11 +352,12 @@ class Forward:
         batch = decode_batch_run(data, off, end)
         if batch is None:
             msg = decode_message_fields(data, off, end)
-            first, stamp = msg.seqno, msg.stamp
+            first, stamp, start = msg.seqno, msg.stamp, msg.start
         else:
-            first, stamp = batch[0], batch[1]
+            first, stamp, start = batch[0], batch[1], 0
         reorder = self.reorder
-        if reorder.busy(now_ns) and reorder.wait(source, subject, first, stamp, data, off, end, now_ns, due_ns):
+        if reorder.busy(now_ns) and reorder.wait(source, subject, first, stamp, data, off, end, now_ns, due_ns,
+                                                 start, min(sub.since_ns for sub in subs)):
             return True
         delivered = self._deliver_message(source, subject, msg, subs, now_ns, own=False) if batch is None \
             else self._deliver_batch(source, subject, batch, subs, now_ns)
@@ -372,6 +378,7 @@ class Forward:
             self._links_seen = self.st.db.links_version
             self.grace.started(now_ns)
             self.reorder.routes_changed(now_ns)
+            self.starts.routes_changed(now_ns)
 
     def _deliver_batch(self, source: bytes, subject: str, batch: tuple[int, int, Run], subs: Sequence[LocalSub],
                        now_ns: int) -> bool:
@@ -415,30 +422,13 @@ class Forward:
         already delivered."""
         loss = 0
         if not own:
-            checked = self.window_check(source, subject, msg.seqno, msg.stamp, now_ns)
+            checked = window_check(self.st, source, subject, msg.seqno, msg.stamp, now_ns, msg.start,
+                                   msg.start > 0 and owed(msg.start, subs))
             if checked is None:
                 return False
             loss = checked
         self._deliver(source, subject, msg.seqno, subs, msg.payload, msg.reply, msg.headers, loss, no_echo)
         return True
-
-    def window_check(self, source: bytes, subject: str, seqno: int, stamp: int, now_ns: int) -> int | None:
-        """The subscription window's verdict on one message: None when it repeats one
-        already delivered (counted as a repeat), else the messages lost before it
-        (counted as loss against the source)."""
-        st = self.st
-        verdict, loss = st.sub_window.check(source, subject, seqno, stamp, now_ns)
-        if verdict is Verdict.REPEAT or loss:
-            peer = st.peers.get(source)
-            if verdict is Verdict.REPEAT:
-                if peer is not None:
-                    peer.loss.repeat += 1
-                    peer.loss.repeat_time = now_ns
-                return None
-            if peer is not None:
-                peer.loss.msg_loss += loss
-                peer.loss.loss_time = now_ns
-        return loss
 
     def _deliver(self, source: bytes, subject: str, seqno: int, subs: Sequence[LocalSub], payload: bytes,
                  reply: str | None, headers: bytes | None, loss: int, no_echo: object | None) -> None:
@@ -484,3 +474,22 @@ def _pick(nodes: list[bytes], hashes: SubjectHashes, rng: random.Random) -> byte
 def is_inbox_reply(subject: str) -> bool:
     """A NATS-style reply subject: `_INBOX.` first, or second after a namespace."""
     return subject.startswith(S.NATS_INBOX) or subject.partition(".")[2].startswith(S.NATS_INBOX)
+
+
+def window_check(st: NodeState, source: bytes, subject: str, seqno: int, stamp: int, now_ns: int, start: int = 0,
+                 start_owed: bool = False) -> int | None:
+    """The subscription window's verdict on one message: None when it repeats one
+    already delivered (counted as a repeat), else the messages lost before it
+    (counted as loss against the source; `start`, `start_owed`: SubWindow.check)."""
+    verdict, loss = st.sub_window.check(source, subject, seqno, stamp, now_ns, start, start_owed)
+    if verdict is Verdict.REPEAT or loss:
+        peer = st.peers.get(source)
+        if verdict is Verdict.REPEAT:
+            if peer is not None:
+                peer.loss.repeat += 1
+                peer.loss.repeat_time = now_ns
+            return None
+        if peer is not None:
+            peer.loss.msg_loss += loss
+            peer.loss.loss_time = now_ns
+    return loss

@@ -57,13 +57,13 @@ class Interest:
 
     def subscribe(self, owner: object, sid: str, subject: str, now_ns: int, queue: str | None) -> None:
         self.remove(owner, sid, now_ns)
-        self._announce_ours(self.st.subs.add(owner, sid, subject, None, queue), True, now_ns)
+        self._announce_ours(self.st.subs.add(owner, sid, subject, None, queue, now_ns=now_ns), True, now_ns)
 
     def psubscribe(self, owner: object, sid: str, pattern: str, syntax: str, now_ns: int, queue: str | None,
                    shard: Shard | None) -> None:
         compile_pattern(pattern, syntax)  # type: ignore[arg-type]  # a bad pattern raises before any change
         self.remove(owner, sid, now_ns)
-        self._announce_ours(self.st.subs.add(owner, sid, pattern, syntax, queue, shard), True, now_ns)
+        self._announce_ours(self.st.subs.add(owner, sid, pattern, syntax, queue, shard, now_ns), True, now_ns)
 
     def remove(self, owner: object, sid: str, now_ns: int) -> None:
         change = self.st.subs.remove(owner, sid)

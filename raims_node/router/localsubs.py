@@ -31,6 +31,7 @@ class LocalSub:
     pattern: Pattern | None = None
     queue: str | None = None
     shard: Shard | None = None  # shardcast: only subjects whose hash falls in this shard
+    since_ns: int = 0  # when it was made (router/stream_start.py, reorder.py)
 
     @property
     def key(self) -> tuple[str | None, str]:
@@ -75,10 +76,10 @@ class LocalSubs:
         return self._count
 
     def add(self, owner: object, sid: str, text: str, syntax: str | None, queue: str | None = None,
-            shard: Shard | None = None) -> Change:
+            shard: Shard | None = None, now_ns: int = 0) -> Change:
         """Add a subscription (the caller removed any earlier one with this sid)."""
         pattern = compile_pattern(text, syntax) if syntax is not None else None  # type: ignore[arg-type]
-        sub = LocalSub(owner, sid, text, syntax, pattern, queue, shard if syntax is not None else None)
+        sub = LocalSub(owner, sid, text, syntax, pattern, queue, shard if syntax is not None else None, now_ns)
         self._by_owner.setdefault(id(owner), {})[sid] = sub
         self._count += 1
         if pattern is None:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 from raims_node.router import no_responders
 from raims_node.router.actions import Action
-from raims_node.router.forward import Forward
+from raims_node.router.forward import Forward, window_check
 from raims_node.router.localsubs import LocalSub
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, NodeState
 from raims_node.wire.fields import Fid, FieldType, descriptor, encode_message_fields
@@ -85,9 +85,11 @@ class LonePath:
         word, h, sub, padded, path = tmpl
         st = self.st
         seqno, start = st.pub_window.next_seqno(subject, now_ns)
+        starts = self.forward.starts  # a new stream, or a young one's start told again after a change
+        told = starts.told(subject, seqno, start, now_ns) if start or now_ns <= starts.until_ns else 0
         body: bytes | bytearray
-        if start or not _WIDE <= seqno < _TOO_WIDE:
-            body = encode_message_fields(seqno, now_ns if start else 0, None, None, payload)
+        if start or told or not _WIDE <= seqno < _TOO_WIDE:
+            body = encode_message_fields(seqno, now_ns if start else 0, None, None, payload, told)
         else:  # the usual message of a stream: its seqno and data, as encode_message_fields writes them
             size = len(payload)
             body = _pack_seq_data(_SEQNO_DESC, seqno, _DATA_DESC, size) + payload + (b"\0" if size & 1 else b"")
@@ -118,7 +120,7 @@ class LonePath:
             sdesc, seqno, ddesc, size = _unpack_seq_data(data, off)
             start = off + _SEQ_DATA_LEN
             if sdesc == _SEQNO_DESC and ddesc == _DATA_DESC and start + size + (size & 1) == end:
-                loss = self.forward.window_check(source, subject, seqno, 0, now_ns)
+                loss = window_check(self.st, source, subject, seqno, 0, now_ns)
                 if loss is None:
                     return
                 self.forward._deliver(source, subject, seqno, subs, data[start:start + size], None, None, loss, None)

@@ -43,27 +43,31 @@ class ReorderHold:
         self.redeliver = redeliver
         self.held: dict[Key, list[Held]] = {}
         self._flux_until_ns = 0
+        self._changed_ns = -(1 << 62)  # when the links last changed
         self._releasing = False  # held frames are going through delivery: no release within
         self._due_ns: int | None = None  # the earliest due time, None: to be worked out again
 
     def routes_changed(self, now_ns: int) -> None:
         self._flux_until_ns = now_ns + FLUX_NS
+        self._changed_ns = now_ns
 
     def busy(self, now_ns: int) -> bool:
         """Whether a received frame may have to wait (else: deliver, no need to ask)."""
         return bool(self.held) or now_ns <= self._flux_until_ns
 
     def wait(self, source: bytes, subject: str, seqno: int, stamp: int, frame: bytes, off: int, end: int,
-             now_ns: int, due_ns: int) -> bool:
+             now_ns: int, due_ns: int, start: int = 0, since_ns: int = 0) -> bool:
         """Whether this frame (its first sequence `seqno`) waits; `due_ns` is its due time
-        when it is a held one going through again (0: just received)."""
+        when it is a held one going through again (0: just received); `start`: the
+        stream's start stamp the frame carries (stream_start.py, 0: none); `since_ns`:
+        when the oldest subscription it goes to was made."""
         key = (source, subject)
         if due_ns:
             if now_ns >= due_ns:
                 return False
         elif key not in self.held and now_ns > self._flux_until_ns:
             return False
-        if not (self.window.gap(source, subject, seqno, stamp) or self._unstarted(key, stamp)):
+        if not (self.window.gap(source, subject, seqno, stamp) or self._unstarted(key, stamp, start, since_ns)):
             return False
         held = self.held.setdefault(key, [])
         if len(held) >= HELD_LIMIT:  # too many wait: they go on first, their gap counted
@@ -75,11 +79,20 @@ class ReorderHold:
             self._due_ns = due
         return True
 
-    def _unstarted(self, key: Key, stamp: int) -> bool:
-        """A stream's first frame here without a stamp (not its start), or one behind it:
-        the start may be on its way by the old route, and delivered after this one it
-        would be taken for a restart (seqwin.py)."""
-        return not stamp and not self.window.known(*key)
+    def _unstarted(self, key: Key, stamp: int, start: int, since_ns: int) -> bool:
+        """A stream's first frame here without a stamp (not its start), or one behind it,
+        when the start may be on its way by the old route: delivered after this one, it
+        and the frames before this one would be dropped as repeats (seqwin.py). That is
+        when the subscription was made before the change (the start may have taken the
+        old route toward it) or, when the frame tells the stream's start (stream_start.py),
+        before that start. A subscription made since joins the stream where its first
+        frame comes, at once: it waited up to the hold until 2026-11-27 (test_admin's
+        probes, a subscriber new to an old stream just after a link change)."""
+        if stamp or self.window.known(*key):
+            return False
+        if key in self.held:
+            return True
+        return start >= since_ns if start else since_ns < self._changed_ns
 
     def release(self, key: Key, now_ns: int, force: bool = False) -> None:
         """After a delivery on `key`: its held frames through delivery again, in sequence

@@ -24,7 +24,10 @@ stream, in the same kind of window. Decisions where the manual is vague:
   (a seven-node ring, a link up under a stream: 63 copies at one subscriber).
 - A first message without a stamp whose time frame starts before the last network
   convergence may have been preceded by lost messages; that loss cannot be counted,
-  so it is delivered without a loss notification (as the reference does).
+  so it is delivered without a loss notification (as the reference does), unless a
+  message of the stream tells its start (`start`, router/stream_start.py: after a route
+  change) and the subscription is older than it: then the messages before the first
+  one seen are counted lost, once.
 - A gap inside one time frame is `seq - last - 1` lost messages; a jump to a later
   frame without a stamp counts as 1 lost (the count cannot be known).
 """
@@ -196,7 +199,8 @@ class WindowStats:
 @dataclass(slots=True)
 class _SubEntry:
     seqno: int
-    stamp: int
+    stamp: int  # the stream's start stamp; 0: not known (its first message seen had none)
+    first: int = 0  # while the stamp is not known, the first seqno seen
 
 
 class SubWindow:
@@ -205,27 +209,45 @@ class SubWindow:
     def __init__(self, size_limit: int, time_ns: int, now_ns: int) -> None:
         self._w: _Window[tuple[bytes, str], _SubEntry] = _Window(size_limit, time_ns, SUB_ENTRY_OVERHEAD, now_ns)
 
-    def check(self, source: bytes, subject: str, seqno: int, stamp: int, now_ns: int) -> tuple[Verdict, int]:
-        """Classify one received message; returns (verdict, messages lost before it)."""
+    def check(self, source: bytes, subject: str, seqno: int, stamp: int, now_ns: int, start: int = 0,
+              owed: bool = False) -> tuple[Verdict, int]:
+        """Classify one received message; returns (verdict, messages lost before it).
+        `start`: the stream's start stamp, which a publisher adds after a route change
+        (router/stream_start.py); `owed`: the stream started after this node's
+        subscription was known, so the messages before the first one seen were sent
+        here, and those missing are lost (counted once, when the start becomes known)."""
         key = (source, subject)
         entry = self._w.get(key, len(subject))
         if entry is None:
-            self._w.put(key, len(subject), _SubEntry(seqno, stamp))
+            self._w.put(key, len(subject), _SubEntry(seqno, stamp or start, 0 if stamp or start else seqno))
             self._w.maybe_rotate(now_ns)
-            return Verdict.FIRST, 0
+            before = (seqno & SEQ_MASK) - 1 if start and owed and not stamp else 0
+            return (Verdict.LOSS, before) if before else (Verdict.FIRST, 0)
+        if entry.first and start and not stamp:
+            before = (entry.first & SEQ_MASK) - 1 if owed else 0
+            verdict, lost = self._classify(entry, seqno, stamp)
+            if verdict is not Verdict.REPEAT:
+                entry.stamp, entry.first = start, 0
+                if before:
+                    return Verdict.LOSS, lost + before
+            return verdict, lost
+        return self._classify(entry, seqno, stamp)
+
+    @staticmethod
+    def _classify(entry: _SubEntry, seqno: int, stamp: int) -> tuple[Verdict, int]:
         last = entry.seqno
         if seqno == last + 1:
             entry.seqno = seqno
             return Verdict.OK, 0
         if stamp and stamp > entry.stamp and seqno > last:
-            entry.seqno, entry.stamp = seqno, stamp
+            entry.seqno, entry.stamp, entry.first = seqno, stamp, 0
             return Verdict.RESTART, 0
         if seqno <= last:
             return Verdict.REPEAT, 0
         lost = seqno - last - 1 if time_frame(seqno) == time_frame(last) else 1
         entry.seqno = seqno
         if stamp:
-            entry.stamp = stamp
+            entry.stamp, entry.first = stamp, 0
         return Verdict.LOSS, lost
 
     def gap(self, source: bytes, subject: str, seqno: int, stamp: int) -> bool:

@@ -214,6 +214,7 @@ class Message(NamedTuple):
     reply: str | None
     headers: bytes | None
     payload: bytes
+    start: int = 0  # the stream's start stamp, on a frame re-stamped after a route change (router/stream_start.py)
 
 
 class Nested:
@@ -374,10 +375,10 @@ def _describe(value: object) -> str:
 
 
 def encode_message_fields(seqno: int, stamp: int, reply: str | None, headers: bytes | None,
-                          payload: bytes) -> bytearray:
-    """The fields of a published message, seqno, stamp, reply, headers and data, the zero
-    stamp and empty reply and headers left out: the bytes `encode_fields` gives for them,
-    built without its per-field dispatch (the publish hot path)."""
+                          payload: bytes, start: int = 0) -> bytearray:
+    """The fields of a published message, seqno, stamp, start, reply, headers and data, the
+    zero stamp and start and empty reply and headers left out: the bytes `encode_fields`
+    gives for them, built without its per-field dispatch (the publish hot path)."""
     if _WIDE <= seqno < _TOO_WIDE:  # a stream's seqno carries its time frame: 64 bits
         out = bytearray(_PACK_DESC_U64(_SEQNO_DESC, seqno))
     else:
@@ -387,6 +388,8 @@ def encode_message_fields(seqno: int, stamp: int, reply: str | None, headers: by
         out += _PACK_DESC_U64(_STAMP_DESC, stamp)
     elif stamp:
         _int_field(out, Fid.STAMP, stamp)
+    if start:
+        _int_field(out, Fid.START, start)
     if reply:
         encode_field(out, Fid.REPLY, reply)
     if headers:
@@ -410,20 +413,20 @@ def decode_message_fields(buf: bytes | bytearray | memoryview, off: int, end: in
         if end - pos >= 6 and _UNPACK_H(buf, pos)[0] == _DATA_DESC:
             size = _UNPACK_I(buf, pos + 2)[0]
             if pos + 6 + size + (size & 1) == end:
-                return _new(Message, (seqno, stamp, None, None, bytes(buf[pos + 6 : pos + 6 + size])))
+                return _new(Message, (seqno, stamp, None, None, bytes(buf[pos + 6 : pos + 6 + size]), 0))
     return message_of(decode_fields(buf, off, end))
 
 
 def message_of(fields: Fields) -> Message:
     """The published message in decoded fields (the last of a repeated field wins)."""
     d = dict(fields)
-    seqno, stamp = d.get(Fid.SEQNO, 0), d.get(Fid.STAMP, 0)
+    seqno, stamp, start = d.get(Fid.SEQNO, 0), d.get(Fid.STAMP, 0), d.get(Fid.START, 0)
     reply, headers, payload = d.get(Fid.REPLY), d.get(Fid.HEADERS), d.get(Fid.DATA, b"")
-    if type(seqno) is not int or type(stamp) is not int:
-        raise BadField("message seqno or stamp is not an integer")
+    if type(seqno) is not int or type(stamp) is not int or type(start) is not int:
+        raise BadField("message seqno, stamp or start is not an integer")
     if not isinstance(reply, str | None) or not isinstance(headers, bytes | None) or not isinstance(payload, bytes):
         raise BadField("message reply, headers or data has the wrong type")
-    return Message(seqno, stamp, reply, headers, payload)
+    return Message(seqno, stamp, reply, headers, payload, start)
 
 
 def encode_fields(fields: Iterable[tuple[int, object]], depth: int = 0) -> bytearray:

@@ -171,6 +171,7 @@ def test_frames_the_lone_path_leaves_to_the_general_one(creds: Callable[[str], C
 @pytest.mark.parametrize("subject", ["RSF.IBM.N", "odd.len", "RSF.MSFT.N"])
 def test_lone_publish_builds_the_general_frame(creds: Callable[[str], Credentials], subject: str) -> None:
     net = build(LoneSim, creds)
+    net.run_for(FLUX_NS + 1)  # the links settled: no start told again (router/stream_start.py)
     a = net.nodes["A"].node
     general = [act for act in a.publish(subject, b"first", net.now) if isinstance(act, Send)]
     last = dict(a.state.pub_window.entries())[subject]  # lone.publish takes the next seqno

@@ -110,26 +110,30 @@ def test_frame_round_trip(fields: list[tuple[int, object]], subject: str, mtype:
 
 @given(seqno=st.integers(0, 2**64 - 1), stamp=st.integers(0, 2**64 - 1),
        reply=st.one_of(st.none(), st.text(max_size=20)), headers=st.one_of(st.none(), st.binary(max_size=20)),
-       payload=st.binary(max_size=300), subject=st.text(min_size=1, max_size=30))
+       payload=st.binary(max_size=300), subject=st.text(min_size=1, max_size=30),
+       start=st.one_of(st.just(0), st.integers(0, 2**64 - 1)))
 @settings(max_examples=200)
 def test_publish_encoder_gives_the_generic_encoders_bytes(seqno: int, stamp: int, reply: str | None,
-                                                          headers: bytes | None, payload: bytes, subject: str) -> None:
+                                                          headers: bytes | None, payload: bytes, subject: str,
+                                                          start: int) -> None:
     fields: list[tuple[int, object]] = [(Fid.SEQNO, seqno)]
     if stamp:
         fields.append((Fid.STAMP, stamp))
+    if start:  # a young stream's start, told again after a route change (router/stream_start.py)
+        fields.append((Fid.START, start))
     if reply:
         fields.append((Fid.REPLY, reply))
     if headers:
         fields.append((Fid.HEADERS, headers))
     fields.append((Fid.DATA, payload))
-    body = encode_message_fields(seqno, stamp, reply, headers, payload)
+    body = encode_message_fields(seqno, stamp, reply, headers, payload, start)
     assert body == encode_fields(fields)
     sub = subject.encode("utf-8", "surrogateescape")
     frame = frame_with_body(MsgType.MCAST, sub, BRIDGE, body, path_opt(2), subject_hash(sub))
     assert frame == encode_frame(MsgType.MCAST, subject, BRIDGE, fields, path_opt(2))
     message = peeked_message(bytes(frame), peek(frame))
     assert message == message_of(decode_frame(frame).fields)
-    assert message == (seqno, stamp, reply or None, headers or None, payload)
+    assert message == (seqno, stamp, reply or None, headers or None, payload, start)
 
 
 def test_integer_width_is_the_smallest_that_fits() -> None:
