@@ -26,8 +26,10 @@ from collections.abc import Callable
 
 from raims_node.router.route_grace import ROUTE_GRACE_NS
 from raims_node.router.seqwin import SubWindow
+from raims_node.router.stream_start import SUB_KNOWN_NS
 
 HOLD_NS = 200_000_000  # the longest a frame waits for the ones before it (below)
+SHORT_HOLD_NS = 30_000_000  # for a start that may not have been sent here (`_unstarted`)
 FLUX_NS = ROUTE_GRACE_NS  # after a change of the link state, as long as relays use old routes
 HELD_LIMIT = 4096  # frames one stream may hold; past it the frame goes on at once
 
@@ -67,32 +69,40 @@ class ReorderHold:
                 return False
         elif key not in self.held and now_ns > self._flux_until_ns:
             return False
-        if not (self.window.gap(source, subject, seqno, stamp) or self._unstarted(key, stamp, start, since_ns)):
+        hold_ns = HOLD_NS if self.window.gap(source, subject, seqno, stamp) else \
+            self._unstarted(key, stamp, start, since_ns)
+        if not hold_ns:
             return False
         held = self.held.setdefault(key, [])
         if len(held) >= HELD_LIMIT:  # too many wait: they go on first, their gap counted
             self.release(key, now_ns, force=True)
             return False
-        due = due_ns or now_ns + HOLD_NS
+        due = due_ns or now_ns + hold_ns
         held.append((seqno, due, frame, off, end))
         if self._due_ns is not None and due < self._due_ns or len(self.held) == 1 and len(held) == 1:
             self._due_ns = due
         return True
 
-    def _unstarted(self, key: Key, stamp: int, start: int, since_ns: int) -> bool:
-        """A stream's first frame here without a stamp (not its start), or one behind it,
-        when the start may be on its way by the old route: delivered after this one, it
-        and the frames before this one would be dropped as repeats (seqwin.py). That is
-        when the subscription was made before the change (the start may have taken the
-        old route toward it) or, when the frame tells the stream's start (stream_start.py),
-        before that start. A subscription made since joins the stream where its first
-        frame comes, at once: it waited up to the hold until 2026-11-27 (test_admin's
-        probes, a subscriber new to an old stream just after a link change)."""
+    def _unstarted(self, key: Key, stamp: int, start: int, since_ns: int) -> int:
+        """How long a stream's first frame here without a stamp (not its start), or one
+        behind it, waits for the start, which may be on its way by the old route
+        (delivered after this one, it and the frames before this one would be dropped as
+        repeats, seqwin.py); 0: not at all. The hold when the subscription was made before
+        the change (the start may have taken the old route toward it) or, when the frame
+        tells the stream's start (stream_start.py), `SUB_KNOWN_NS` before that start (the
+        publisher knew it); `SHORT_HOLD_NS` when made less than that before the start (the
+        start may or may not have been sent here). A subscription made after the change
+        to a stream that does not tell its start joins it where its first frame comes, at
+        once. Every such frame waited up to the hold until 2026-11-27 (test_admin's probes:
+        a stream started just after the subscription, whose start went nowhere; or one in
+        progress)."""
         if stamp or self.window.known(*key):
-            return False
+            return 0
         if key in self.held:
-            return True
-        return start >= since_ns if start else since_ns < self._changed_ns
+            return HOLD_NS
+        if start:
+            return HOLD_NS if start - SUB_KNOWN_NS >= since_ns else SHORT_HOLD_NS if start >= since_ns else 0
+        return HOLD_NS if since_ns < self._changed_ns else 0
 
     def release(self, key: Key, now_ns: int, force: bool = False) -> None:
         """After a delivery on `key`: its held frames through delivery again, in sequence

@@ -12,7 +12,7 @@ import pytest
 
 from raims_node.crypto.credentials import Credentials
 from raims_node.router.node import NS
-from raims_node.router.reorder import ReorderHold
+from raims_node.router.reorder import HOLD_NS, SHORT_HOLD_NS, ReorderHold
 from raims_node.router.seqwin import SubWindow, Verdict, new_stream_seqno
 from raims_node.router.sim import MS, Jitter, SimNetwork
 from raims_node.router.stream_start import FLUX_NS, SUB_KNOWN_NS, YOUNG_NS, StreamStarts, owed
@@ -76,16 +76,18 @@ def test_a_young_streams_first_frames_lost_on_a_flapping_link_are_counted(
         "copies": 0, "disorder": 0, "uncounted": 0, "overcounted": 0}
 
 
-def _join_after_change(net: SimNetwork, seed: int) -> tuple[int, list[tuple[int, int]]]:
-    """A publishes data.x every ms; the A-B link comes up; D subscribes up to 200 ms
-    later. (ns from D's subscription to its first delivery, (payload, loss) delivered)."""
+def _join_after_change(net: SimNetwork, seed: int, young: bool) -> tuple[int, list[tuple[int, int]]]:
+    """A publishes data.x every ms (`young`: from just after D subscribes); the A-B link
+    comes up; D subscribes up to 200 ms later. (ns from D's subscription to its first
+    delivery, (payload, loss) delivered)."""
     rng = random.Random(seed)
     build(net, MANUAL, skip_link="ab")
     start = net.now
-    for i in range(1500):
-        net.at(start + i * MS, lambda i=i: net.publish("A", "data.x", b"%d" % i))
-    net.at(start + 500 * MS, lambda: bring_up(net, MANUAL, "ab"))
     subscribed = start + 500 * MS + rng.randrange(200) * MS
+    first_ns = subscribed + MS if young else start
+    for i in range(1500 if not young else 600):
+        net.at(first_ns + i * MS, lambda i=i: net.publish("A", "data.x", b"%d" % i))
+    net.at(start + 500 * MS, lambda: bring_up(net, MANUAL, "ab"))
     net.at(subscribed, lambda: net.subscribe("D", "data.x"))
     d = net.nodes["D"]
     net.run_until(lambda: net.now >= subscribed and bool(d.delivered), timeout_ns=10 * NS)
@@ -95,14 +97,16 @@ def _join_after_change(net: SimNetwork, seed: int) -> tuple[int, list[tuple[int,
 
 
 @pytest.mark.parametrize("cls", [SimNetwork, LoneSim])
-@pytest.mark.parametrize("seed", (0, 1))
+@pytest.mark.parametrize(("seed", "young"), [(0, False), (1, False), (0, True), (1, True)])
 def test_a_subscription_made_after_a_change_gets_its_first_message_at_once(
-        creds: Callable[[str], Credentials], cls: type[SimNetwork], seed: int) -> None:
-    """Its first frame of A's stream has no stamp, and the start was never sent to D: it
-    waited the whole hold for it (208 ms after subscribing, against 9 ms without the
-    change). The rest comes in order, nothing lost or twice."""
-    first, got = _join_after_change(cls(creds, seed=seed, jitter=Jitter(seed=seed)), seed)
-    assert first < 50 * MS
+        creds: Callable[[str], Credentials], cls: type[SimNetwork], seed: int, young: bool) -> None:
+    """Its first frame of A's stream has no stamp, and the start was never sent to D (the
+    stream began long before, or just after D subscribed, before A knew it): it waited
+    the whole hold for it (208 ms after subscribing, against 9 ms without the change;
+    now 8 ms, or the short hold for a stream that began just after the subscription).
+    The rest comes in order, nothing lost or twice."""
+    first, got = _join_after_change(cls(creds, seed=seed, jitter=Jitter(seed=seed)), seed, young)
+    assert first < 50 * MS + (SHORT_HOLD_NS if young else 0)
     nums = [n for n, _ in got]
     assert nums == list(range(nums[0], nums[0] + len(nums))) and all(loss == 0 for _, loss in got)
 
@@ -164,5 +168,8 @@ def test_an_unstarted_stream_waits_only_when_its_start_may_come_to_us() -> None:
     assert not hold.wait(S, "new", first + 5, 0, b"", 0, 0, NOW, 0, 0, NOW + 1)  # subscribed since the change
     assert hold.wait(S, "old", first + 5, 0, b"", 0, 0, NOW, 0, 0, NOW - 1)  # subscribed before it
     assert hold.wait(S, "old", first + 6, 0, b"", 0, 0, NOW, 0, NOW, NOW + 1)  # behind a held one
-    assert hold.wait(S, "young", first + 5, 0, b"", 0, 0, NOW, 0, NOW, NOW)  # began after the subscription
+    since = NOW - SUB_KNOWN_NS
+    assert hold.wait(S, "young", first + 5, 0, b"", 0, 0, NOW, 0, NOW, since)  # began after it was known
+    assert hold.wait(S, "just", first + 5, 0, b"", 0, 0, NOW, 0, NOW, since + 1)  # maybe before: shortly
     assert not hold.wait(S, "joined", first + 5, 0, b"", 0, 0, NOW, 0, NOW - 1, NOW)  # began before it
+    assert [h[1] - NOW for h in hold.held[(S, "young")] + hold.held[(S, "just")]] == [HOLD_NS, SHORT_HOLD_NS]
