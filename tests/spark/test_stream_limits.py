@@ -9,7 +9,6 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,24 +17,13 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from raims_node.client import connect
 from spark_app.stream import DEFAULT_MAX_BUFFERED_MESSAGES, RaimsStreamReader, _Options, register
+from tests.integration import test_client
 from tests.integration.harness import poll
 from tests.integration.test_client import Node
 
+node = test_client.node  # the fixture: a real node, its endpoints file in tmp_path
 LIMIT = 1000
 SENT = 40_000  # more than the node queues for its reader (10,000 packets) and its socket take
-
-
-@pytest.fixture
-def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
-    from raims_node.client import endpoints
-
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    for var in (endpoints.ENV_FILE, endpoints.ENV_NODE):
-        monkeypatch.delenv(var, raising=False)
-    n = Node(tmp_path)
-    yield n
-    n.proc.stop()
 
 
 def _reader(subject: str, **options: str) -> RaimsStreamReader:
