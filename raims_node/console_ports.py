@@ -27,3 +27,8 @@ class ConsolePorts(Protocol):
     def running(self) -> list[str]:
         """The names of those running (save's `startup: listen:`)."""
         ...
+
+    def changed(self) -> None:
+        """A transport was started or stopped from a console: rewrite the endpoints file
+        (raims_node.client.endpoints), so a client finds what now listens."""
+        ...

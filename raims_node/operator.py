@@ -114,16 +114,21 @@ class OperatorHost:
         try:
             if ports is not None and name in {t.tport for t in self.daemon.tree.transports
                                               if t.type in CONSOLE_TYPES}:
-                return await ports.start(name)
-            return await self.daemon.start_transport(name, listen)
+                started: object = await ports.start(name)
+            else:
+                started = await self.daemon.start_transport(name, listen)
         except DaemonError as exc:
             raise RuntimeError(str(exc)) from None
+        if ports is not None:
+            ports.changed()
+        return started
 
     async def stop_transport(self, name: str) -> bool:
         """Close transport `name`: its listeners, connectors, links or bridge clients."""
         d = self.daemon
         ports = d.console_ports
         if ports is not None and await ports.stop(name):
+            ports.changed()
             return True
         run = d.running.pop(name, None)
         if run is None:
@@ -137,6 +142,8 @@ class OperatorHost:
         for link in [lk for lk in d.links.values() if lk.tport_id == run.tport_id]:
             link.close("shutdown")
         d.say(f"shutdown {name}")
+        if ports is not None:
+            ports.changed()
         return True
 
     async def join_network(self, service: str, network: str) -> str:

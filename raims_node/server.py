@@ -204,7 +204,6 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
     listen, connect = _split_tports(tree, args.tports)
     daemon = Daemon(tree, user, svc, map_file=args.map_file)
     ports = daemon.console_ports = _ConsolePorts(daemon, args.config)
-    web_bound: list[str] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = {"count": 0, "first": 0.0}
@@ -266,16 +265,14 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
             if run.bridge is not None and hasattr(run.bridge, "on_idle"):
                 run.bridge.on_idle = stop.set
         for name in [n for n in listen if n in here] + [n for n in connect if n in here and n not in listen]:
-            bound = await ports.start(name)  # a telnet or web transport only listens
-            if tree.transport(name).type == "web":
-                web_bound += bound
-        _write_endpoints(daemon, web_bound)
+            await ports.start(name)  # a telnet or web transport only listens
+        ports.changed()
         if getattr(args, "hup_exits", False):  # rvd mode: the manual's start lines
             from raims_node.rvd import RV_TPORT
 
             rv = daemon.running.get(RV_TPORT)
             for line in [f"rvd running at {a}" for a in (rv.bound if rv else [])] + \
-                    [f"web running at {a}" for a in web_bound]:
+                    [f"web running at {a}" for a in ports.web_bound()]:
                 print(line, flush=True)
         args.starter.tell(0)
     except DaemonError as exc:
@@ -348,6 +345,13 @@ class _ConsolePorts:
 
     def running(self) -> list[str]:
         return list(self._on)
+
+    def web_bound(self) -> list[str]:
+        """The addresses of the running web transports."""
+        return [a for name, (server, _, bound) in self._on.items() if not isinstance(server, _Closer) for a in bound]
+
+    def changed(self) -> None:
+        _write_endpoints(self.daemon, self.web_bound())
 
     async def start(self, name: str) -> list[str]:
         from raims_node.daemon import DaemonError
