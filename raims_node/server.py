@@ -184,6 +184,14 @@ def _daemonize(tree: ConfigTree, announce: bool = False, prog: str = "ms_server"
     return _Starter(write_fd)
 
 
+def _absolute(tree: ConfigTree, map_file: str | None) -> tuple[ConfigTree, str | None]:
+    """The config directory (its key files) and the -m map made absolute, so that they
+    are still found after -b moves to `working_directory`."""
+    if tree.base_dir is not None:
+        tree = dataclasses.replace(tree, base_dir=tree.base_dir.absolute())
+    return tree, os.path.abspath(map_file) if map_file else map_file
+
+
 def _write_pid(tree: ConfigTree) -> Path | None:
     """`pid_file`, when set; one that cannot be written is a ConfigError."""
     pid_file = tree.parameters.text("pid_file")
@@ -498,6 +506,7 @@ def _start(tree: ConfigTree, args: argparse.Namespace, background: bool, announc
     pid_path = None
     try:
         if background:
+            tree, args.map_file = _absolute(tree, getattr(args, "map_file", None))
             try:
                 args.starter = _daemonize(tree, announce, prog)
             except OSError as exc:

@@ -135,3 +135,26 @@ def _listening(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def test_detached_server_with_a_relative_config_dir_and_map_moves_to_its_working_directory(tmp_path: Path) -> None:
+    """The README's `ms_gen_key -u A -s test` then `ms_server -d config -b -m kv.map`,
+    with `working_directory` set: the key files and the map are the ones named relative
+    to where it was started, not to the directory it moved to."""
+    subprocess.run([PYTHON, "-m", "raims_node.config.gen_key", "-u", "A", "-s", "test", "-y"], cwd=tmp_path,
+                   check=True, capture_output=True, timeout=60)
+    subprocess.run([PYTHON, "-m", "raims_node.kv.cli", "init", "kv.map"], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=60)
+    (tmp_path / "wd").mkdir()
+    pid_file = tmp_path / "ms.pid"
+    (tmp_path / "config" / "startup.yaml").write_text(
+        yaml.safe_dump({"pid_file": str(pid_file), "working_directory": str(tmp_path / "wd")}))
+    run = _ms_server(tmp_path, "-d", "config", "-u", "A", "-m", "kv.map", "-b")
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    pid = int(pid_file.read_text())
+    try:
+        assert os.readlink(f"/proc/{pid}/cwd") == str(tmp_path / "wd")
+        assert not (tmp_path / "wd" / "kv.map").exists()
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        assert poll(lambda: _gone(pid), 10), "the daemon did not stop"
