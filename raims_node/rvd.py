@@ -76,7 +76,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("-http", type=int, default=None, help="port for http service (default: listen + 80)")
     ap.add_argument("-no-mcast", dest="no_mcast", action="store_true", help="no multicast")
     ap.add_argument("-console", action="store_true", help="run with console")
-    ap.add_argument("-help", action="help", help="this help")
+    ap.add_argument("-help", "-h", "--help", action="help", help="this help")
     return ap.parse_args(argv)
 
 

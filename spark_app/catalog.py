@@ -63,10 +63,10 @@ def statements(location: str, catalog: str = DEFAULT_CATALOG, database: str = DE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m spark_app.catalog", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m spark_app.catalog", description=__doc__.split("\n\n")[0])
     ap.add_argument("--location", required=True, help="the lake's external location (the rollout's lake)")
-    ap.add_argument("--catalog", default=DEFAULT_CATALOG)
-    ap.add_argument("--schema", default=DEFAULT_SCHEMA)
+    ap.add_argument("--catalog", default=DEFAULT_CATALOG, help=f"default {DEFAULT_CATALOG}")
+    ap.add_argument("--schema", default=DEFAULT_SCHEMA, help=f"default {DEFAULT_SCHEMA}")
     args = ap.parse_args(argv)
     print("\n".join(statements(args.location, args.catalog, args.schema)))
     return 0

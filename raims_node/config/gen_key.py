@@ -174,10 +174,10 @@ def _ask(out: TextIO, stdin: TextIO) -> bool:
 
 
 def run(argv: Sequence[str], out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    args = _parser().parse_args(list(argv))
+    parser = _parser()
+    args = parser.parse_args(list(argv))
     if not args.svc:
-        err.write("ms_gen_key: a service is required (-s SVC)\n")
-        return 1
+        parser.error("a service is required (-s SVC)")  # a usage error: exit 2
     check_name(args.svc, "service")
     for user in [*args.users, *args.export]:
         check_name(user, "user")
@@ -219,7 +219,7 @@ def run(argv: Sequence[str], out: TextIO, err: TextIO, stdin: TextIO) -> int:
         out.write("no changes\n")
     else:
         if not args.yes and not _ask(out, stdin):
-            err.write("aborting\n")
+            err.write("aborting: nothing written (answer y, or run with -y)\n")
             return 1
         plan.commit()
         out.write("done\n")

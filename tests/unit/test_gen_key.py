@@ -104,13 +104,14 @@ def test_create_prints_the_manuals_lines(cwd: Path) -> None:
 def test_answer_no_aborts_without_files(cwd: Path) -> None:
     code, out, err = run("-u", "A", "-s", "test", answer="n\n")
     assert code == 1
-    assert err == "aborting\n"
+    assert err == "aborting: nothing written (answer y, or run with -y)\n"
     assert not (cwd / "config").exists()
 
 
-def test_service_is_required(cwd: Path) -> None:
-    code, _, err = run("-u", "A")
-    assert code == 1 and "-s SVC" in err
+def test_service_is_required(cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:  # a usage error, as argparse's own
+        run("-u", "A")
+    assert e.value.code == 2 and "-s SVC" in capsys.readouterr().err
     assert gen_key.main(["-u", "A", "-s", "bad/name"]) == 1
 
 

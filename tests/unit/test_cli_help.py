@@ -1,0 +1,64 @@
+"""Every console script of pyproject.toml (and the documented `python -m` tools): `--help`
+prints the usage and exits 0; an unknown flag prints the usage and one error line and
+exits 2, as argparse programs do."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from raims_node import __main__ as raims_main
+from raims_node import server
+from raims_node.config import gen_key, test_adj
+from raims_node.kv import cli as kv_cli
+from raims_node.msglog import cli as msglog_cli
+from spark_app import catalog
+
+MAINS: dict[str, Callable[[list[str]], object]] = {
+    "raims": raims_main.main,
+    "raims lake": lambda a: raims_main.main(["lake", *a]),
+    "ms_server": server.main,
+    "rvd": lambda a: server._rvd(a, "rvd"),
+    "ms_gen_key": gen_key.main,
+    "ms_test_adj": test_adj.main,
+    "ms_kv": kv_cli.main,
+    "ms_msglog": msglog_cli.main,
+    "spark_app.catalog": catalog.main,
+}
+
+
+def _exit(fn: Callable[[list[str]], object], argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as e:
+        fn(argv)
+    return int(e.value.code or 0)
+
+
+@pytest.mark.parametrize("name", list(MAINS))
+def test_help_exits_0_with_the_usage(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit(MAINS[name], ["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: "), out
+
+
+@pytest.mark.parametrize("name", list(MAINS))
+def test_an_unknown_flag_is_one_error_line_and_exit_2(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit(MAINS[name], ["--bogus"]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and err.splitlines()[-1] == errors[0], err
+
+
+def test_raims_with_no_command_shows_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert raims_main.main([]) == 2
+    assert capsys.readouterr().err.startswith("usage: raims")
+
+
+def test_catalog_help_has_its_whole_first_paragraph(capsys: pytest.CaptureFixture[str]) -> None:
+    _exit(catalog.main, ["--help"])
+    assert "`date` partition as a generated column" in " ".join(capsys.readouterr().out.split())
+
+
+def test_ms_gen_key_without_a_service_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit(gen_key.main, ["-u", "A"]) == 2
+    assert "error: a service is required (-s SVC)" in capsys.readouterr().err
