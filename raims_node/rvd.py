@@ -144,6 +144,10 @@ def build_tree(args: argparse.Namespace, prog: str) -> tuple[ConfigTree, str, st
     user = args.user or f"{socket.gethostname().split('.')[0]}_{port}"
     if "." not in user and len(tree.services) == 1:
         user = f"{user}.{tree.services[0].svc}"
+    elif "." not in user and len(tree.services) > 1:  # ms_gen_key -o in a directory of several services
+        names = ", ".join(s.svc for s in tree.services)
+        raise ConfigError(f"{where} configures the services {names}: choose one with -user NAME.SERVICE, "
+                          f"or write rv.yaml from a directory of its own (ms_gen_key -y -s rvd -d DIR -o rv.yaml)")
     return tree, where, user
 
 

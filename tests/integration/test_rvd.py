@@ -64,6 +64,19 @@ def _listening_ports(pid: int) -> set[int]:
     return ports
 
 
+def test_rv_yaml_of_a_directory_with_another_service_says_how_to_choose(tmp_path: Path) -> None:
+    """The README in one directory: `ms_gen_key -u A B C -s test`, then `ms_gen_key -y -s
+    rvd -o rv.yaml` bundles both services; rvd says how to pick one (was: "expected one
+    service, configured: rvd, test")."""
+    subprocess.run([PYTHON, "-m", "raims_node.config.gen_key", "-u", "A", "-s", "test", "-y"], cwd=tmp_path,
+                   capture_output=True, timeout=60, check=True)
+    _gen_rv_yaml(tmp_path)
+    run = subprocess.run([PYTHON, "-m", "raims_node.server", "-listen", str(free_port()), "-no-http",
+                          "-foreground", "-cfg", "rv.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and len(run.stderr.splitlines()) == 1, run.stderr
+    assert "rvd, test" in run.stderr and "-user NAME.SERVICE" in run.stderr and "-d DIR" in run.stderr
+
+
 def test_rvd_listen_port_only(tmp_path: Path) -> None:
     _gen_rv_yaml(tmp_path)
     port = free_port()
