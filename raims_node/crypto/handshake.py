@@ -36,7 +36,8 @@ Decisions where the manual is vague:
   with the key of the named user if the service signed that user and it has not
   expired.
 - The session key is one random 32-byte key per node start, sent to every peer.
-- Replays: heartbeat and auth seqnos must increase per peer bridge; an auth must match
+- Replays: heartbeat seqnos must increase per peer bridge, auth seqnos be new within a
+  window (crypto/replay.py: a peer's auths on two links arrive in any order); an auth must match
   one of our last two HELLOs (auth 1) or one of the last two auth 1 sent to that peer
   (auth 2), else it is a stale nonce. A matched auth 1 record is used once.
 - Only cryptographic failures of an auth (key, digest, signature, expiry) make the
@@ -80,6 +81,7 @@ from raims_node.crypto import CryptoError
 from raims_node.crypto.credentials import Credentials, Signer
 from raims_node.crypto.keys import b64encode
 from raims_node.crypto.mac import MacKey
+from raims_node.crypto.replay import SeqWindow
 from raims_node.wire import (
     DIGEST_LEN,
     DIGEST_OFFSET,
@@ -197,7 +199,7 @@ class PeerState:
     user: str | None = None
     start_ns: int = 0
     hb_seqno: int = 0  # last heartbeat seqno received
-    auth_seqno: int = 0  # last auth seqno received
+    auth_seqno: SeqWindow = field(default_factory=SeqWindow)  # auth seqnos received
     out_seqno: int = 0  # last inbox seqno we sent to it
     auth_sent: deque[_Sent] = field(default_factory=lambda: deque(maxlen=AUTH_HISTORY))
     reply_sent: deque[_Sent] = field(default_factory=lambda: deque(maxlen=AUTH_HISTORY))
@@ -516,15 +518,15 @@ class Handshake:
             return self._reject(f.bridge, user, "malformed", "auth lacks user, seqno, time, auth_seqno, auth_time or stage")
         assert user is not None and seqno is not None and t is not None and stage is not None
         p = self._peer(f.bridge)
-        if seqno <= p.auth_seqno:
-            return self._reject(f.bridge, user, "replayed_auth", f"replayed auth: seqno {seqno} is not after {p.auth_seqno}")
+        if not p.auth_seqno.fresh(seqno):
+            return self._reject(f.bridge, user, "replayed_auth", f"replayed auth: seqno {seqno} seen or too old (top {p.auth_seqno})")
         if stage == STAGE_OK:
             if p.mac is None or not p.mac.verify(raw):
                 return self._reject(f.bridge, user, "bad_digest", "auth ok does not verify with the peer's session key", now_ns)
             if not any(s.seqno == a_seqno and s.time_ns == a_time for s in p.reply_sent):
                 return self._reject(f.bridge, user, "stale_nonce", f"stale nonce: auth ok for seqno {a_seqno} matches "
                                                     "none of our last auth replies")
-            p.auth_seqno = seqno
+            p.auth_seqno.mark(seqno)
             p.trusts_us = True
             return [Confirmed(f.bridge, user)]
         # stage 1 answers one of our HELLOs, stage 2 one of our auth 1 to this peer
@@ -559,7 +561,7 @@ class Handshake:
         if p.start_ns and start != p.start_ns:
             return self._reject(f.bridge, user, "start_mismatch",
                                 f"auth start time {start} is not the start {p.start_ns} of that bridge")
-        p.auth_seqno = seqno
+        p.auth_seqno.mark(seqno)
         if stage == STAGE_REPLY:
             # (a stage 1 consumes nothing of ours: one HELLO may be answered by many peers)
             p.auth_sent.remove(matched)

@@ -240,6 +240,24 @@ def test_replayed_auth_is_rejected(net: dict[str, Any]) -> None:
     assert isinstance(rej2, Rejected) and rej2.reason.startswith("replayed auth")
 
 
+def test_an_auth_overtaken_by_a_later_one_on_another_link_is_not_a_replay(net: dict[str, Any]) -> None:
+    """Both peers say HELLO at once (two links): b's auth 1 (seqno 1) and then its auth 2
+    (seqno 2) reach a in the opposite order. Before: the auth 1 was refused as a replay
+    ("seqno 1 is not after 2"); now each is taken once, and a repeat is still refused."""
+    a, b = node(net, "A"), node(net, "B")
+    [b_auth1] = b.receive(NOW, bytes(a.hello(NOW)))
+    [a_auth1] = a.receive(NOW, bytes(b.hello(NOW)))
+    assert isinstance(b_auth1, Send) and isinstance(a_auth1, Send)
+    b_auth2 = b.receive(NOW, a_auth1.frame)[-1]
+    assert isinstance(b_auth2, Send)
+    assert [type(e) for e in a.receive(NOW, b_auth2.frame)] == [Authenticated, Send]
+    late = a.receive(NOW, b_auth1.frame)
+    assert not any(isinstance(e, Rejected) for e in late) and isinstance(late[-1], Send), late
+    for frame in (b_auth1.frame, b_auth2.frame):
+        [rej] = a.receive(NOW, frame)
+        assert isinstance(rej, Rejected) and rej.kind == "replayed_auth"
+
+
 def test_stale_nonce_is_rejected(net: dict[str, Any]) -> None:
     a, b = node(net, "A"), node(net, "B")
     [ev] = b.receive(NOW, bytes(a.hello(NOW)))
