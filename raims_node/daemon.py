@@ -471,10 +471,10 @@ class Daemon:
 
     def publish_acked(self, subject: str, payload: bytes, headers: bytes | None, no_echo: object | None,
                       kind: str, inbox: str) -> int:
-        """Publish asking for `kind` answers ("ack" | "trace"), sent on as messages to the
-        node subject `inbox` (bridges/acks.py)."""
-        self.ack_waits.add(subject, inbox, time.time_ns())
-        return self.publish(subject, payload, None, headers, no_echo, OPT_TRACE if kind == "trace" else OPT_ACK)
+        """Publish asking for `kind` answers ("ack" | "trace") on node subject `inbox` (acks.py)."""
+        now_ns, delivered = time.time_ns(), self.publish(subject, payload, None, headers, no_echo, OPT_TRACE if kind == "trace" else OPT_ACK)
+        self.ack_waits.add(subject, inbox, now_ns, self.node.state.pub_window.last(subject))
+        return delivered
 
     def _answer_acks(self) -> None:
         if self.ack_waits.waits:

@@ -7,7 +7,10 @@ message passes answers). The message travels without a reply subject, with the f
 ack or trace option; each answer reaches the client as a message on `<inbox>` (in the
 client's namespace) whose payload is JSON {"kind": "ack"|"trace", "user", "subject",
 "seqno", "tport"}. Answers are awaited for ACK_WAIT_S after the publish; later ones are
-dropped.
+dropped. An answer goes to the publish of its subject and seqno only: two publishes of
+one subject within ACK_WAIT_S each get their own answers (before, each answer went to
+every wait of the subject: the second publish's inbox got both messages' answers, and
+every answer came twice).
 """
 
 from __future__ import annotations
@@ -36,18 +39,19 @@ def ack_request(reply: str | None) -> tuple[str, str] | None:
 
 @dataclass
 class AckWaits:
-    """Publishes awaiting answers, by node subject: (inbox node subject, deadline)."""
+    """Publishes awaiting answers, by node subject: (inbox node subject, deadline, seqno)."""
 
-    waits: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    waits: dict[str, list[tuple[str, int, int | None]]] = field(default_factory=dict)
     count: int = 0
     mark_ns: int = 0  # the arrival time of the newest answer already handled
 
-    def add(self, subject: str, inbox: str, now_ns: int) -> None:
+    def add(self, subject: str, inbox: str, now_ns: int, seqno: int | None = None) -> None:
+        """`seqno`: the message's (None: answers to any message of the subject)."""
         if not self.waits:  # answers() skips the log while nothing waits: older ones are not ours
             self.mark_ns = max(self.mark_ns, now_ns - 1)
         if self.count >= MAX_WAITS:
             self.expire(now_ns + ACK_WAIT_NS + 1)  # full: make room by dropping all
-        self.waits.setdefault(subject, []).append((inbox, now_ns + ACK_WAIT_NS))
+        self.waits.setdefault(subject, []).append((inbox, now_ns + ACK_WAIT_NS, seqno))
         self.count += 1
 
     def expire(self, now_ns: int) -> None:
@@ -69,7 +73,9 @@ class AckWaits:
             if at_ns <= self.mark_ns:
                 continue
             newest = max(newest, at_ns)
-            for inbox, _ in self.waits.get(subject, ()):
+            for inbox, _, wanted in self.waits.get(subject, ()):
+                if wanted is not None and wanted != seqno:
+                    continue
                 body = {"kind": kind, "user": user, "subject": subject, "seqno": seqno, "tport": tport}
                 out.append((inbox, json.dumps(body).encode()))
         self.mark_ns = newest

@@ -162,6 +162,10 @@ class PubWindow:
         self._w.put(subject, len(subject), first + n - 1)
         return first, start
 
+    def last(self, subject: str) -> int | None:
+        """The seqno of the last message published on `subject` (None: none in the window)."""
+        return self._w.get(subject, len(subject))
+
     def entries(self) -> list[tuple[str, int]]:
         """(subject, last seqno published) of every subject in the window."""
         return self._w.items()

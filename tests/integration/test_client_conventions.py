@@ -64,7 +64,7 @@ def test_two_shards_split_the_subjects(abc: BridgeNet) -> None:
     assert one | two == {f"foo.{i}" for i in range(COUNT)}
 
 
-async def _answers(net: BridgeNet, prefix: str) -> list[dict[str, object]]:
+async def _answers(net: BridgeNet, prefix: str, publishes: int = 1) -> list[dict[str, object]]:
     url = "nats://127.0.0.1:{}"
     a, c = [await nats.connect(url.format(net.port(n)), connect_timeout=5) for n in "AC"]
     got: list[dict[str, object]] = []
@@ -81,17 +81,18 @@ async def _answers(net: BridgeNet, prefix: str) -> list[dict[str, object]]:
     await c.flush()
     await a.flush()
     await asyncio.sleep(1.5)  # C's filter reaches A
-    await a.publish("bar", b"hello", reply=f"{prefix}answers.1")
+    for _ in range(publishes):
+        await a.publish("bar", b"hello", reply=f"{prefix}answers.1")
     await a.flush()
-    want = 1 if prefix == "_ACK." else 2
+    want = (1 if prefix == "_ACK." else 2) * publishes
     for _ in range(100):
-        if len(got) >= want and delivered:
+        if len(got) >= want and len(delivered) >= publishes:
             break
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.3)
     for nc in (a, c):
         await nc.close()
-    assert delivered == [b"hello"]
+    assert delivered == [b"hello"] * publishes
     return got
 
 
@@ -103,3 +104,10 @@ def test_ack_answers_reach_the_publisher(abc: BridgeNet) -> None:
 def test_trace_answers_come_from_every_router_on_the_way(abc: BridgeNet) -> None:
     got = asyncio.run(_answers(abc, "_TRACE."))
     assert sorted((str(g["kind"]), str(g["user"])) for g in got) == [("trace", "B"), ("trace", "C")], got
+
+
+def test_two_acked_publishes_get_one_answer_each(abc: BridgeNet) -> None:
+    """Before: each answer went to every publish of the subject awaiting answers, so the
+    two publishes brought four answers (each seqno twice)."""
+    got = asyncio.run(_answers(abc, "_ACK.", publishes=2))
+    assert len(got) == 2 and len({g["seqno"] for g in got}) == 2, got

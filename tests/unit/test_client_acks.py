@@ -24,3 +24,13 @@ def test_answers_go_to_the_waiting_inbox_once_and_expire() -> None:
     assert w.answers(log, 3001) == []  # each answer once
     w.answers([], 1000 + ACK_WAIT_NS + 1)
     assert w.waits == {} and w.count == 0
+
+
+def test_two_publishes_of_one_subject_each_get_their_own_answers() -> None:
+    """Before: every answer went to every wait of the subject (inbox x got the answer
+    to y's message, and a client publishing twice to x got each answer twice)."""
+    w = AckWaits()
+    w.add("_nats.foo", "_nats.x", 1000, seqno=8)
+    w.add("_nats.foo", "_nats.y", 1001, seqno=9)
+    log = [("ack", "C", "_nats.foo", 8, "link_bc", 2000), ("ack", "C", "_nats.foo", 9, "link_bc", 2001)]
+    assert [(i, json.loads(p)["seqno"]) for i, p in w.answers(log, 3000)] == [("_nats.x", 8), ("_nats.y", 9)]
