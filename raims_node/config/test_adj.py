@@ -170,10 +170,16 @@ def run(argv: Sequence[str], out: TextIO, err: TextIO, stdin: TextIO) -> int:
             config_file = args.output
         result = render(parse_graph(text), args.service, config_file)
         if args.output:
-            write_private(Path(args.output), result)
+            try:
+                write_private(Path(args.output), result)
+            except OSError as exc:  # named as given, not its staging file
+                raise OSError(exc.errno, exc.strerror, args.output) from None
         else:
             out.write(result)
-    except (OSError, GraphError, ConfigError) as exc:
+    except OSError as exc:  # the graph, or the -o file: its name and the OS reason, once
+        err.write(f"ms_test_adj: {exc.filename or args.graph}: {exc.strerror or exc}\n")
+        return 1
+    except (GraphError, ConfigError) as exc:
         err.write(f"ms_test_adj: {args.graph}: {exc}\n")
         return 1
     except UnicodeDecodeError as exc:

@@ -118,7 +118,14 @@ def test_a_graph_file_that_is_not_text_is_an_error_not_a_traceback(tmp_path: Pat
 def test_missing_graph_file(tmp_path: Path) -> None:
     err = io.StringIO()
     assert run([str(tmp_path / "nope.txt")], io.StringIO(), err, io.StringIO()) == 1
-    assert "nope.txt" in err.getvalue()
+    assert err.getvalue() == f"ms_test_adj: {tmp_path / 'nope.txt'}: No such file or directory\n"  # was "[Errno 2] ..."
+
+
+def test_an_output_file_that_cannot_be_written_is_named(tmp_path: Path) -> None:
+    err = io.StringIO()
+    out = tmp_path / "no" / "graph.yaml"
+    assert run(["-o", str(out), "-"], io.StringIO(), err, io.StringIO("node A\n")) == 1
+    assert err.getvalue() == f"ms_test_adj: {out}: No such file or directory\n"
 
 
 def test_free_ports_are_distinct_and_bindable() -> None:
