@@ -93,18 +93,35 @@ def maintain(lake: str, tables: Sequence[str] | None = None,
     return out
 
 
+def hours(text: str) -> int:
+    """A --retention-hours value: a whole number, 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """A lake path that is no directory is an error (a typo printed an empty table, exit
+    0); one with none of the tables says so; --table takes the lake's table names."""
     ap = argparse.ArgumentParser(prog="raims lake maintain", description=__doc__.splitlines()[0])
     ap.add_argument("--lake", required=True, help="the lake's directory (or URI)")
-    ap.add_argument("--retention-hours", type=int, default=DEFAULT_RETENTION_HOURS,
-                    help=f"vacuum files older than this many hours (default {DEFAULT_RETENTION_HOURS})")
-    ap.add_argument("--table", action="append", help="only this table (repeatable)")
+    ap.add_argument("--retention-hours", type=hours, default=DEFAULT_RETENTION_HOURS, metavar="H",
+                    help=f"vacuum files older than this many hours, 0 or more (default {DEFAULT_RETENTION_HOURS})")
+    ap.add_argument("--table", action="append", choices=TABLES, metavar="TABLE",
+                    help=f"only this table (repeatable): {', '.join(TABLES)}")
     args = ap.parse_args(argv)
+    if "://" not in args.lake and not Path(args.lake).is_dir():
+        print(f"raims lake maintain: lake {args.lake!r} is not a directory", file=sys.stderr)
+        return 1
     try:
         done = maintain(args.lake, args.table, args.retention_hours)
     except LakeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if not done:
+        print(f"raims lake maintain: no Delta tables of the lake under {args.lake!r}", file=sys.stderr)
+        return 0
     print(f"{'table':<14} {'files':>7} {'after':>7} {'rows':>9} {'vacuumed':>9} {'version':>8}")
     for m in done:
         print(f"{m.table:<14} {m.files_before:>7} {m.files_after:>7} {m.rows:>9} {m.vacuumed:>9} {m.version:>8}")

@@ -5,6 +5,7 @@ exits 2, as argparse programs do."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,17 @@ def test_catalog_help_has_its_whole_first_paragraph(capsys: pytest.CaptureFixtur
 def test_ms_gen_key_without_a_service_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert _exit(gen_key.main, ["-u", "A"]) == 2
     assert "error: a service is required (-s SVC)" in capsys.readouterr().err
+
+
+def test_lake_maintain_refuses_a_lake_that_is_no_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a mistyped --lake printed an empty table and exit 0; a negative retention
+    or unknown --table were taken."""
+    from spark_app.maintain import main as maintain
+
+    assert maintain(["--lake", str(tmp_path / "nolake")]) == 1
+    assert capsys.readouterr().err == f"raims lake maintain: lake {str(tmp_path / 'nolake')!r} is not a directory\n"
+    assert maintain(["--lake", str(tmp_path)]) == 0
+    assert "no Delta tables" in capsys.readouterr().err
+    for bad in (["--retention-hours", "-5"], ["--table", "bogus"]):
+        assert _exit(maintain, ["--lake", str(tmp_path), *bad]) == 2
+        assert capsys.readouterr().err.splitlines()[-1].startswith("raims lake maintain: error: argument")
