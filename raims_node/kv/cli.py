@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
             for i, d in enumerate(engine.store.dbs):
                 if d.data:
                     print(f"db{i}: keys={len(d.data)} expires={len(d.expires)}")
+            if not any(d.data for d in engine.store.dbs):  # say so, rather than print nothing
+                print(f"map {map_path(args.path)}: no keys in its {len(engine.store.dbs)} databases")
             if mf is not None:
                 mf.close()
     except KVError as exc:

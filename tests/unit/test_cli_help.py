@@ -77,3 +77,12 @@ def test_lake_maintain_refuses_a_lake_that_is_no_directory(tmp_path: Path, capsy
     for bad in (["--retention-hours", "-5"], ["--table", "bogus"]):
         assert _exit(maintain, ["--lake", str(tmp_path), *bad]) == 2
         assert capsys.readouterr().err.splitlines()[-1].startswith("raims lake maintain: error: argument")
+
+
+def test_ms_kv_info_of_an_empty_map_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `ms_kv info` of a map just made printed nothing."""
+    path = str(tmp_path / "kv.map")
+    assert kv_cli.main(["init", path]) == 0
+    capsys.readouterr()
+    assert kv_cli.main(["info", path]) == 0
+    assert capsys.readouterr().out == f"map {path}: no keys in its 16 databases\n"
