@@ -67,7 +67,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("-m", dest="map_file", default=None, help="key-value map file (ms_kv init PATH creates one)")
     ap.add_argument("-v", dest="verbose", action="store_true", help="verbose logging")
     ap.add_argument("--version", action="version", version=f"ms_server (raims) {__version__}")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.console and args.config == "-":  # the node started, read EOF as its console's quit, exit 0
+        ap.error("-c reads console commands from stdin, which -d - reads the configuration from")
+    if args.console and args.background:  # the manual's daemon mode is "without a console"
+        ap.error("-c and -b: a detached daemon has no console (use the telnet transport)")
+    return args
 
 
 def _setup_logging(logfile: str | None, verbose: bool) -> None:

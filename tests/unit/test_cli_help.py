@@ -86,3 +86,13 @@ def test_ms_kv_info_of_an_empty_map_says_so(tmp_path: Path, capsys: pytest.Captu
     capsys.readouterr()
     assert kv_cli.main(["info", path]) == 0
     assert capsys.readouterr().out == f"map {path}: no keys in its 16 databases\n"
+
+
+@pytest.mark.parametrize(("flags", "words"), [(["-d", "-"], "-d -"), (["-b"], "-b")])
+def test_ms_server_console_with_stdin_config_or_detached_is_a_usage_error(
+        flags: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `-d - -c` started the node and exited 0 at once (the console read EOF);
+    `-b -c` detached a node whose console read the starter's stdin."""
+    assert _exit(server.main, [*flags, "-c"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("ms_server: error: -c") and words in err, err
