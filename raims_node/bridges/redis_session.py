@@ -70,6 +70,7 @@ from raims_node.bridges.resp import (
     encode_array_header,
     encode_bulk,
     encode_bulks,
+    encode_countdown,
     encode_error,
     encode_int,
     encode_null,
@@ -375,6 +376,9 @@ class RedisSession(SessionOutput):
         if not args[1:] and targets and sum(map(len, (self._channels, self._patterns, self._shards))) == len(table):
             table.clear()  # all the client holds: dropped at once (a per-subscription
             self.bus.unsubscribe_all(self)  # withdrawal of 100,000 stalled the node 2 s)
+            if self._capture is None:  # the confirmations in one write
+                self._push(encode_countdown(kind, targets, self.resp))
+                return
             for i, raw in enumerate(targets):
                 self._confirm(kind, raw, len(targets) - 1 - i)
             return

@@ -306,7 +306,7 @@ class RouterBus:
         for payload in payloads:
             node.counters.published += 1
             groups: dict[str, list[tuple[object, str]]] | None = None
-            for sub in match(internal):  # matched again: a delivery may unsubscribe
+            for sub in node.subs.match(internal):  # again: a delivery may unsubscribe or drop one
                 owner = sub.owner
                 if owner is no_echo:
                     continue

@@ -475,7 +475,7 @@ class Node:
     def next_wake_ns(self) -> int | None:
         """When held floods or frames are due (router/batch.py, reorder.py), or now while
         announcements of our changes are pending (interest.py): call `tick` then."""
-        if self.interest_part.pending:
+        if self.interest_part.busy:
             return 0  # due already
         due, frames = self.state.next_wake_ns(), self.forward.reorder.next_due_ns()
         return frames if due is None or frames is not None and frames < due else due

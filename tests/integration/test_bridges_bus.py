@@ -267,3 +267,23 @@ async def test_clients_that_stop_answering_pings_are_closed(daemon: Daemon,
             w.close()
     finally:
         await daemon.stop()
+
+
+def test_a_client_dropped_during_a_run_gets_none_of_the_rest(daemon: Daemon) -> None:
+    """A client with many subscriptions leaves matching at once (its subscriptions
+    leave the table a slice per loop turn, router/localsubs.py `detach`): a run being
+    delivered when a delivery closes it (a slow consumer cut) gives it no more."""
+    bus = RouterBus(daemon, "_nats")
+    victim = Client()
+
+    class Closer(Client):
+        def deliver(self, sid: str, subject: str, reply: str | None, headers: bytes | None, payload: bytes) -> None:
+            super().deliver(sid, subject, reply, headers, payload)
+            bus.drop_client(victim)
+
+    closer = Closer()
+    bus.subscribe(closer, "1", "jobs")
+    for i in range(2000):  # more than leave the table at once (interest.DROP_SLICE without a clock)
+        bus.subscribe(victim, str(i), "jobs" if i == 1999 else f"other.{i}")  # left for a later turn
+    assert bus.publish_run(Client(), "jobs", [b"1", b"2", b"3"]) == 4  # 3 to the closer, 1 before the close
+    assert [m[4] for m in victim.got] == [b"1"] and len(closer.got) == 3
