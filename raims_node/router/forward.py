@@ -29,6 +29,7 @@ from raims_node.router.queue_choice import QueueTurns
 from raims_node.router.reorder import ReorderHold
 from raims_node.router.route_grace import M_PREFIX, RouteGrace
 from raims_node.router.seqwin import Verdict
+from raims_node.router.share_hold import ShareHold
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, Conn, NodeState
 from raims_node.router.stream_start import StreamStarts, owed
 from raims_node.wire import (
@@ -76,6 +77,7 @@ class Forward:
         self.grace = RouteGrace()  # make before break for relayed frames (router/route_grace.py)
         self.reorder = ReorderHold(st.sub_window, self._redeliver)  # frames ahead of a gap wait
         self.starts = StreamStarts()  # young streams' starts, told again after a change
+        self.shares = ShareHold(st, self._deliver_share)  # `any S M` shares ahead of an inbox gap wait
         self._links_seen = st.db.links_version
         self._published: dict[str, tuple[bytes, SubjectHashes, int, int]] = {}
         self._queues = QueueTurns()
@@ -179,8 +181,8 @@ class Forward:
             return
         subject = head.subject.decode("utf-8", "surrogateescape")
         subs = st.subs.match(subject) if not is_inbox_reply(subject) else None
-        if subs:  # `any S M`: delivered even after a later one (see _deliver_share)
-            return self._deliver_share(head.bridge, subject, inner, subs, now_ns)
+        if subs:  # `any S M`: in inbox order while routes change, else late (share_hold.py)
+            return self.shares.take(peer, get_int(d, Fid.SEQNO), head.bridge, subject, inner, now_ns)
         if self._deliver_local(head.bridge, subject, inner, now_ns, own=False):
             return
         hops = get_int(d, Fid.REF_CNT) + 1
@@ -188,14 +190,14 @@ class Forward:
             self.anycast(inner, SubjectHashes(head.subject, head.subject_hash),
                          {st.bridge, head.bridge, peer.bridge}, now_ns, hops)
 
-    def _deliver_share(self, source: bytes, subject: str, frame: bytes, subs: Sequence[LocalSub],
-                       now_ns: int) -> None:
-        """An `any S M` message: one node gets each, on an inbox stream checked for
-        replays, so one that comes after a later one (routes changed) is delivered late,
-        not dropped as a repeat (the subscription window keeps the later one)."""
-        msg = decode_message_fields(frame, *_body(peek(frame)))
-        self.st.sub_window.check(source, subject, msg.seqno, msg.stamp, now_ns)
-        self._deliver(source, subject, msg.seqno, subs, msg.payload, msg.reply, msg.headers, 0, None)
+    def _deliver_share(self, source: bytes, subject: str, frame: bytes, now_ns: int) -> None:
+        """An `any S M` message to whom subscribes now (share_hold.py): one that comes after a later one
+        is delivered late, not dropped as a repeat (the subscription window keeps the later one)."""
+        subs = self.st.subs.match(subject)
+        if subs:  # else unsubscribed while it was held
+            msg = decode_message_fields(frame, *_body(peek(frame)))
+            self.st.sub_window.check(source, subject, msg.seqno, msg.stamp, now_ns)
+            self._deliver(source, subject, msg.seqno, subs, msg.payload, msg.reply, msg.headers, 0, None)
 
     # ------------------------------------------------------------------ receive
 
@@ -378,7 +380,17 @@ class Forward:
             self._links_seen = self.st.db.links_version
             self.grace.started(now_ns)
             self.reorder.routes_changed(now_ns)
+            self.shares.routes_changed(now_ns)
             self.starts.routes_changed(now_ns)
+
+    def release_due(self, now_ns: int) -> None:
+        """Held frames and shares that are due go on (Node.tick)."""
+        self.reorder.release_due(now_ns)
+        self.shares.release_due(now_ns)
+
+    def next_due_ns(self) -> int | None:
+        """When the earliest held frame or share is due (Node.next_wake_ns)."""
+        return self.shares.next_due_ns(self.reorder.next_due_ns())
 
     def _deliver_batch(self, source: bytes, subject: str, batch: tuple[int, int, Run], subs: Sequence[LocalSub],
                        now_ns: int) -> bool:

@@ -314,7 +314,7 @@ class Node:
         self.links.tick(now_ns)
         self.remote_ops.tick(now_ns)
         self.rpc.tick(now_ns)
-        self.forward.reorder.release_due(now_ns)
+        self.forward.release_due(now_ns)
         return self._flush(now_ns)
 
     def shutdown(self, now_ns: int) -> list[Action]:
@@ -469,6 +469,7 @@ class Node:
             handler(peer, d, via, now_ns)
         elif suffix.isdigit():
             self.remote_ops.in_reply(peer, suffix, d, now_ns)
+        self.forward.shares.release(peer, now_ns)  # shares held for a gap this may fill (share_hold.py)
 
     # ------------------------------------------------------------------ convergence
 
@@ -477,8 +478,7 @@ class Node:
         announcements of our changes are pending (interest.py): call `tick` then."""
         if self.interest_part.busy:
             return 0  # due already
-        due, frames = self.state.next_wake_ns(), self.forward.reorder.next_due_ns()
-        return frames if due is None or frames is not None and frames < due else due
+        return min((t for t in (self.state.next_wake_ns(), self.forward.next_due_ns()) if t is not None), default=None)
 
     def _flush(self, now_ns: int) -> list[Action]:
         st = self.state
