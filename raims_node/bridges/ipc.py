@@ -49,6 +49,10 @@ Server behaviour where the seed lets the server choose:
   a NATS stream that -ERR then closes). `raims/error` with `Message Too Large\x00KEY\x00N`
   tells a receiver, in the dropped message's place, that a delivery of N bytes on KEY
   was larger than its socket takes (from the network: NATS allows 1 MiB).
+  `raims/error` with `Slow Consumer\x00N` is the last packet of a client the server
+  cuts (its flood modes' limits, sbus_proto `Outbox`): N deliveries were dropped with
+  its queue; it comes behind what the socket holds, if there is room within 1 s
+  (ipc_client.CUT_LINGER_S), then the connection closes (the client reports it).
 
 raims conventions for the manual's shardcast, ack and trace (issue 28; NATS and Redis
 clients have theirs, bridges/router_bus.py):
@@ -174,6 +178,7 @@ class IpcServer(BridgeServer):
         self.client_id = hub.next_client_id()
         self.loop = asyncio.get_running_loop()
         self.clients: dict[int, IpcClient] = {}
+        self.lingering: set[IpcClient] = set()
         self.rbuf = bytearray(settings.max_packet + 1)
         self.rview = memoryview(self.rbuf)
         self.counters = {name: 0 for name in (
@@ -249,6 +254,8 @@ class IpcServer(BridgeServer):
                 os.unlink(self.settings.path)
         for client in list(self.clients.values()):
             client.close()
+        for client in list(self.lingering):
+            client.end()
 
     def dropped(self, client: IpcClient) -> None:
         self.bus.drop_client(client)  # type: ignore[arg-type]  # its service names are withdrawn

@@ -28,6 +28,8 @@ SEND_BATCH = 256  # packets per sendmmsg
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 CTL_ERROR = b"raims/error"
 MAX_KEY_SHOWN = 256  # of a dropped message's routing key, in its raims/error
+SLOW_CONSUMER = b"Slow Consumer"  # nats-server's words (-ERR 'Slow Consumer')
+CUT_LINGER_S = 1.0  # a cut client's last word waits this long for room in its socket (NATS: 1 s)
 
 
 class Matcher(Protocol):
@@ -59,6 +61,7 @@ class ClientServer(Protocol):
     rview: memoryview
     counters: dict[str, int]
     slow_consumers: int
+    lingering: set[IpcClient]  # cut clients whose last packet waits for room (IpcClient.close)
 
     @property
     def limits(self) -> QueueLimits: ...
@@ -95,6 +98,8 @@ class IpcClient:
         self._reading = False
         self._writing = False
         self._holding = False
+        self._last = b""  # a cut's notice, written before the close (`close`)
+        self._linger: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------ reading
 
@@ -247,13 +252,20 @@ class IpcClient:
 
     def _queue_all(self, packets: list[bytes]) -> None:
         """`_queue` each of `packets` (data, in order)."""
-        self._offered(self.outbox.offer_all(packets))
+        box = self.outbox
+        before = box.packets + box.discarded
+        verdict = box.offer_all(packets)
+        self._offered(verdict, len(packets) - (box.packets + box.discarded - before))
 
-    def _misbehaving(self) -> None:
+    def _misbehaving(self, refused: int) -> None:
+        """Cut as a slow consumer: the queued deliveries and the `refused` ones are
+        dropped, and the client told so (`CMSG raims/error\0Slow Consumer\0N`, N the
+        messages dropped) behind what its socket already holds, before the close."""
         self.server.slow_consumers += 1
-        log.info("%s client %d closed: cannot deliver (blocking/%s/%s)", self.server.name, self.client_id,
-                 self.outbox.soft, self.outbox.hard)
-        self.close()
+        lost = self.outbox.packets + refused + len(self.pending)
+        log.info("%s client %d closed: cannot deliver (blocking/%s/%s), %d messages dropped", self.server.name,
+                 self.client_id, self.outbox.soft, self.outbox.hard, lost)
+        self.close(sp.encode_cmsg(CTL_ERROR, b"%s\x00%d" % (SLOW_CONSUMER, lost)))
 
     def _queue(self, packet: bytes, answer: bool) -> None:
         """Into the outbox (the socket refused it or packets wait there before it)."""
@@ -262,12 +274,13 @@ class IpcClient:
             verdict: sp.Verdict = "queued"
         else:
             verdict = self.outbox.offer(packet)
-        self._offered(verdict)
+        self._offered(verdict, 1)
 
-    def _offered(self, verdict: sp.Verdict) -> None:
-        """After the outbox took (or refused) packets: write when writable, or close."""
+    def _offered(self, verdict: sp.Verdict, refused: int) -> None:
+        """After the outbox took (or refused) packets: write when writable, or close
+        (`refused`: the packets offered that it neither took nor discarded)."""
         if verdict == "error":
-            self._misbehaving()
+            self._misbehaving(refused)
             return
         if self.outbox.bytes > self.wr_peak:
             self.wr_peak = self.outbox.bytes
@@ -331,7 +344,9 @@ class IpcClient:
 
     # ------------------------------------------------------------ end
 
-    def close(self) -> None:
+    def close(self, last: bytes | None = None) -> None:
+        """Leave the bus now; `last` (a cut's notice) is written first if the socket
+        takes it within CUT_LINGER_S, the client's unread packets before it."""
         if self.closed:
             return
         self.closed = True
@@ -343,5 +358,37 @@ class IpcClient:
             loop.remove_writer(self.fd)
             self._writing = False
         self.pending = []
-        self.sock.close()
         self.server.dropped(self)
+        if last is not None:
+            self.outbox = sp.Outbox(self.outbox.max_bytes, self.outbox.max_packets)  # the backlog's memory goes now
+            self._last = last
+            if not self._send_last():
+                self.server.lingering.add(self)
+                loop.add_writer(self.fd, self._send_last)
+                self._linger = loop.call_later(CUT_LINGER_S, self.end)
+                return
+        self.sock.close()
+
+    def _send_last(self) -> bool:
+        """Write the last packet; False while the socket has no room (EAGAIN)."""
+        try:
+            self.sock.send(self._last)
+            self.msgs_out += 1
+            self.bytes_out += len(self._last)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            pass
+        if self in self.server.lingering:
+            self.end()
+        return True
+
+    def end(self) -> None:
+        """Close the socket of a client that lingered after its cut."""
+        if self.sock.fileno() < 0:
+            return
+        self.server.lingering.discard(self)
+        self.server.loop.remove_writer(self.fd)
+        if self._linger is not None:
+            self._linger.cancel()
+        self.sock.close()

@@ -7,12 +7,15 @@ from raims_node.client.endpoints import Endpoints, NoNode, find, nodes
 from raims_node.client.sync import (
     Client,
     ClientError,
+    ConnectionLost,
     MaxPayload,
     Message,
     SlowConsumer,
+    SlowConsumerCut,
     Subscription,
     connect,
 )
 
-__all__ = ["AsyncClient", "AsyncSubscription", "Client", "ClientError", "Endpoints", "MaxPayload", "Message", "NoNode",
-           "SlowConsumer", "Subscription", "aconnect", "connect", "find", "nodes"]
+__all__ = ["AsyncClient", "AsyncSubscription", "Client", "ClientError", "ConnectionLost", "Endpoints", "MaxPayload",
+           "Message", "NoNode", "SlowConsumer", "SlowConsumerCut", "Subscription", "aconnect", "connect", "find",
+           "nodes"]

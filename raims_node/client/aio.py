@@ -17,7 +17,9 @@ before it schedules the message onto the loop, so a message counts as pending fr
 until `next()` / `async for` takes it out, also while it waits in the loop's ready queue
 (which would otherwise be the unbounded part). Drops count in the subscription's and the
 client's `dropped`. `error_cb` runs on the loop (a coroutine function's result becomes a
-task), once per episode; without one the client logs the rate-limited warning.
+task), once per episode; without one the client logs the rate-limited warning. A
+connection the node cut (a slow consumer) or lost is reported to `error_cb` on the loop
+too (`SlowConsumerCut`, `ConnectionLost`; counted in `cuts`, `cut_dropped`).
 """
 
 from __future__ import annotations
@@ -95,6 +97,16 @@ class AsyncClient:
     def dropped(self) -> int:
         """Messages dropped by all the client's subscriptions (client/sync.py)."""
         return self.sync.dropped
+
+    @property
+    def cuts(self) -> int:
+        """Slow-consumer cuts of this client by the node (client/errors.py)."""
+        return self.sync.cuts
+
+    @property
+    def cut_dropped(self) -> int:
+        """Messages the node said it dropped with those cuts."""
+        return self.sync.cut_dropped
 
     async def publish(self, subject: str | bytes, payload: bytes = b"") -> None:
         self.sync.publish(subject, payload)

@@ -53,7 +53,10 @@ service see as `a.b.c`); str or bytes. Decisions:
   without a word (counted on the node only).
 - Reconnect: when the node goes away the reader re-reads the endpoints file and
   reconnects (backoff up to `reconnect_s`), then restores the subscriptions and flood
-  modes. Calls made meanwhile wait for it; after `reconnect_s` they raise NoNode, and
+  modes, and reports the loss once to `error_cb` (else a warning): `SlowConsumerCut`
+  when the node cut this client as a slow consumer (with the count it dropped when it
+  said so; counted in `cuts`, `cut_dropped`), else `ConnectionLost` (client/errors.py).
+  Before, a cut's lost messages went unreported. Calls made meanwhile wait for it; after `reconnect_s` they raise NoNode, and
   once the reader has given up every call raises NoNode at once. `close()` (also in a
   callback) makes calls of other threads that wait for the node raise ClientError.
   Calls that wait for the node's answer (flush, wait_visible, request) raise ClientError
@@ -64,7 +67,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import logging
 import os
 import queue
@@ -77,6 +79,16 @@ from typing import Any
 
 from raims_node.bridges import sbus_proto as sp
 from raims_node.client.endpoints import Endpoints, NoNode, find
+from raims_node.client.errors import (
+    SLOW_CONSUMER,
+    ClientError,
+    ConnectionLost,
+    MaxPayload,
+    SlowConsumer,
+    SlowConsumerCut,
+    node_error,
+)
+from raims_node.client.hello import RECV_MAX, ask_info, node_pid
 from raims_node.client.pending import (
     DEFAULT_PENDING_BYTES_LIMIT,
     DEFAULT_PENDING_MSGS_LIMIT,
@@ -88,38 +100,11 @@ from raims_node.subject import Pattern, compile_pattern, subject_text
 REQUEST_MAGIC = b"\x00raims-req\x00"
 CTL_PING = b"raims/ping"
 CTL_VISIBLE = b"raims/visible"
-CTL_INFO = b"raims/info"
 CTL_ERROR = b"raims/error"
-INFO_TIMEOUT_S = 5.0
-RECV_MAX = 1 << 20
 DEFAULT_RECONNECT_S = 30.0
 SLOW_LOG_EVERY_S = 10.0
 
 log = logging.getLogger("raims.client")
-
-
-class ClientError(RuntimeError):
-    """A call that could not be done (closed client, timeout)."""
-
-
-class MaxPayload(ClientError):
-    """A packet over the node's ipc `max_packet` (nats-py's MaxPayloadError): raised by
-    `publish` before sending; given to `error_cb` when the node reports one it dropped."""
-
-
-class SlowConsumer(ClientError):
-    """A subscription's queue is full and new messages for it are dropped (module
-    docstring): given to the client's `error_cb` once per episode, never raised."""
-
-    def __init__(self, subscription: object, pattern: bytes, subject: str, pending: Pending) -> None:
-        self.subscription = subscription
-        self.pattern = subject_text(pattern)
-        self.subject = subject  # of the first message dropped
-        self.msgs, self.bytes, self.dropped = pending.msgs, pending.bytes, pending.dropped
-        self.msgs_limit, self.bytes_limit = pending.msgs_limit, pending.bytes_limit
-        super().__init__(f"slow consumer on {self.pattern!r}: {self.msgs} messages, {self.bytes} bytes pending "
-                         f"(limits {self.msgs_limit}, {self.bytes_limit}); dropping new messages "
-                         f"({self.dropped} dropped so far)")
 
 
 def _b(text: str | bytes) -> bytes:
@@ -210,6 +195,9 @@ class Client:
         self.pending_msgs_limit, self.pending_bytes_limit = pending_msgs_limit, pending_bytes_limit
         self.error_cb = error_cb
         self.dropped = 0  # by all the client's subscriptions, since it started
+        self.cuts = self.cut_dropped = 0  # slow-consumer cuts by the node, messages it said it dropped
+        self._cut_dropped: int | None = None  # the node's notice of a cut, until the report
+        self._node_pid: int | None = None  # the node's process (SO_PEERCRED) on the connection
         self._slow_logged_at: float | None = None
         self._slow_unlogged = 0
         self.endpoints: Endpoints | None = None
@@ -243,8 +231,9 @@ class Client:
         except OSError as exc:
             s.close()
             raise NoNode(f"cannot connect to the node's sbus {path}: {exc.strerror or exc}") from None
+        self._node_pid = node_pid(s)
         try:
-            self.max_packet = _ask_info(s)
+            self.max_packet = ask_info(s)
         except OSError as exc:
             s.close()
             raise NoNode(f"the node's sbus {path} did not answer: {exc.strerror or exc}") from None
@@ -278,7 +267,13 @@ class Client:
                 self._dispatch(packet)
                 continue
             self._connected.clear()
-            if self._closed or not self._reconnect():
+            if self._closed:
+                break
+            node_pid = self._node_pid
+            back = self._reconnect()
+            if not self._closed:
+                self._lost(node_pid, back)
+            if not back:
                 break
         self._connected.clear()
         self._gone = True
@@ -355,18 +350,29 @@ class Client:
         log.warning("%s%s", err, more)
 
     def _node_error(self, payload: bytes) -> None:
-        """The node's `raims/error` (reader thread): to error_cb, else a warning."""
+        """The node's `raims/error` (reader thread): to error_cb, else a warning; a
+        slow-consumer cut's is kept for the report after the close (`_lost`)."""
         what, _, rest = payload.partition(b"\x00")
-        err: ClientError
-        if what == b"Maximum Payload Violation":
-            err = MaxPayload(f"Maximum Payload Violation: the node dropped a packet over its "
-                             f"max_packet ({rest.decode(errors='replace')} bytes)")
-        elif what == b"Message Too Large":
-            key, _, size = rest.rpartition(b"\x00")
-            err = ClientError(f"the node dropped a message on {subject_text(key)!r} of {size.decode()} bytes: "
-                              "larger than this client's socket takes")
+        if what == SLOW_CONSUMER:
+            with contextlib.suppress(ValueError):
+                self._cut_dropped = int(rest)
+            return
+        err = node_error(payload)
+        if not self._to_error_cb(err):
+            log.warning("%s", err)
+
+    def _lost(self, node_pid: int | None, reconnected: bool) -> None:
+        """Report a lost connection once (errors.py): a cut when the node said so or is
+        still the one we reconnected to, else the node's going away."""
+        dropped, self._cut_dropped = self._cut_dropped, None
+        err: ConnectionLost
+        if dropped is not None or (reconnected and node_pid is not None and node_pid == self._node_pid):
+            err = SlowConsumerCut(reconnected, dropped)
+            with self._lock:
+                self.cuts += 1
+                self.cut_dropped += dropped or 0
         else:
-            err = ClientError("node error: " + payload.replace(b"\x00", b" ").decode(errors="replace"))
+            err = ConnectionLost("the connection to the node was lost (the node went away)", reconnected)
         if not self._to_error_cb(err):
             log.warning("%s", err)
 
@@ -568,23 +574,3 @@ def connect(node: str | None = None, path: str | None = None, flood: tuple[str, 
     pending limits are its subscriptions' defaults, `error_cb` hears of slow consumers."""
     return Client(node, path, flood, reconnect_s, pending_msgs_limit=pending_msgs_limit,
                   pending_bytes_limit=pending_bytes_limit, error_cb=error_cb)
-
-
-def _ask_info(s: socket.socket) -> int | None:
-    """The node's max_packet (`CMSG raims/info`, then a ping: a node that does not know
-    the question answers only the ping, and the client goes on without the limit)."""
-    s.settimeout(INFO_TIMEOUT_S)
-    s.send(sp.encode_cmsg(CTL_INFO))
-    s.send(sp.encode_cmsg(CTL_PING, b"info"))
-    limit = None
-    for _ in range(16):  # only the two answers can come: nothing is subscribed yet
-        packet = s.recv(RECV_MAX)
-        if not packet:
-            raise OSError(errno.ECONNRESET, "closed")
-        if packet.startswith(b"CMSG raims/info\x00"):
-            with contextlib.suppress(ValueError, TypeError, AttributeError):
-                limit = int(json.loads(packet[len(b"CMSG raims/info\x00"):])["max_packet"])
-        elif packet == sp.encode_cmsg(CTL_PING, b"info"):
-            break
-    s.settimeout(None)
-    return limit
