@@ -53,6 +53,14 @@ Delivery guarantee and offsets (decisions):
   on `raims.spark.stream` (WARNING, at most every 10 s, with the episodes in between
   counted), and `RaimsStreamReader.stats()` counts episodes and seconds held. Before,
   the buffer grew without limit with a fast publisher and a slow micro-batch.
+- Data loss (decision: as Spark's Kafka source, `failOnDataLoss`, default true): when the
+  node cuts the reader as a slow consumer (past its block cap) or the connection is
+  lost (the node restarted), messages are lost although the client reconnects and
+  resubscribes (client/errors.py). By default the query fails at its next batch with
+  the reason and the count the node dropped: a streaming user trusts a running query to
+  have read everything. With `failOnDataLoss` false the reader goes on, logs a warning
+  (`raims.spark.stream`) and counts it in `stats()` (`cuts`, `lost`: the messages the
+  node said it dropped, `losses`: connections lost). Before, the loss was silent.
 - The stream writer and `publish_partition` publish each row of a task once and flush
   before the task ends; a task that Spark retries publishes its rows again (at least
   once under task retries).
@@ -112,16 +120,17 @@ DEFAULT_MAX_BUFFERED_BYTES: Final = 32 * 1024 * 1024
 HELD_LOG_EVERY_S: Final = 10.0
 # the options each side takes, as Spark spells them to the user (it lowercases the keys)
 COMMON_OPTIONS: Final = ("subject", "node", "path", "format")
-READER_OPTIONS: Final = (*COMMON_OPTIONS, "maxBufferedMessages", "maxBufferedBytes")
+READER_OPTIONS: Final = (*COMMON_OPTIONS, "maxBufferedMessages", "maxBufferedBytes", "failOnDataLoss")
 WRITER_OPTIONS: Final = (*COMMON_OPTIONS, "checkpointLocation")
 
 log = logging.getLogger("raims.spark.stream")
 
 
-def _client(node: str | None, path: str | None = None, flood: tuple[str, ...] = ()) -> Client:
+def _client(node: str | None, path: str | None = None, flood: tuple[str, ...] = (),
+            error_cb: Callable[[Exception], Any] | None = None) -> Client:
     from raims_node.client import connect
 
-    return connect(node=node or None, path=path or None, flood=flood)
+    return connect(node=node or None, path=path or None, flood=flood, error_cb=error_cb)
 
 
 def _jsonable(value: Any) -> Any:
@@ -285,6 +294,16 @@ def _positive_int(options: dict[str, str], name: str, default: int) -> int:
     return value
 
 
+def _boolean(options: dict[str, str], name: str, default: bool) -> bool:
+    text = options.get(name.lower())
+    if text is None:
+        return default
+    value = str(text).strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"raims option {name} {text!r}: true or false")
+    return value == "true"
+
+
 @dataclass
 class _Options:
     subject: str
@@ -293,6 +312,7 @@ class _Options:
     path: str | None
     max_messages: int = DEFAULT_MAX_BUFFERED_MESSAGES
     max_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+    fail_on_data_loss: bool = True
 
     @classmethod
     def of(cls, options: dict[str, str], publish: bool) -> _Options:
@@ -308,7 +328,8 @@ class _Options:
             raise ValueError(f"raims format {fmt!r}: json or raw")
         return cls(subject, options.get("node") or None, fmt, options.get("path") or None,
                    _positive_int(options, "maxBufferedMessages", DEFAULT_MAX_BUFFERED_MESSAGES),
-                   _positive_int(options, "maxBufferedBytes", DEFAULT_MAX_BUFFERED_BYTES))
+                   _positive_int(options, "maxBufferedBytes", DEFAULT_MAX_BUFFERED_BYTES),
+                   _boolean(options, "failOnDataLoss", True))
 
 
 class RaimsDataSource(DataSource):
@@ -356,6 +377,8 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
         self._logged_at: float | None = None
         self._unlogged = 0
         self._client: Client | None = None
+        self._cuts = self._lost = self._losses = 0  # connections cut / lost, messages the node dropped
+        self._loss: str | None = None  # why the query fails at its next batch (failOnDataLoss)
         self._run = uuid.uuid4().hex  # offsets of other runs (a restart) count other messages
 
     def __getstate__(self) -> dict[str, Any]:
@@ -368,7 +391,7 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
     def _start(self) -> None:
         if self._client is None:
             self._stopped = False
-            self._client = _client(self.opts.node, self.opts.path, READER_FLOOD)
+            self._client = _client(self.opts.node, self.opts.path, READER_FLOOD, self._on_error)
             self._client.subscribe(self.opts.subject, callback=self._on_msg)
             self._client.flush()
 
@@ -401,6 +424,25 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
             self._bytes += size
             self._pending_bytes += size
 
+    def _on_error(self, err: Exception) -> None:
+        """The client's error_cb (its reader thread): a lost connection lost messages."""
+        from raims_node.client import ConnectionLost, SlowConsumerCut
+
+        if not isinstance(err, ConnectionLost):
+            log.warning("raims reader on %r: %s", self.opts.subject, err)
+            return
+        with self._lock:
+            self._losses += 1
+            if isinstance(err, SlowConsumerCut):
+                self._cuts += 1
+                self._lost += err.dropped or 0
+            if self.opts.fail_on_data_loss and self._loss is None:
+                self._loss = (f"raims reader on {self.opts.subject!r} lost messages: {err} (the query cannot "
+                              "read them again; .option('failOnDataLoss', 'false') goes on and counts them)")
+        if not self.opts.fail_on_data_loss:
+            log.warning("raims reader on %r lost messages (failOnDataLoss false, going on): %s",
+                        self.opts.subject, err)
+
     def _log_held(self, now: float) -> None:
         if self._logged_at is not None and now - self._logged_at < HELD_LOG_EVERY_S:
             self._unlogged += 1
@@ -416,10 +458,13 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
     def stats(self) -> dict[str, float]:
         """Messages and bytes held (`messages`, `bytes`: until committed; `pending`,
         `pending_bytes`: not in a batch yet, what the limits bound), and the backpressure
-        so far: `held` episodes of a full buffer, `held_s` seconds of the ended ones."""
+        so far: `held` episodes of a full buffer, `held_s` seconds of the ended ones; data
+        loss: `cuts` by the node (slow consumer), `lost` the messages it said it dropped,
+        `losses` connections lost, cuts included (module docstring, failOnDataLoss)."""
         with self._lock:
             return {"messages": len(self._rows), "bytes": self._bytes, "pending": self._pending(),
-                    "pending_bytes": self._pending_bytes, "held": self._held, "held_s": round(self._held_s, 3)}
+                    "pending_bytes": self._pending_bytes, "held": self._held, "held_s": round(self._held_s, 3),
+                    "cuts": self._cuts, "lost": self._lost, "losses": self._losses}
 
     def _decode(self, msgs: list[Message]) -> Iterator[tuple[Any, ...]]:
         if self.opts.format == "raw":
@@ -449,8 +494,11 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
         return self._offset(0)
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
+        """The next batch; RuntimeError once messages were lost (failOnDataLoss)."""
         self._start()
         with self._lock:
+            if self._loss is not None:
+                raise RuntimeError(self._loss)
             # an earlier run's offset (a restart): from the first message of this run
             begin = max(int(start["offset"]) if self._ours(start) else self._base, self._base)
             rows: list[Message] = []

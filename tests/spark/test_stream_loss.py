@@ -1,0 +1,101 @@
+"""The `raims` stream reader when the node cuts it as a slow consumer (its consumer
+slower than the publisher past the node's block cap, 64 MiB): by default the query fails
+at its next batch (failOnDataLoss, as Spark's Kafka source); with failOnDataLoss false
+it goes on and counts the loss. Before, the messages were lost without a word. Driven
+as Spark drives the reader (read, then commit), against a real node."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+from pyspark.sql.types import LongType, StructField, StructType
+
+from raims_node.client import connect
+from spark_app.stream import RaimsStreamReader, _Options
+from tests.integration import test_client
+from tests.integration.test_client import Node
+
+node = test_client.node
+SENT, SIZE = 10_000, 8192  # 80 MB: past the block cap the node queues for its reader
+
+
+def _reader(subject: str, **options: str) -> RaimsStreamReader:
+    return RaimsStreamReader(_Options.of({"subject": subject, "format": "raw", **options}, publish=False),
+                             StructType([StructField("subject", LongType())]))
+
+
+def _publisher(subject: str) -> threading.Thread:
+    def run() -> None:
+        with connect() as pub:
+            for _ in range(SENT):
+                pub.publish(subject, b"x" * SIZE)
+            pub.flush(30)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def _drain(reader: RaimsStreamReader, offset: dict[str, object], until: object,
+           timeout: float = 20) -> tuple[int, dict[str, object]]:
+    """A slow consumer: read and commit a batch of at most maxBufferedMessages now and then."""
+    got = 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not until():  # type: ignore[operator]
+        rows, end = reader.read(offset)
+        got += len(list(rows))
+        reader.commit(end)
+        offset = end
+        time.sleep(0.01)
+    return got, offset
+
+
+def test_a_cut_fails_the_query_at_its_next_batch(node: Node) -> None:
+    reader = _reader("loss/x", maxBufferedMessages="10")
+    offset = reader.initialOffset()
+    publisher = _publisher("loss/x")
+    try:
+        with pytest.raises(RuntimeError, match=r"raims reader on 'loss/x' lost messages: Slow Consumer: "
+                                               r"the node cut this client .* dropped \d+ messages.*failOnDataLoss"):
+            _drain(reader, offset, lambda: False)
+        stats = reader.stats()
+        assert stats["cuts"] == 1 and stats["lost"] > 0
+    finally:
+        reader.stop()
+        publisher.join(30)
+
+
+def test_without_fail_on_data_loss_the_reader_counts_the_loss_and_goes_on(
+        node: Node, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="raims.spark.stream")
+    reader = _reader("loss/y", maxBufferedMessages="10", failOnDataLoss="false")
+    offset = reader.initialOffset()
+    publisher = _publisher("loss/y")
+    try:
+        got, offset = _drain(reader, offset, lambda: reader.stats()["cuts"] >= 1)
+        publisher.join(30)
+        stats = reader.stats()
+        assert stats["cuts"] == 1 and stats["losses"] == 1 and 0 < stats["lost"] < SENT
+        assert any("lost messages (failOnDataLoss false, going on): Slow Consumer" in r.getMessage()
+                   for r in caplog.records if r.name == "raims.spark.stream")
+        with connect() as pub:  # the subscription is back: the query reads on
+            pub.publish("loss/y", b"after")
+            pub.flush()
+        rows: list[tuple[object, ...]] = []
+        deadline = time.monotonic() + 10
+        while not rows or rows[-1][1] != b"after":
+            assert time.monotonic() < deadline
+            batch, offset = reader.read(offset)
+            rows += list(batch)
+            reader.commit(offset)
+        assert got + len(rows) + int(stats["lost"]) <= SENT + 1
+    finally:
+        reader.stop()
+        publisher.join(30)
+
+
+def test_the_option_is_checked() -> None:
+    with pytest.raises(ValueError, match="raims option failOnDataLoss 'no': true or false"):
+        _Options.of({"subject": "a/b", "failOnDataLoss": "no"}, publish=False)
