@@ -372,6 +372,7 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
         self._handed = 0  # offset up to which read() put the messages in a batch
         self._pending_bytes = 0  # bytes of the messages past self._handed
         self._stopped = False
+        self._starting = False  # _start's flush waits: a full buffer does not hold the reader then
         self._held = 0  # episodes the buffer was full and the callback waited
         self._held_s = 0.0
         self._logged_at: float | None = None
@@ -391,9 +392,13 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
     def _start(self) -> None:
         if self._client is None:
             self._stopped = False
-            self._client = _client(self.opts.node, self.opts.path, READER_FLOOD, self._on_error)
-            self._client.subscribe(self.opts.subject, callback=self._on_msg)
-            self._client.flush()
+            self._starting = True  # the flush's answer comes behind messages: none is held meanwhile
+            try:
+                self._client = _client(self.opts.node, self.opts.path, READER_FLOOD, self._on_error)
+                self._client.subscribe(self.opts.subject, callback=self._on_msg)
+                self._client.flush()
+            finally:
+                self._starting = False
 
     def _pending(self) -> int:
         return self._base + len(self._rows) - max(self._handed, self._base)
@@ -411,7 +416,7 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
         # full buffer holds the thread, so the node holds the publishers (module docstring)
         size = len(msg.payload) + len(msg.subject)
         with self._lock:
-            if self._full(size) and not self._stopped:
+            if self._full(size) and not self._stopped and not self._starting:
                 since = time.monotonic()
                 self._held += 1
                 self._log_held(since)

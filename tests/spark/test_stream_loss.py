@@ -99,3 +99,32 @@ def test_without_fail_on_data_loss_the_reader_counts_the_loss_and_goes_on(
 def test_the_option_is_checked() -> None:
     with pytest.raises(ValueError, match="raims option failOnDataLoss 'no': true or false"):
         _Options.of({"subject": "a/b", "failOnDataLoss": "no"}, publish=False)
+
+
+def test_a_reader_started_under_a_fast_publisher_starts(node: Node) -> None:
+    """Its full buffer held the client's reader thread before the start's flush was
+    answered (the answer comes behind the messages): the start waited 10 s, then
+    failed with 'no answer to raims/ping'."""
+    done = threading.Event()
+
+    def publish() -> None:
+        with connect() as pub:
+            for _ in range(1_000_000):  # until the reader has started
+                if done.is_set():
+                    break
+                pub.publish("loss/s", b"x" * 100)
+
+    with connect() as watch:
+        sub = watch.subscribe("loss/s", pending_msgs_limit=1)
+        publisher = threading.Thread(target=publish, daemon=True)
+        publisher.start()
+        sub.next(5)  # the stream flows
+        reader = _reader("loss/s", maxBufferedMessages="10", failOnDataLoss="false")
+        try:
+            started = time.monotonic()
+            reader.initialOffset()
+            assert time.monotonic() - started < 5
+        finally:
+            done.set()
+            reader.stop()
+            publisher.join(30)
