@@ -80,6 +80,7 @@ from raims_node.bridges.rv_codec import (
     is_rvmsg,
     return_field,
 )
+from raims_node.router.no_responders import is_no_responders
 
 DATALOSS_SUBJECT = "_RV.ERROR.SYSTEM.DATALOSS.INBOUND.BCAST"
 INFO_SYSTEM = "_RV.INFO.SYSTEM."
@@ -410,6 +411,8 @@ class RvSession(SessionOutput):
             return  # the same message through another of this client's subscriptions
         if sid == ">" and subject.startswith("_INBOX."):
             return
+        if headers is not None and is_no_responders(headers, payload):
+            return  # a node's NATS 503 for a request with an `_INBOX.` reply: RV has none
         self._delivered(sid, subject, payload)
         head = self._head(subject)
         if head is None:

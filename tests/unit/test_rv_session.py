@@ -231,3 +231,18 @@ def test_messages_laid_out_alike_take_the_fast_path_with_the_same_result() -> No
         ("F", None, b"ab"), ("F", None, b"cd"), ("F", None, b"ef"), ("F", None, b"st"), ("F", None, b"st"),
         ("F", None, inner), ("F", None, inner), ("G", None, b"gh"), ("G", "_INBOX.r", b"gh")]
     assert not s.closing
+
+
+def test_another_nodes_nats_503_status_is_no_reply_to_an_rv_request() -> None:
+    """A node answers 503 (router/no_responders.py) to an `_INBOX.` reply, an RV
+    client's too; RV has no such status: the request waits for its timeout, as with
+    rvd. Before, the client got an empty message as the request's reply."""
+    from raims_node.router.no_responders import STATUS_503
+
+    s, _ = started()
+    s.data_received(encode({"mtype": "L", "sub": ("subject", "_INBOX.x.>")}))
+    s.pending_output()
+    s.deliver("_INBOX.x.>", "_INBOX.x.2", None, STATUS_503, b"")
+    assert s.pending_output() == b""
+    s.deliver("_INBOX.x.>", "_INBOX.x.2", None, None, b"answer")
+    assert [f["data"] for f in frames(s.pending_output())] == [b"answer"]
