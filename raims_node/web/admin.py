@@ -39,6 +39,7 @@ from raims_node.console.session import command_of
 from raims_node.linkstate import graph_from_db
 from raims_node.lograte import RateLimitedLog
 from raims_node.router.actions import Deliver
+from raims_node.router.no_responders import is_no_responders
 from raims_node.web.digest import DigestAuth
 from raims_node.web.http_policy import cross_site, refusal
 from raims_node.web.pages import (
@@ -272,6 +273,8 @@ class _WsClient:
     def on_deliver(self, d: Deliver) -> None:
         if self.cut or self.ws.closed:
             return
+        if d.headers is not None and is_no_responders(d.headers, d.payload):
+            return  # a node's NATS 503 for an `_INBOX.` reply: not an answer (router/no_responders.py)
         text = _dumps({"subject": d.subject, "data": d.payload.decode(errors="replace"), "reply": d.reply,
                        "loss": d.loss, "source": bridge_b64(d.source)})
         self.backlog += len(text)

@@ -60,3 +60,21 @@ def test_a_reading_websocket_gets_every_delivery_in_order() -> None:
         assert client.backlog == 0 and not client.cut
 
     asyncio.run(run())
+
+
+def test_another_nodes_nats_503_status_is_no_reply_to_a_websocket_request() -> None:
+    """A /ws client that publishes with an `_INBOX.` reply and listens on it: a node's
+    NATS 503 (router/no_responders.py) is not an answer it can tell from an empty one,
+    so it is not delivered (before: {"data": ""} arrived as the request's reply)."""
+    from raims_node.router.no_responders import STATUS_503
+
+    async def run() -> None:
+        ws = Socket(reading=True)
+        client = _WsClient(ws, lambda: None)  # type: ignore[arg-type]
+        client.on_deliver(Deliver(object(), "s", "_INBOX.x", None, b"", bytes(16), headers=STATUS_503))
+        client.on_deliver(_deliver(b"answer"))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert [json.loads(t)["data"] for t in ws.sent] == ["answer"]
+
+    asyncio.run(run())
