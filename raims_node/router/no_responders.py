@@ -14,7 +14,8 @@ that no subscription of its own takes answers it with the status message nats-se
 other node's filter (as this node's replica has it, the requester's node included)
 passes the subject: then that node may answer, and a 503 from here would cut the
 request short. A requester that did not ask for no-responders never sees the status
-(nats_session.py drops it, as nats-server would not send it). A false positive of
+(nats_session.py drops it, as nats-server would not send it); nor does an RV or /ws
+client, whose `_INBOX.` replies get it too (rv_session.py, web/admin.py drop it). A false positive of
 another node's filter leaves the requester to its timeout, as before.
 """
 
