@@ -60,7 +60,9 @@ Delivery guarantee and offsets (decisions):
   the reason and the count the node dropped: a streaming user trusts a running query to
   have read everything. With `failOnDataLoss` false the reader goes on, logs a warning
   (`raims.spark.stream`) and counts it in `stats()` (`cuts`, `lost`: the messages the
-  node said it dropped, `losses`: connections lost). Before, the loss was silent.
+  node said it dropped, `losses`: connections lost). Before, the loss was silent. A
+  message the node dropped as larger than the reader's socket takes (over the ipc
+  max_packet, said in its place) is a loss too (one in `lost`; was a warning only).
 - The stream writer and `publish_partition` publish each row of a task once and flush
   before the task ends; a task that Spark retries publishes its rows again (at least
   once under task retries).
@@ -430,14 +432,19 @@ class RaimsStreamReader(SimpleDataSourceStreamReader):
             self._pending_bytes += size
 
     def _on_error(self, err: Exception) -> None:
-        """The client's error_cb (its reader thread): a lost connection lost messages."""
+        """The client's error_cb (its reader thread): a lost connection or a message
+        the node dropped as too large lost messages."""
         from raims_node.client import ConnectionLost, SlowConsumerCut
+        from raims_node.client.errors import MessageTooLarge
 
-        if not isinstance(err, ConnectionLost):
+        if not isinstance(err, ConnectionLost | MessageTooLarge):
             log.warning("raims reader on %r: %s", self.opts.subject, err)
             return
         with self._lock:
-            self._losses += 1
+            if isinstance(err, MessageTooLarge):  # one message dropped in its place
+                self._lost += 1
+            else:
+                self._losses += 1
             if isinstance(err, SlowConsumerCut):
                 self._cuts += 1
                 self._lost += err.dropped or 0

@@ -36,6 +36,16 @@ class MaxPayload(ClientError):
     `publish` before sending; given to `error_cb` when the node reports one it dropped."""
 
 
+class MessageTooLarge(ClientError):
+    """The node dropped a message for this client larger than its socket takes, and
+    said so in its place (bridges/ipc.py): given to `error_cb`, never raised."""
+
+    def __init__(self, subject: str, size: int) -> None:
+        self.subject, self.size = subject, size
+        super().__init__(f"the node dropped a message on {subject!r} of {size} bytes: "
+                         "larger than this client's socket takes")
+
+
 class SlowConsumer(ClientError):
     """A subscription's queue is full and new messages for it are dropped (module
     docstring of client/sync.py): given to the client's `error_cb` once per episode, never raised."""
@@ -81,6 +91,8 @@ def node_error(payload: bytes) -> ClientError:
                           f"max_packet ({rest.decode(errors='replace')} bytes)")
     if what == b"Message Too Large":
         key, _, size = rest.rpartition(b"\x00")
-        return ClientError(f"the node dropped a message on {subject_text(key)!r} of {size.decode()} bytes: "
-                           "larger than this client's socket takes")
+        try:
+            return MessageTooLarge(subject_text(key), int(size))
+        except ValueError:
+            pass
     return ClientError("node error: " + payload.replace(b"\x00", b" ").decode(errors="replace"))

@@ -128,3 +128,25 @@ def test_a_reader_started_under_a_fast_publisher_starts(node: Node) -> None:
             done.set()
             reader.stop()
             publisher.join(30)
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_a_message_the_node_dropped_as_too_large_is_a_loss(node: Node, fail: str) -> None:
+    """A message larger than the reader's socket takes (a NATS publisher's 1 MiB over the
+    ipc max_packet, 192 KiB) is dropped by the node, which says so in its place: lost
+    data, so the query fails at its next batch (failOnDataLoss) or counts it. Before, a
+    warning only, and the query went on as if it had read everything."""
+    reader = _reader("loss/t", failOnDataLoss=fail)
+    offset = reader.initialOffset()
+    try:
+        assert reader._client is not None
+        reader._client._node_error(b"Message Too Large\x00loss/t\x00300009")  # as the node sends it (test_ipc_bus)
+        if fail == "true":
+            with pytest.raises(RuntimeError, match=r"raims reader on 'loss/t' lost messages: the node dropped a "
+                                                   r"message on 'loss/t' of 300009 bytes.*failOnDataLoss"):
+                reader.read(offset)
+        else:
+            rows, _ = reader.read(offset)
+            assert not list(rows) and reader.stats()["lost"] == 1
+    finally:
+        reader.stop()
