@@ -180,6 +180,12 @@ def test_a_4_mib_message_crosses_a_to_d_with_the_limit_raised(tmp_path: Path) ->
         net.stop()
 
 
+# The node's peak RSS through the flood (94 MB at rest): 203-264 MB on an idle machine,
+# 303 once in CI beside other work (2026-11-27); unbounded, it was 1.7 GB (8.5 MB for
+# each subscriber that does not read), so the bound is set well clear of both.
+PEAK_MB = 400
+
+
 @pytest.fixture
 def one(tmp_path: Path) -> Iterator[BridgeNet]:
     net = start_network(tmp_path, "node A\n")
@@ -190,7 +196,7 @@ def one(tmp_path: Path) -> Iterator[BridgeNet]:
 @pytest.mark.slow
 def test_slow_subscribers_are_cut_and_a_healthy_one_keeps_up(one: BridgeNet) -> None:
     """200 NATS subscribers that never read and one that does; 100,000 messages: the slow
-    ones are cut as slow consumers, the node stays under 300 MB, and the healthy one gets
+    ones are cut as slow consumers, the node stays under PEAK_MB, and the healthy one gets
     every message in order with no gap over 250 ms."""
     _flood_past_slow_subscribers(one, "A", "A", max_gap_s=0.25)
 
@@ -243,7 +249,7 @@ def _flood_past_slow_subscribers(net: BridgeNet, pub_node: str, sub_node: str, m
         want = b"".join(msg + b"%0*d" % (size, i) + b"\r\n" for i in range(count))
         assert bytes(data) == want
         assert max(gaps[1:]) < max_gap_s, f"largest gap {max(gaps[1:]):.3f} s"
-        assert peak < 300, f"peak RSS {peak:.0f} MB"
+        assert peak < PEAK_MB, f"peak RSS {peak:.0f} MB"
         cut = [line for line in net.nodes[sub_node].lines if "exceeds" in line and "closed" in line]
         assert len(cut) == 200
         for s in slow[:5]:  # closed by the node: what the kernel held, then the end (the
