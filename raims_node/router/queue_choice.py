@@ -43,8 +43,13 @@ def queue_chosen(st: NodeState, marker: str, source: bytes, seqno: int) -> bool:
     return True
 
 
+TURNS_LIMIT = 4096  # groups whose turn is kept; past it every group starts again at its first member
+
+
 class QueueTurns:
-    """Which of this node's members of a group gets the next message chosen here (in turn)."""
+    """Which of this node's members of a group gets the next message chosen here (in turn).
+    A turn is kept per group marker ever used, so a node serving groups that come and go
+    (a queue name per job) forgets them all at TURNS_LIMIT rather than growing."""
 
     def __init__(self) -> None:
         self._turn: dict[str, int] = {}
@@ -53,12 +58,15 @@ class QueueTurns:
         """The member that gets a message, or None when another node delivers it."""
         if not queue_chosen(st, marker, source, seqno):
             return None
-        turn = self._turn.get(marker, 0)
-        self._turn[marker] = turn + 1
+        turns = self._turn
+        turn = turns.get(marker, 0)
+        if not turn and len(turns) >= TURNS_LIMIT:
+            turns.clear()
+        turns[marker] = turn + 1
         return members[turn % len(members)]
 
 
 def chosen_node(members: list[bytes], source: bytes, seqno: int) -> bytes:
-    """The member node that delivers a message, among `members` (tests, `show`)."""
+    """The member node that delivers a message, among `members` (for tests)."""
     key = message_key(source, seqno)
     return max(members, key=lambda b: weight(b, key))

@@ -114,3 +114,22 @@ def test_every_view_of_the_same_members_chooses_one_node_and_a_leaving_node_none
     alone = _State(nodes[0], {})
     alone.said_bye = True
     assert queue_chosen(alone, marker, b"S" * 16, 1)  # type: ignore[arg-type]  # no one else takes it
+
+
+def test_turns_are_kept_for_at_most_turns_limit_groups() -> None:
+    """A turn was kept for every group marker ever used: a node serving a queue name per
+    job grew without end. Members still take turns within a group."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from raims_node.router.localsubs import LocalSub
+    from raims_node.router.queue_choice import TURNS_LIMIT, QueueTurns
+    from raims_node.router.state import NodeState
+
+    st = cast(NodeState, SimpleNamespace(bridge=b"me", peers={}))  # no peer has members: ours deliver
+    members = [cast(LocalSub, SimpleNamespace(sid=str(i))) for i in range(2)]
+    turns = QueueTurns()
+    assert [turns.pick(st, "g", members, b"src", n) for n in range(4)] == members * 2
+    for i in range(3 * TURNS_LIMIT):
+        turns.pick(st, f"job{i}", members, b"src", i)
+    assert len(turns._turn) <= TURNS_LIMIT
