@@ -141,8 +141,8 @@ class Forward:
             self._deliver(st.bridge, subject, seqno, local, payload, reply, headers, 0, no_echo)
         if not anycast:
             self._forward_mcast(bytes(frame), hashes, path, now_ns)
-        elif not local:
-            self.anycast(bytes(frame), hashes, set(), now_ns, hops=0)
+        else:  # a reply taken here (a `>` monitor) may still have its requester elsewhere
+            self.anycast(bytes(frame), hashes, set(), now_ns, hops=0, quiet=bool(local))
 
     def mping(self, path: int, token: int, now_ns: int) -> None:
         """`_M.ping` on `path` to every node (each answers with a pong, remote.py)."""
@@ -152,14 +152,14 @@ class Forward:
         st.mac.sign(frame)
         self._forward_mcast(bytes(frame), SubjectHashes(M_PING), path, now_ns)
 
-    def anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int) -> bool:
-        """Send a frame point to point to one node whose filter matches its subject (the
-        manual's `_I.<bridge>.any`; `_pick`); False when no untried node matches."""
+    def anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int,
+                quiet: bool = False) -> bool:
+        """Send a frame point to point to one node whose filter matches its subject (`_I.<bridge>.any`,
+        `_pick`); False when no untried node matches (a no route unless `quiet`: delivered here)."""
         st = self.st
-        nodes = sorted(b for b, p in st.peers.items()
-                       if b not in tried and p.filter_passes(hashes))
+        nodes = sorted(b for b, p in st.peers.items() if b not in tried and p.filter_passes(hashes))
         if not nodes:
-            st.counters.no_route += 1
+            st.counters.no_route += not quiet
             return False
         dest = _pick(nodes, hashes, st.rng)
         st.counters.anycast += 1

@@ -263,6 +263,34 @@ async def test_request_reply_with_inbox_across_the_network(abcd: BridgeNet, conn
         await a.request("far.nobody", b"?", timeout=WAIT_S)
 
 
+async def test_a_reply_taken_by_a_monitor_on_the_responders_node_still_reaches_the_requester(
+        abcd: BridgeNet, connect: Clients) -> None:
+    """A `_INBOX.` reply is anycast to one node whose filter passes it, but when a client
+    of the responder's node also subscribes it (`>` or `_INBOX.>`, a monitor), it was
+    delivered there only: every request from another node timed out (found with
+    nats.py's own suite, 2026-11-27). nats-server delivers it to both."""
+    a, d, mon = await connect(abcd, "A"), await connect(abcd, "D"), await connect(abcd, "D")
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(msg.data.upper())
+
+    watched = await mon.subscribe("_INBOX.>")
+    await mon.flush()
+    await d.subscribe("mon.svc", cb=answer)
+    await d.flush()
+    deadline = time.monotonic() + WAIT_S
+    while True:  # no responders until D's subscription reaches A
+        try:
+            reply = await a.request("mon.svc", b"hello", timeout=2)
+            break
+        except NoRespondersError:
+            assert time.monotonic() < deadline, "the subscription on D never reached A"
+            await asyncio.sleep(0.05)
+    assert reply.data == b"HELLO"
+    seen = await watched.next_msg(timeout=WAIT_S)
+    assert seen.data == b"HELLO"
+
+
 async def test_what_a_client_subscribes_before_it_publishes_is_known_where_that_arrives(
         abcd: BridgeNet, connect: Clients) -> None:
     """Causal order across nodes, as in a nats-server cluster (router/batch.py): a fresh
