@@ -141,7 +141,7 @@ class Forward:
             self._deliver(st.bridge, subject, seqno, local, payload, reply, headers, 0, no_echo)
         if not anycast:
             self._forward_mcast(bytes(frame), hashes, path, now_ns)
-        else:  # a reply taken here (a `>` monitor) may still have its requester elsewhere
+        elif not (local and opt & OPT_ANY):  # a reply taken here (a `>` monitor) may have its requester elsewhere
             self.anycast(bytes(frame), hashes, set(), now_ns, hops=0, quiet=bool(local))
 
     def mping(self, path: int, token: int, now_ns: int) -> None:

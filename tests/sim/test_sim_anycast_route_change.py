@@ -110,3 +110,21 @@ def test_anycast_lost_on_a_leaving_nodes_links_is_counted(creds: Callable[[str],
     Seed 8: 124 on their way through B when its links closed, counted before and now."""
     copies, missing, counted = any_stream(SimNetwork(creds, seed=seed, jitter=Jitter(seed=seed)), seed, "bye")
     assert copies == 0 and missing == counted
+
+
+def test_anycast_with_a_subscriber_on_the_publishing_node_is_delivered_once(
+        creds: Callable[[str], Credentials]) -> None:
+    """`any S M` taken by a subscriber of the publishing node is done: it went on to a
+    node of the network as well (two deliveries) once `_INBOX.` replies taken by a local
+    monitor were sent on to the requester's node too."""
+    net = SimNetwork(creds, seed=5)
+    build(net, MANUAL)
+    for name in "AD":
+        net.subscribe(name, "svc", "s" + name)
+    net.run_until(lambda: net.interest_known("A", "svc") and net.interest_known("D", "svc"), timeout_ns=30 * NS)
+    a = net.nodes["A"]
+    for i in range(20):
+        net._apply("A", a.node.publish("svc", b"%d" % i, net.now, opt=OPT_ANY))
+    net.run_for(100 * MS)
+    got = Counter(int(d.payload) for s in net.nodes.values() for d in s.delivered if d.sid.startswith("s"))
+    assert got == Counter(range(20))
