@@ -59,7 +59,8 @@ class ShareHold:
             return
         self._links_seen = self.st.db.links_version
         self._flux_until_ns = now_ns + FLUX_NS
-        floors = {b: p.inbox_recv for b, p in self.st.peers.items() if b != skip and b not in self.held}
+        floors = {b: p.inbox_recv for b, p in self.st.peers.items()
+                  if b != skip and b not in self.held and p.inbox_recv}  # (none yet: no old route to wait for)
         floors.update((b, f) for b, f in self._floor.items() if b in self.held)
         self._floor = floors
 
@@ -71,10 +72,11 @@ class ShareHold:
             self.deliver(source, subject, frame, now_ns)  # the usual case
             return
         floor = self._floor.get(sender)
-        if floor is None:  # its highest before this one
+        if floor is None:  # its highest before this one, or none: nothing came by an old route
             floor = seqno - 1
             while floor > 0 and seqno - floor < INBOX_WINDOW and not _seen(peer, floor):
                 floor -= 1
+            floor = floor or seqno - 1
         floor = self._floor[sender] = self._advance(peer, floor)
         if seqno <= floor and sender not in self.held:
             self.deliver(source, subject, frame, now_ns)
