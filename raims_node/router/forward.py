@@ -24,6 +24,7 @@ from raims_node.router.actions import Deliver, DeliverRun, Send
 from raims_node.router.cache_stats import CacheStats
 from raims_node.router.localsubs import LocalSub
 from raims_node.router.messages import MalformedMessage, get_int
+from raims_node.router.no_responders import is_inbox_reply
 from raims_node.router.peer import Peer
 from raims_node.router.queue_choice import QueueTurns
 from raims_node.router.reorder import ReorderHold
@@ -482,10 +483,6 @@ def _pick(nodes: list[bytes], hashes: SubjectHashes, rng: random.Random) -> byte
         return nodes[hashes.full % len(nodes)]
     return rng.choice(nodes)
 
-
-def is_inbox_reply(subject: str) -> bool:
-    """A NATS-style reply subject: `_INBOX.` first, or second after a namespace."""
-    return subject.startswith(S.NATS_INBOX) or subject.partition(".")[2].startswith(S.NATS_INBOX)
 
 
 def window_check(st: NodeState, source: bytes, subject: str, seqno: int, stamp: int, now_ns: int, start: int = 0,
