@@ -338,6 +338,12 @@ class SimNetwork:
         sim = self.nodes[name]
         self._apply(name, sim.node.publish(subject, payload, self.now))
 
+    def publish_run(self, name: str, subject: str, payloads: list[bytes]) -> None:
+        """A pipelined run of one subject (a NATS client's PUBs flushed together):
+        `Node.publish_run`, batch frames (wire/batch.py)."""
+        sim = self.nodes[name]
+        self._apply(name, sim.node.publish_run(subject, payloads, self.now))
+
     def subscribe(self, name: str, subject: str, sid: str | None = None) -> None:
         sim = self.nodes[name]
         self._apply(name, sim.node.subscribe(sim, sid or subject, subject, self.now))
