@@ -115,11 +115,10 @@ class Forward:
                 for payload in run:
                     self.publish(subject, payload, now_ns, None, None, no_echo, 0)
                 continue
-            seqno, start = first
-            if start:
-                self.starts.told(subject, seqno, True, now_ns)
-            frame = frame_with_body(MsgType.MCAST, sub, st.bridge,
-                                    encode_batch_fields(seqno, now_ns if start else 0, run), subject_opt, hashes.full)
+            seqno, start = first  # a young stream's start told again after a change, as for one message
+            told = self.starts.told(subject, seqno, start, now_ns) if start or now_ns <= self.starts.until_ns else 0
+            frame = frame_with_body(MsgType.MCAST, sub, st.bridge, encode_batch_fields(
+                seqno, now_ns if start else 0, run, told), subject_opt, hashes.full)
             st.mac.sign(frame)
             st.counters.published += n
             if local:
@@ -357,7 +356,7 @@ class Forward:
             msg = decode_message_fields(data, off, end)
             first, stamp, start = msg.seqno, msg.stamp, msg.start
         else:
-            first, stamp, start = batch[0], batch[1], 0
+            first, stamp, start = batch[0], batch[1], batch[3]
         reorder = self.reorder
         if reorder.busy(now_ns) and reorder.wait(source, subject, first, stamp, data, off, end, now_ns, due_ns,
                                                  start, min(sub.since_ns for sub in subs)):
@@ -393,12 +392,13 @@ class Forward:
         """When the earliest held frame or share is due (Node.next_wake_ns)."""
         return self.shares.next_due_ns(self.reorder.next_due_ns())
 
-    def _deliver_batch(self, source: bytes, subject: str, batch: tuple[int, int, Run], subs: Sequence[LocalSub],
-                       now_ns: int) -> bool:
+    def _deliver_batch(self, source: bytes, subject: str, batch: tuple[int, int, Run, int],
+                       subs: Sequence[LocalSub], now_ns: int) -> bool:
         st = self.st
-        seqno, stamp, payloads = batch
+        seqno, stamp, payloads, start = batch
         n = len(payloads)
-        verdict, loss, skip = st.sub_window.check_run(source, subject, seqno, n, stamp, now_ns)
+        verdict, loss, skip = st.sub_window.check_run(source, subject, seqno, n, stamp, now_ns, start,
+                                                      start > 0 and owed(start, subs))
         if skip or loss:
             peer = st.peers.get(source)
             if peer is not None:

@@ -267,10 +267,11 @@ class SubWindow:
         return self._w.get((source, subject), len(subject)) is not None
 
     def check_run(self, source: bytes, subject: str, seqno: int, n: int, stamp: int,
-                  now_ns: int) -> tuple[Verdict, int, int]:
+                  now_ns: int, start: int = 0, owed: bool = False) -> tuple[Verdict, int, int]:
         """Classify a run of `n` messages seqno..seqno+n-1 (a batch frame): (verdict of
         the first, messages lost before it, how many of the run repeat what was already
-        delivered: only the rest is delivered)."""
+        delivered: only the rest is delivered). `start`, `owed`: as for `check` (a
+        batch tells the start as a single message does)."""
         key = (source, subject)
         entry = self._w.get(key, len(subject))
         last_in = seqno + n - 1
@@ -279,8 +280,13 @@ class SubWindow:
             if seen >= n:
                 return Verdict.REPEAT, 0, n
             entry.seqno = last_in
+            if entry.first and start:  # its new tail tells the start (`check`'s rule)
+                before = (entry.first & SEQ_MASK) - 1 if owed else 0
+                entry.stamp, entry.first = start, 0
+                if before:
+                    return Verdict.LOSS, before, seen
             return Verdict.OK, 0, seen
-        verdict, lost = self.check(source, subject, seqno, stamp, now_ns)
+        verdict, lost = self.check(source, subject, seqno, stamp, now_ns, start, owed)
         if verdict is not Verdict.REPEAT:
             found = self._w.get(key, len(subject))
             if found is not None:

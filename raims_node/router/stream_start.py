@@ -11,7 +11,8 @@ that way (2026-11-27; docs/DESIGN-NOTES.md "The edges of a stream").
 
 So, for `FLUX_NS` after this node's links change (`Forward.watch_links`), a message of a
 stream that started at most `YOUNG_NS` before the change carries the stream's start
-stamp in the `start` field (raims fid 26, otherwise unused in a message); its first
+stamp in the `start` field (raims fid 26, otherwise unused in a message; a batch frame,
+wire/batch.py, carries it once for its run, from branch batch-start); its first
 message may still have been in flight on a closing link. A subscriber that has not seen
 the stamp (`SubWindow.check`) then knows where the stream began: when its oldest
 matching subscription was made `SUB_KNOWN_NS` or more before that stamp, the

@@ -8,6 +8,8 @@ per message. The frame is an ordinary multicast frame of that subject whose fiel
 
     seqno   u64   the first message's sequence number (message i has seqno + i)
     stamp   u64   only when the first message starts the stream (as a single message)
+    start   u64   only a young stream's start stamp told again after a route change
+                  (raims fid 26, as a single message carries it: router/stream_start.py)
     batch   long opaque (raims fid 87): n records of  u32 length | payload bytes
 
 Routers forward it as received (the bytes are never re-encoded); only a node that
@@ -40,6 +42,7 @@ BATCH_BYTES = 16 * 1024  # records per frame, at most (a single larger payload g
 BATCH_DESC = descriptor(FieldType.LONG_OPAQUE, Fid.BATCH)
 _SEQNO_DESC = descriptor(FieldType.U64, Fid.SEQNO)
 _STAMP_DESC = descriptor(FieldType.U64, Fid.STAMP)
+_START_DESC = descriptor(FieldType.U64, Fid.START)
 _HQ = struct.Struct(">HQ")
 _HI = struct.Struct(">HI")
 _H = struct.Struct(">H")
@@ -153,11 +156,13 @@ def split_runs(payloads: Run) -> list[Run]:
     return runs
 
 
-def encode_batch_fields(seqno: int, stamp: int, payloads: Run) -> bytearray:
-    """The fields of a batch frame (module docstring); seqno and stamp are 64-bit."""
+def encode_batch_fields(seqno: int, stamp: int, payloads: Run, start: int = 0) -> bytearray:
+    """The fields of a batch frame (module docstring); seqno, stamp and start are 64-bit."""
     out = bytearray(_pack_hq(_SEQNO_DESC, seqno))
     if stamp:
         out += _pack_hq(_STAMP_DESC, stamp)
+    if start:
+        out += _pack_hq(_START_DESC, start)
     if isinstance(payloads, PackedRun):  # the records framed in one pass
         size = payloads.count * (payloads.size + 4)
         out += _pack_hi(BATCH_DESC, size)
@@ -197,23 +202,30 @@ def decode_batch(buf: bytes | bytearray | memoryview, off: int, end: int) -> tup
     got = decode_batch_run(buf, off, end)
     if got is None:
         return None
-    seqno, stamp, run = got
+    seqno, stamp, run, _ = got
     return seqno, stamp, run.payloads() if isinstance(run, PackedRun) else run
 
 
-def decode_batch_run(buf: bytes | bytearray | memoryview, off: int, end: int) -> tuple[int, int, Run] | None:
-    """decode_batch, with a run of equal-size payloads left packed (a PackedRun)."""
+def decode_batch_run(buf: bytes | bytearray | memoryview, off: int, end: int) -> tuple[int, int, Run, int] | None:
+    """decode_batch, with a run of equal-size payloads left packed (a PackedRun), and
+    the stream's start the frame tells (0: none): (first seqno, stamp, run, start)."""
     if end - off < 16 or _unpack_h(buf, off)[0] != _SEQNO_DESC:
         return None
     pos = off + 10
-    stamp = 0
-    if _unpack_h(buf, pos)[0] == _STAMP_DESC:
-        if end - pos < 16:
+    stamp = start = 0
+    if _unpack_h(buf, pos)[0] != BATCH_DESC:  # a stamp or a start first (the usual frame has neither)
+        if _unpack_h(buf, pos)[0] == _STAMP_DESC:
+            if end - pos < 16:
+                return None
+            stamp = _unpack_q(buf, pos + 2)[0]
+            pos += 10
+        if _unpack_h(buf, pos)[0] == _START_DESC:
+            if end - pos < 16:
+                return None
+            start = _unpack_q(buf, pos + 2)[0]
+            pos += 10
+        if _unpack_h(buf, pos)[0] != BATCH_DESC:
             return None
-        stamp = _unpack_q(buf, pos + 2)[0]
-        pos += 10
-    if _unpack_h(buf, pos)[0] != BATCH_DESC:
-        return None
     size = _unpack_i(buf, pos + 2)[0]
     pos += 6
     stop = pos + size
@@ -226,7 +238,7 @@ def decode_batch_run(buf: bytes | bytearray | memoryview, off: int, end: int) ->
         rec = first + 4
         k = size // rec
         if k > 1 and k * rec == size and _same_prefixes(data, pos, stop, rec, k):
-            return seqno, stamp, PackedRun(data, pos + 4, k, first, rec)
+            return seqno, stamp, PackedRun(data, pos + 4, k, first, rec), start
     payloads: list[bytes] = []
     append = payloads.append
     while pos < stop:
@@ -240,4 +252,4 @@ def decode_batch_run(buf: bytes | bytearray | memoryview, off: int, end: int) ->
         pos += n
     if not payloads:
         raise BadField("empty batch")
-    return seqno, stamp, payloads
+    return seqno, stamp, payloads, start

@@ -44,12 +44,28 @@ def test_a_batch_frame_round_trips_its_payloads_in_order(stamp: int) -> None:
     assert decode_batch(frame, *_body(frame)) == (SEQ, stamp, payloads)
 
 
+@pytest.mark.parametrize(("stamp", "start"), [(0, T0), (T0, 0), (T0, T0 - NS)])
+@pytest.mark.parametrize("payloads", [[b"a", b"bc", b"def"], [b"%04d" % i for i in range(40)]])
+def test_a_batch_frame_tells_a_young_streams_start(stamp: int, start: int, payloads: list[bytes]) -> None:
+    """The start (raims fid 26, router/stream_start.py) between the stamp and the records;
+    a batch without it decodes start 0 (the other tests), a truncated one is no batch."""
+    body = encode_batch_fields(SEQ + 5, stamp, payloads, start)
+    frame = bytes(frame_with_body(MsgType.MCAST, b"x.y", bytes(16), body))
+    got = decode_batch_run(frame, *_body(frame))
+    assert got is not None and (got[0], got[1], list(got[2]), got[3]) == (SEQ + 5, stamp, payloads, start)
+    assert decode_batch(frame, *_body(frame)) == (SEQ + 5, stamp, payloads)
+    assert len(body) == len(encode_batch_fields(SEQ + 5, stamp, payloads)) + 10 * bool(start)  # one u64, per frame
+    cut = bytes(frame_with_body(MsgType.MCAST, b"x.y", bytes(16), body[:10 + 10 * bool(stamp) + 10 * bool(start)]))
+    assert decode_batch_run(cut, *_body(cut)) is None
+
+
 def test_a_single_message_is_not_a_batch() -> None:
-    for stamp in (0, T0):
+    for stamp, start in ((0, 0), (T0, 0), (0, T0)):
         frame = bytes(frame_with_body(MsgType.MCAST, b"x", bytes(16),
-                                      encode_message_fields(SEQ, stamp, None, None, b"payload")))
+                                      encode_message_fields(SEQ, stamp, None, None, b"payload", start)))
         assert decode_batch(frame, *_body(frame)) is None
-        assert decode_message_fields(frame, *_body(frame)).payload == b"payload"
+        msg = decode_message_fields(frame, *_body(frame))
+        assert (msg.payload, msg.start) == (b"payload", start)
 
 
 def test_a_record_overrunning_the_batch_is_a_bad_field() -> None:
@@ -122,7 +138,7 @@ def test_mixed_sizes_come_back_as_a_list() -> None:
     payloads = [b"a", b"bc", b"a"]
     frame = bytes(frame_with_body(MsgType.MCAST, b"s", bytes(16), encode_batch_fields(SEQ, 0, payloads)))
     got = decode_batch_run(frame, *_body(frame))
-    assert got == (SEQ, 0, payloads)
+    assert got == (SEQ, 0, payloads, 0)
     assert skip_run(payloads, 2) == [b"a"] and skip_run(payloads, 0) is payloads
 
 
