@@ -22,10 +22,17 @@ exceeded'). An UNSUB max that is not a number counts as none (unsubscribe now), 
 nats-server. As nats-server does, PING, PONG, CONNECT, INFO and +OK are recognised by
 their first letters (`PINGX`, `CONNECT{}` are valid), a client's INFO and +OK are
 ignored and a client's -ERR closes the connection without a reply. An HPUB header size
-of 0 is a message without headers. Subjects, replies, queues and sids are decoded as
-UTF-8 with `surrogateescape` (any byte string survives, see bus.py). Pub, Sub and Unsub
-are NamedTuples, built per message for half the cost of a frozen dataclass; the rare
-events are frozen dataclasses (two NamedTuples without fields would compare equal).
+of 0 is a message without headers (its Pub has headers b"", so that a client that did not
+negotiate headers is refused, as nats-server does). As nats-server's: a size (or UNSUB
+max) has at most 9 digits, a line starting with a blank is no operation, CONNECT JSON
+keys match in any case, a null leaves an option as it was, invalid UTF-8 is replaced and
+NaN / Infinity are refused (Go's encoding/json).
+Unlike nats-server, VT and FF separate arguments as spaces do (bytes.split(), no cost
+per line; no subject holds one, so no MSG line can be split differently by a client).
+Subjects, replies, queues and sids are decoded as UTF-8 with `surrogateescape` (any byte
+string survives, see bus.py). Pub, Sub and Unsub are NamedTuples, built per message for
+half the cost of a frozen dataclass; the rare events are frozen dataclasses (two
+NamedTuples without fields would compare equal).
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from raims_node.wire.batch import PackedRun, Run
 MAX_CONTROL_LINE = 4096
 _OP_ROOM = len(b"CONNECT ")  # the limit is on a line's arguments: the longest operation and its space
 MAX_PAYLOAD = 1024 * 1024
-_MAX_SIZE_DIGITS = 10  # a size needs at most 10 digits below any sane max_payload
+_MAX_SIZE_DIGITS = 9  # nats-server's parseSize: a longer size (or UNSUB max) is no number
 
 ERR_UNKNOWN_OP = "Unknown Protocol Operation"
 ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
@@ -103,7 +110,7 @@ class Connect:
 class Pub(NamedTuple):
     subject: str
     reply: str | None
-    headers: bytes | None  # the raw header block, "NATS/1.0\r\n...\r\n\r\n", from HPUB
+    headers: bytes | None  # the raw header block, "NATS/1.0\r\n...\r\n\r\n", from HPUB (b"": HPUB 0)
     payload: bytes
 
 
@@ -257,8 +264,8 @@ class NatsParser:
                         continue
             else:
                 args = line.split()
-                if not args:
-                    raise UnknownOperation("empty control line")
+                if not args or line[0] == 32 or line[0] == 9:  # a blank first is no operation to nats-server
+                    raise UnknownOperation(f"no operation at the start of {line[:32]!r}")
                 if len(line) - len(args[0]) - 1 > maxcl:  # nats-server counts the arguments only
                     raise ControlLineTooLong(f"control line arguments of {len(line) - len(args[0]) - 1} bytes "
                                              f"exceed max {maxcl}")
@@ -280,7 +287,10 @@ class NatsParser:
             if data[stop] != 13 or data[stop + 1] != 10:
                 raise UnknownOperation("payload not followed by CRLF")
             if hdr:
-                append(_new(Pub, (subject, reply, data[start:start + hdr], data[start + hdr:stop])))
+                if hdr < 0:  # HPUB with no header bytes: b"" marks it as an HPUB all the same
+                    append(_new(Pub, (subject, reply, b"", data[start:stop])))
+                else:
+                    append(_new(Pub, (subject, reply, data[start:start + hdr], data[start + hdr:stop])))
             else:
                 append(_new(Pub, (subject, reply, None, data[start:stop])))
             pos = stop + 2
@@ -308,6 +318,7 @@ class NatsParser:
             hdr = int(hdr_b)
             if hdr > size:
                 raise UnknownOperation(f"HPUB header size {hdr} exceeds total size {size}")
+            hdr = hdr or -1  # an HPUB all the same: not part of a run of PUBs (see _parse)
         if size > self.max_payload:
             raise PayloadTooLarge(f"payload of {size} bytes exceeds max_payload {self.max_payload}")
         return args[1].decode("utf-8", "surrogateescape"), reply, hdr, size
@@ -368,8 +379,8 @@ def _control(op: bytes, args: list[bytes], line: bytes, events: list[NatsEvent])
             events.append(Unsub(_text(args[1]), 0))
         elif len(args) == 3:
             m = args[2]
-            events.append(Unsub(_text(args[1]),
-                                int(m) if m.isdigit() and len(m) <= 18 else 0))  # int64, as nats-server
+            events.append(Unsub(_text(args[1]),  # as nats-server's parseSize: else none, unsubscribe now
+                                int(m) if m.isdigit() and len(m) <= _MAX_SIZE_DIGITS else 0))
         else:
             raise UnknownOperation(f"UNSUB takes 1 or 2 arguments, got {len(args) - 1}")
     else:
@@ -395,9 +406,32 @@ def _rare_operation(line: bytes, events: list[NatsEvent]) -> None:
         raise UnknownOperation(f"unknown operation {line[:32]!r}")
 
 
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")  # Python's json takes NaN and Infinity, Go's not
+
+
+CONNECT_OPTIONS = frozenset(("verbose", "pedantic", "echo", "headers", "no_responders", "name", "lang",
+                             "version", "user", "pass", "auth_token", "protocol"))
+
+
+def _go_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as Go's encoding/json fills nats-server's CONNECT struct: a key
+    names a field whatever its case, a null leaves the field as it was, the last wins."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        folded = key.lower() if key.isascii() else key
+        if folded in CONNECT_OPTIONS:
+            if value is None:
+                continue
+            key = folded
+        out[key] = value
+    return out
+
+
 def _json_object(arg: bytes, op: str) -> dict[str, Any]:
-    try:
-        value = json.loads(arg)
+    try:  # invalid UTF-8 is replaced, not refused, as Go does
+        value = json.loads(arg.decode("utf-8", "replace"), parse_constant=_not_json,
+                           object_pairs_hook=_go_fields if op == "CONNECT" else None)
     except (ValueError, RecursionError) as exc:
         raise UnknownOperation(f"{op} argument is not JSON: {exc}") from None
     if not isinstance(value, dict):

@@ -317,11 +317,11 @@ class NatsSession(SessionOutput):
         self.verbose = options.get("verbose", self.verbose)
         self.pedantic = options.get("pedantic", self.pedantic)
         self.echo = options.get("echo", self.echo)
-        self.headers = options.get("headers", False)
-        self.no_responders = options.get("no_responders", False)
-        self.name = options.get("name", "")
-        self.lang = options.get("lang", "")
-        self.version = options.get("version", "")
+        self.headers = options.get("headers", self.headers)  # a second CONNECT changes only what it names
+        self.no_responders = options.get("no_responders", self.no_responders)
+        self.name = options.get("name", self.name)
+        self.lang = options.get("lang", self.lang)
+        self.version = options.get("version", self.version)
         if self.no_responders and not self.headers:
             self._fail(UnknownOperation("no_responders without headers"),
                        ERR_NO_RESPONDERS_NEEDS_HEADERS)
@@ -357,7 +357,7 @@ class NatsSession(SessionOutput):
                 and not self.bus.has_interest(subject, None if self.echo else self):
             self._send_no_responders(subject, ev.reply)
             return
-        self.bus.publish(self, subject, ev.reply, ev.headers, ev.payload)
+        self.bus.publish(self, subject, ev.reply, ev.headers or None, ev.payload)  # b"": an HPUB 0
 
     def _send_no_responders(self, subject: str, reply: str) -> None:
         for sub in self._subs.values():
@@ -500,7 +500,8 @@ def _bad_option(options: dict[str, Any]) -> str | None:
     for key in _STR_OPTIONS:
         if not isinstance(options.get(key, ""), str):
             return f"option {key!r} is not a string"
-    if type(options.get("protocol", 0)) is not int:
+    protocol = options.get("protocol", 0)
+    if type(protocol) is not int or not -1 << 63 <= protocol < 1 << 63:  # a Go int
         return "option 'protocol' is not an integer"
     return None
 

@@ -49,7 +49,7 @@ def parse(data: bytes, **kw: int) -> list[object]:
     (b"PUB bin 4\r\n\r\n\r\n\r\n", [Pub("bin", None, None, b"\r\n\r\n")]),
     (b"HPUB h 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", [Pub("h", None, b"NATS/1.0\r\n\r\n", b"hi")]),
     (b"HPUB h r 12 12\r\nNATS/1.0\r\n\r\n\r\n", [Pub("h", "r", b"NATS/1.0\r\n\r\n", b"")]),
-    (b"HPUB h 0 2\r\nhi\r\n", [Pub("h", None, None, b"hi")]),
+    (b"HPUB h 0 2\r\nhi\r\n", [Pub("h", None, b"", b"hi")]),  # an HPUB still: headers b""
     (b"SUB a.* 1\r\nSUB a.> workers 22\r\n", [Sub("a.*", None, "1"), Sub("a.>", "workers", "22")]),
     (b"UNSUB 1\r\nUNSUB 2 10\r\nUNSUB 3 x\r\n", [Unsub("1", 0), Unsub("2", 10), Unsub("3", 0)]),
     (b"PING\r\nPONG\r\nPINGX\r\nping\n", [Ping(), Pong(), Ping(), Ping()]),

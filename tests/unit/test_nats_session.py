@@ -75,6 +75,22 @@ NATS_SERVER_TRANSCRIPTS = [
      b"MSG a 1 1\r\nx\r\nPONG\r\n"),
     (b"PUB a 1\r\nxx\r\n", b"-ERR 'Unknown Protocol Operation'\r\n"),
     (b"PUB a 01\r\nx\r\nPING\r\n", b"+OK\r\nPONG\r\n"),
+    # found by tests/integration/test_nats_differential.py (2026-11-27)
+    (b" SUB a 1\r\n", b"-ERR 'Unknown Protocol Operation'\r\n"),
+    (b'CONNECT {"VERBOSE":false,"Headers":true}\r\nSUB a 1\r\nHPUB a 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n',
+     b"HMSG a 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPONG\r\n"),
+    (b'CONNECT {"verbose":false,"Verbose":true}\r\nPING\r\n', b"+OK\r\nPONG\r\n"),
+    (b'CONNECT {"verbose":null,"echo":null,"headers":null,"name":null,"protocol":null}\r\nPING\r\n',
+     b"+OK\r\nPONG\r\n"),
+    (b'CONNECT {"verbose":false,"name":"\xff","\xfe":1}\r\nPING\r\n', b"PONG\r\n"),
+    (b'CONNECT {"verbose":false,"headers":true}\r\nSUB a 1\r\nCONNECT {}\r\n'
+     b"HPUB a 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n", b"HMSG a 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPONG\r\n"),
+    (b'CONNECT {"verbose":false}\r\nSUB a 1\r\nUNSUB 1 1000000000\r\nPUB a 1\r\nx\r\nPING\r\n', b"PONG\r\n"),
+    # nats-server closes these silently; raims says why (nats_proto.py)
+    (b'CONNECT {"verbose":false}\r\nSUB a 1\r\nHPUB a 0 1\r\nx\r\n', b"-ERR 'Unknown Protocol Operation'\r\n"),
+    (b'CONNECT {"verbose":false,"x":NaN}\r\nPING\r\n', b"-ERR 'Unknown Protocol Operation'\r\n"),
+    (b"PUB a 0000000001\r\nx\r\n", b"-ERR 'Unknown Protocol Operation'\r\n"),
+    (b'CONNECT {"protocol":99999999999999999999}\r\n', b"-ERR 'Unknown Protocol Operation'\r\n"),
 ]
 
 
