@@ -9,7 +9,8 @@ nats-server 2.x shows it to nats-py and other clients:
   headers and no_responders off; fields missing from CONNECT keep them.
 - With `user`/`password` or `token` configured, the first operation must be a CONNECT
   carrying them (`user`/`pass`, `auth_token`), else `-ERR 'Authorization Violation'`
-  and close. `protocol` above 1 and `no_responders` without `headers` are refused with
+  and close (as nats-server: any first line not starting with `C`, INFO and +OK too; a
+  later CONNECT is checked with the credentials it names or the earlier ones). `protocol` above 1 and `no_responders` without `headers` are refused with
   nats-server's texts.
 - Verbose mode answers `+OK` to CONNECT, PUB/HPUB, SUB and UNSUB.
 - SUB with an invalid subject answers `-ERR 'Invalid Subject'` and the connection stays
@@ -145,6 +146,7 @@ class _Subscription:
 
 _BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders")
 _STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token")
+_CREDENTIALS = ("user", "pass", "auth_token")
 
 
 class NatsSession(SessionOutput):
@@ -175,6 +177,7 @@ class NatsSession(SessionOutput):
         self._subs: dict[str, _Subscription] = {}
         self._pings_out = 0
         self._in_bus = True
+        self._credentials: dict[str, Any] = {}  # user, pass, auth_token of the CONNECTs so far
         info: dict[str, Any] = {
             "server_id": config.server_id, "server_name": config.server_name,
             "version": config.version, "proto": PROTO_VERSION, "go": "raims",
@@ -202,6 +205,10 @@ class NatsSession(SessionOutput):
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
+            return
+        if not self.connected and self.config.auth_required and not self._parser.buffered \
+                and data[:1] not in b"Cc":  # as nats-server: not even INFO or +OK before CONNECT
+            self._fail(AuthorizationViolation(f"{bytes(data[:16])!r} before CONNECT"), ERR_AUTHORIZATION)
             return
         lone = self._parser.lone_pub(data) if type(data) is bytes else None
         if lone is not None and (lone[0] is self._lone_subject or self._plain_pub(lone[0])):  # written on at once
@@ -307,7 +314,8 @@ class NatsSession(SessionOutput):
             self._fail(UnknownOperation(f"CONNECT {problem}"), ERR_UNKNOWN_OP)
             return
         protocol = options.get("protocol", 0)
-        if not self._authorized(options):
+        self._credentials.update((k, options[k]) for k in _CREDENTIALS if k in options)
+        if not self._authorized(self._credentials):  # a later CONNECT without them keeps them
             self._fail(AuthorizationViolation("CONNECT credentials do not match"), ERR_AUTHORIZATION)
             return
         if not 0 <= protocol <= PROTO_VERSION:

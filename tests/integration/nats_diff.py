@@ -144,12 +144,15 @@ class Pair:
 
 
 @contextlib.contextmanager
-def nats_pair(workdir: Path, ref_config: str = "") -> Iterator[tuple[Pair, NatsServer, BridgeNet]]:
-    ref = NatsServer(workdir, ref_config)
+def nats_pair(workdir: Path, user: str | None = None, password: str = "") -> Iterator[tuple[Pair, NatsServer, BridgeNet]]:
+    """nats-server and a one-node network; with `user`, both require it (and `password`)."""
+    auth = f'authorization {{ user: "{user}", password: "{password}" }}' if user else ""
+    ref = NatsServer(workdir, auth)
     try:
-        net = start_network(workdir, "node A\n")
+        extra = [{"tport": "secure", "type": "nats", "route": {"port": 0, "user": user, "password": password}}]
+        net = start_network(workdir, "node A\n", extra if user else None)
         try:
-            yield Pair(ref.port, net.port("A")), ref, net
+            yield Pair(ref.port, net.port("A", "secure" if user else "nats")), ref, net
         finally:
             net.stop()
     finally:

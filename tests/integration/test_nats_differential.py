@@ -84,6 +84,21 @@ CASES: dict[str, tuple[bytes, str | None]] = {
 }
 
 
+AUTH_CASES: dict[str, bytes] = {
+    "ping first": b"PING\r\n",
+    "info first": b'INFO {}\r\nCONNECT {"verbose":false,"user":"alice","pass":"s3cret"}\r\nPING\r\n',
+    "+OK first": b"+OK\r\n",
+    "garbage first": b"XYZ\r\n",
+    "bad password": b'CONNECT {"user":"alice","pass":"no"}\r\n',
+    "keys in any case": b'CONNECT {"verbose":false,"USER":"alice","Pass":"s3cret"}\r\nPING\r\n',
+    "second connect with a bad password": b'CONNECT {"verbose":false,"user":"alice","pass":"s3cret"}\r\n'
+                                          b'CONNECT {"pass":"no"}\r\nPING\r\n',
+    "second connect without credentials": b'CONNECT {"verbose":false,"user":"alice","pass":"s3cret"}\r\n'
+                                          b'CONNECT {"verbose":false}\r\nPING\r\n',
+    "null password": b'CONNECT {"verbose":false,"user":"alice","pass":null}\r\nPING\r\n',
+}
+
+
 def expected(ref: bytes, kept: str | None) -> bytes:
     return ref + b"-ERR 'Unknown Protocol Operation'\r\n" if kept == SAYS_ERR else ref
 
@@ -99,6 +114,18 @@ def test_replies_match_nats_server(pair: Pair, name: str) -> None:
     script, kept = CASES[name]
     (ref, ref_closed), (us, us_closed) = pair.run(script)
     assert (us, us_closed) == (expected(ref, kept), ref_closed)
+
+
+@pytest.fixture(scope="module")
+def auth_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    with nats_pair(tmp_path_factory.mktemp("nats_diff_auth"), "alice", "s3cret") as (p, _, _):
+        yield p
+
+
+@pytest.mark.parametrize("name", list(AUTH_CASES))
+def test_authentication_matches_nats_server(auth_pair: Pair, name: str) -> None:
+    ref, us = auth_pair.run(AUTH_CASES[name])
+    assert us == ref
 
 
 SPLIT = ["verbose", "hpub 0 with headers", "keys in any case", "tabs and case", "unsub max", "leading blank",

@@ -185,13 +185,23 @@ def test_any_connect_options_are_answered_not_raised(options: dict[str, object],
     assert s.connected is (not s.closing)
 
 
-@pytest.mark.parametrize("first", [b"PING\r\n", b"SUB a 1\r\n", b"PUB a 1\r\nx\r\n"])
+@pytest.mark.parametrize("first", [b"PING\r\n", b"SUB a 1\r\n", b"PUB a 1\r\nx\r\n",
+                                   b"INFO {}\r\n", b"+OK\r\n", b"XYZ\r\n", b"\r\n"])  # nats-server's first byte check
 def test_nothing_but_connect_before_authenticating(first: bytes) -> None:
     bus = MemoryBus()
     s = fresh(bus, user="u", password="p")
     s.data_received(first + b'CONNECT {"user":"u","pass":"p"}\r\n')
     assert s.pending_output() == b"-ERR 'Authorization Violation'\r\n"
     assert s.closing and not bus.entries and not bus.published
+
+
+def test_a_later_connect_is_checked_with_the_credentials_so_far() -> None:
+    """As nats-server: a second CONNECT keeps the credentials it does not name."""
+    s = fresh(user="u", password="p")
+    s.data_received(b'CONNECT {"user":"u","pass":"p","verbose":false}\r\nCONNECT {"echo":false}\r\nPING\r\n')
+    assert s.pending_output() == b"PONG\r\n"
+    s.data_received(b'CONNECT {"pass":"x"}\r\n')
+    assert s.pending_output() == b"-ERR 'Authorization Violation'\r\n" and s.closing
 
 
 # ---------------------------------------------------------------- routing through the bus
