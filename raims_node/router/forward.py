@@ -14,7 +14,6 @@ pass. A publisher keeps each subject's bytes, hashes and path.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 
 from raims_node.bloom import SubjectHashes
@@ -23,14 +22,14 @@ from raims_node.router import no_responders
 from raims_node.router.actions import Deliver, DeliverRun, Send
 from raims_node.router.cache_stats import CacheStats
 from raims_node.router.localsubs import LocalSub
-from raims_node.router.messages import MalformedMessage, get_int
+from raims_node.router.messages import get_int
 from raims_node.router.no_responders import is_inbox_reply
-from raims_node.router.peer import Peer
+from raims_node.router.point import PointToPoint
+from raims_node.router.point import body as _body
 from raims_node.router.queue_choice import QueueTurns
 from raims_node.router.reorder import ReorderHold
 from raims_node.router.route_grace import M_PREFIX, RouteGrace
 from raims_node.router.seqwin import Verdict
-from raims_node.router.share_hold import ShareHold
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, Conn, NodeState
 from raims_node.router.stream_start import StreamStarts, owed
 from raims_node.wire import (
@@ -49,13 +48,11 @@ from raims_node.wire import (
 )
 from raims_node.wire import subjects as S
 from raims_node.wire.batch import Run, decode_batch_run, encode_batch_fields, skip_run, split_runs
-from raims_node.wire.frame import SUBJECT_OFFSET
 
 MPing = Callable[[bytes, int, int, str, int], None]  # (source, stamp, token, tport, now_ns)
 
 FORWARD_CACHE_LIMIT = 65536
 PUBLISH_CACHE_LIMIT = 65536  # subjects whose bytes, hashes and path are kept for publishing
-ANYCAST_HOPS = 4  # nodes an anycast frame may try before it is dropped
 M_PING = S.M_PING.encode()
 
 
@@ -78,7 +75,8 @@ class Forward:
         self.grace = RouteGrace()  # make before break for relayed frames (router/route_grace.py)
         self.reorder = ReorderHold(st.sub_window, self._redeliver)  # frames ahead of a gap wait
         self.starts = StreamStarts()  # young streams' starts, told again after a change
-        self.shares = ShareHold(st, self._deliver_share)  # `any S M` shares ahead of an inbox gap wait
+        self.points = PointToPoint(st, self._deliver_local, self._deliver)  # `_INBOX.` replies, `any S M`
+        self.shares = self.points.shares  # `any S M` shares ahead of an inbox gap wait (share_hold.py)
         self._links_seen = st.db.links_version
         self._published: dict[str, tuple[bytes, SubjectHashes, int, int]] = {}
         self._queues = QueueTurns()
@@ -126,9 +124,10 @@ class Forward:
             self._forward_mcast(bytes(frame), hashes, path, now_ns)
 
     def publish(self, subject: str, payload: bytes, now_ns: int, reply: str | None, headers: bytes | None,
-                no_echo: object | None, opt: int) -> None:
+                no_echo: object | None, opt: int, to: bytes | None = None) -> None:
+        """`to`: an `_INBOX.` subject's node, the only one to send it to (no_responders.py)."""
         st = self.st
-        seqno, start = st.pub_window.next_seqno(subject, now_ns, share=bool(opt & OPT_ANY))
+        seqno, start = st.pub_window.next_seqno(subject, now_ns, share=bool(opt & OPT_ANY) or to is not None)
         sub, hashes, path, subject_opt = self._subject(subject)
         anycast = bool((subject_opt | opt) & OPT_ANY)  # an `_INBOX.` reply, or `any S M`
         told = 0 if anycast else self.starts.told(subject, seqno, start, now_ns)
@@ -136,13 +135,13 @@ class Forward:
         frame = frame_with_body(MsgType.MCAST, sub, st.bridge, body, subject_opt | opt, hashes.full)
         st.mac.sign(frame)
         st.counters.published += 1
-        local = st.subs.match(subject) if st.subs else ()
+        local = st.subs.match(subject) if st.subs and to is None else ()
         if local:
             self._deliver(st.bridge, subject, seqno, local, payload, reply, headers, 0, no_echo)
         if not anycast:
             self._forward_mcast(bytes(frame), hashes, path, now_ns)
-        elif not (local and opt & OPT_ANY):  # a reply taken here (a `>` monitor) may have its requester elsewhere
-            self.anycast(bytes(frame), hashes, set(), now_ns, hops=0, quiet=bool(local))
+        else:  # point to point (router/point.py)
+            self.points.send(bytes(frame), hashes, bool(opt & OPT_ANY), bool(local), now_ns, to)
 
     def mping(self, path: int, token: int, now_ns: int) -> None:
         """`_M.ping` on `path` to every node (each answers with a pong, remote.py)."""
@@ -151,53 +150,6 @@ class Forward:
                              path_opt(path) | OPT_ACK)
         st.mac.sign(frame)
         self._forward_mcast(bytes(frame), SubjectHashes(M_PING), path, now_ns)
-
-    def anycast(self, inner: bytes, hashes: SubjectHashes, tried: set[bytes], now_ns: int, hops: int,
-                quiet: bool = False) -> bool:
-        """Send a frame point to point to one node whose filter matches its subject (`_I.<bridge>.any`,
-        `_pick`); False when no untried node matches (a no route unless `quiet`: delivered here)."""
-        st = self.st
-        nodes = sorted(b for b, p in st.peers.items() if b not in tried and p.filter_passes(hashes))
-        if not nodes:
-            st.counters.no_route += not quiet
-            return False
-        dest = _pick(nodes, hashes, st.rng)
-        st.counters.anycast += 1
-        st.floods_first(now_ns)
-        st.send_inbox(dest, "any", [(Fid.DATA, inner), (Fid.REF_CNT, hops)], now_ns)
-        return True
-
-    def in_any(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
-        """An anycast frame for us: deliver it, or, on a false match, pass it to another
-        matching node (at most ANYCAST_HOPS tries)."""
-        st = self.st
-        inner = d.get(Fid.DATA)
-        if not isinstance(inner, bytes):
-            raise MalformedMessage("any without an encapsulated frame")
-        head = peek(inner)
-        key = st.mac_key(head.bridge) if head.bridge != st.bridge else st.mac
-        if key is None or not key.verify(inner):
-            st.counters.bad_mac += 1
-            return
-        subject = head.subject.decode("utf-8", "surrogateescape")
-        subs = st.subs.match(subject) if not is_inbox_reply(subject) else None
-        if subs:  # `any S M`: in inbox order while routes change, else late (share_hold.py)
-            return self.shares.take(peer, get_int(d, Fid.SEQNO), head.bridge, subject, inner, now_ns)
-        if self._deliver_local(head.bridge, subject, inner, now_ns, own=False):
-            return
-        hops = get_int(d, Fid.REF_CNT) + 1
-        if hops < ANYCAST_HOPS:
-            self.anycast(inner, SubjectHashes(head.subject, head.subject_hash),
-                         {st.bridge, head.bridge, peer.bridge}, now_ns, hops)
-
-    def _deliver_share(self, source: bytes, subject: str, frame: bytes, now_ns: int) -> None:
-        """An `any S M` message to whom subscribes now (share_hold.py): one that comes after a later one
-        is delivered late, not dropped as a repeat (the subscription window keeps the later one)."""
-        subs = self.st.subs.match(subject)
-        if subs:  # else unsubscribed while it was held
-            msg = decode_message_fields(frame, *_body(peek(frame)))
-            self.st.sub_window.check(source, subject, msg.seqno, msg.stamp, now_ns)
-            self._deliver(source, subject, msg.seqno, subs, msg.payload, msg.reply, msg.headers, 0, None)
 
     # ------------------------------------------------------------------ receive
 
@@ -466,23 +418,6 @@ class Forward:
                     n += 1
                     out.append(Deliver(member.owner, member.sid, subject, reply, payload, source, loss, headers))
         self.st.counters.delivered += n
-
-
-def _body(head: Header) -> tuple[int, int]:
-    """Where a peeked frame's fields start and end."""
-    slen = len(head.subject)
-    return SUBJECT_OFFSET + slen + (slen & 1), head.frame_len
-
-
-def _pick(nodes: list[bytes], hashes: SubjectHashes, rng: random.Random) -> bytes:
-    """An anycast's node: a reply inbox's by its subject's hash (a stream of replies keeps
-    one path, in order, past a node with a false match), another's at random (`any S M`:
-    the manual's "Randomly choose a subscription match"; the node's generator, so that a
-    simulation stays reproducible)."""
-    if is_inbox_reply(hashes.subject.decode("utf-8", "surrogateescape")):
-        return nodes[hashes.full % len(nodes)]
-    return rng.choice(nodes)
-
 
 
 def window_check(st: NodeState, source: bytes, subject: str, seqno: int, stamp: int, now_ns: int, start: int = 0,

@@ -38,7 +38,7 @@ class Publisher(Protocol):  # router/forward.py's Forward
     st: NodeState
 
     def publish(self, subject: str, payload: bytes, now_ns: int, reply: str | None, headers: bytes | None,
-                no_echo: object | None, opt: int) -> None: ...
+                no_echo: object | None, opt: int, to: bytes | None = None) -> None: ...
 
 
 def is_no_responders(headers: bytes | None, payload: bytes) -> bool:
@@ -71,7 +71,7 @@ def answer(forward: Publisher, source: bytes, subject: bytes, data: bytes | byte
     inbox = _inbox(st, source, subject.decode("utf-8", "surrogateescape"), reply)
     if inbox is not None:
         st.counters.no_responders += 1
-        forward.publish(inbox, b"", now_ns, None, STATUS_503, None, 0)
+        forward.publish(inbox, b"", now_ns, None, STATUS_503, None, 0, to=source)  # not to a monitor
 
 
 def _inbox(st: NodeState, source: bytes, subject: str, reply: str) -> str | None:

@@ -124,7 +124,7 @@ class Node:
             "rem": self.remote_ops.in_rem,
             "ack": self.remote_ops.in_ack,
             "trace": self.remote_ops.in_trace,
-            "any": self.forward.in_any,
+            "any": self.forward.points.in_any,
             S.NAMES_SUFFIX: self.flood.in_names,
         }
         st.db.put_peer(PeerRecord(st.bridge, st.user, now_ns))
@@ -353,8 +353,8 @@ class Node:
         """Publish from a local client; `no_echo` names an owner that must not receive it.
         `opt` may ask for acks from the receivers (OPT_ACK) or from every router on the
         way (OPT_TRACE); the replies collect in `self.acks`. A reply subject of a NATS
-        style request (`_INBOX.`, after an optional namespace) is sent anycast: point to
-        point to one node whose filter matches, as the manual's `any` encapsulation."""
+        style request (`_INBOX.`, after an optional namespace) goes point to point to every
+        node whose filter matches, each in the manual's `any` envelope (router/point.py)."""
         self.forward.publish(subject, payload, now_ns, reply, headers, no_echo, opt)
         return self._flush(now_ns)
 

@@ -1,6 +1,6 @@
 """While the routes change, an `any S M` share that comes ahead of a gap in its inbox stream waits.
 
-An `any S M` message goes to one node point to point (Forward.anycast), on the inbox
+An `any S M` message goes to one node point to point (PointToPoint.one), on the inbox
 stream from the sending node to it: the only order the shares of one pair have (the
 subject's seqnos skip those given to other nodes). A route change (a link up, a node
 joining) moves the stream to a shorter path, whose first frames overtake the old path's

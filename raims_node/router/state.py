@@ -101,6 +101,7 @@ class Counters:
     forwarded: int = 0
     mcast_recv: int = 0
     anycast: int = 0
+    inbox_false: int = 0  # `_INBOX.` frames sent here that no subscription took (router/point.py)
     ibx_repeat: int = 0
     internal_errors: int = 0
     delivered: int = 0

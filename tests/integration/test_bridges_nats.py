@@ -265,8 +265,8 @@ async def test_request_reply_with_inbox_across_the_network(abcd: BridgeNet, conn
 
 async def test_a_reply_taken_by_a_monitor_on_the_responders_node_still_reaches_the_requester(
         abcd: BridgeNet, connect: Clients) -> None:
-    """A `_INBOX.` reply is anycast to one node whose filter passes it, but when a client
-    of the responder's node also subscribes it (`>` or `_INBOX.>`, a monitor), it was
+    """A `_INBOX.` reply was anycast to one node whose filter passed it, and when a client
+    of the responder's node also subscribed it (`>` or `_INBOX.>`, a monitor), it was
     delivered there only: every request from another node timed out (found with
     nats.py's own suite, 2026-11-27). nats-server delivers it to both."""
     a, d, mon = await connect(abcd, "A"), await connect(abcd, "D"), await connect(abcd, "D")
@@ -289,6 +289,43 @@ async def test_a_reply_taken_by_a_monitor_on_the_responders_node_still_reaches_t
     assert reply.data == b"HELLO"
     seen = await watched.next_msg(timeout=WAIT_S)
     assert seen.data == b"HELLO"
+
+
+async def test_a_reply_reaches_the_requester_and_every_monitor_on_other_nodes(
+        abcd: BridgeNet, connect: Clients) -> None:
+    """An `_INBOX.` reply goes point to point to every node that subscribes it (the
+    manual's "_INBOX subject"): before, to one node whose filter matched, chosen by the
+    subject's hash, so with a `_INBOX.>` monitor on B and a `>` monitor on C, 14-17 of
+    20 requests from A to D's responder timed out (the reply went to a monitor only).
+    nats-server delivers a reply to every subscriber, each once."""
+    a, d = await connect(abcd, "A"), await connect(abcd, "D")
+    mon_b, mon_c = await connect(abcd, "B"), await connect(abcd, "C")
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b"re:" + msg.data)
+
+    await d.subscribe("each.svc", cb=answer)
+    await d.flush()
+    await settle_request(a, "each.svc")  # before the monitors: with C's `>`, no 503 would tell
+    inboxes = await mon_b.subscribe("_INBOX.>")
+    everything = await mon_c.subscribe(">")
+    await mon_b.flush()
+    await mon_c.flush()
+    await settle(d, "_INBOX.settle", inboxes)
+    await settle(d, "each.settle", everything)
+    n = 20
+    got = await asyncio.gather(*(a.request("each.svc", b"%d" % i, timeout=2) for i in range(n)),
+                               return_exceptions=True)
+    timed_out = sum(isinstance(r, NatsTimeout) for r in got)
+    assert timed_out == 0 and [r.data for r in got] == [b"re:%d" % i for i in range(n)], f"{timed_out} timed out"
+    await d.publish("_INBOX.each.end", b"end")  # after every reply, on D's paths to B and C
+    await d.flush()
+    for sub in (inboxes, everything):
+        seen: list[bytes] = []
+        while (m := await sub.next_msg(timeout=WAIT_S)).subject != "_INBOX.each.end":
+            if m.subject.startswith("_INBOX.") and m.data.startswith(b"re:") :
+                seen.append(m.data)
+        assert sorted(seen) == sorted(b"re:%d" % i for i in range(n)), (sub.subject, seen)  # each once
 
 
 async def test_what_a_client_subscribes_before_it_publishes_is_known_where_that_arrives(

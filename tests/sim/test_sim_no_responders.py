@@ -60,3 +60,24 @@ def test_a_plain_message_or_a_non_inbox_reply_gets_no_status(creds: Callable[[st
     net._apply("A", a.node.publish("_nats.svc.q", b"rv reply", net.now, reply="reply.here"))
     net.run_for(NS // 2)
     assert net.nodes["D"].node.state.counters.no_responders == 0
+
+
+def test_the_503_goes_to_the_requesters_node_only(creds: Callable[[str], Credentials]) -> None:
+    """With an `_INBOX.>` monitor on C, the 503 for each of four requests reaches A, and
+    the monitor sees none (nats-server sends the status to the requester alone). Before,
+    it went to one node whose filter passed the inbox, by the inbox's hash: 2 of the 4 went
+    to C's monitor only and A's requests waited for their timeout; an `_INBOX.` reply to
+    every node that subscribes it (router/point.py) would have shown the monitor all 4."""
+    net = build(creds)
+    stale(net, "D", "_nats.svc.q")
+    net.psubscribe("C", "_nats._INBOX.>", "rv", "monitor")
+    net.psubscribe("A", "_nats._INBOX.k.*")
+    net.run_until(lambda: net.interest_known("A", "_nats._INBOX.k.1") and net.interest_known("C", "_nats._INBOX.k.1"),
+                  timeout_ns=10 * NS)
+    a = net.nodes["A"]
+    for i in range(4):
+        net._apply("A", a.node.publish("_nats.svc.q", b"?", net.now, reply=f"_INBOX.k.{i}"))
+    net.run_for(NS // 2)
+    assert sorted(d.subject for d in a.delivered if d.headers == STATUS_503) == [f"_nats._INBOX.k.{i}" for i in range(4)]
+    assert [d.subject for d in net.nodes["C"].delivered] == []
+    assert net.nodes["D"].node.state.counters.no_responders == 4
