@@ -12,13 +12,19 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from raims_node.bloom import BloomFilter, SubjectHashes
+from raims_node.crypto.replay import SeqWindow
 from raims_node.router.seqwin import LossCounters
 
 INBOX_TYPES_KEPT = 32  # show inbox: the manual's "last 32 system RPC messages" each way
+INBOX_WINDOW = 4096  # inbox seqnos a late one may trail by: a reply stream on the old path (state.py)
 
 
 def _type_log() -> deque[tuple[int, str]]:
     return deque(maxlen=INBOX_TYPES_KEPT)
+
+
+def _inbox_window() -> SeqWindow:
+    return SeqWindow(size=INBOX_WINDOW)
 
 
 @dataclass(slots=True)
@@ -35,8 +41,7 @@ class Peer:
     patterns: set[tuple[str, str]] = field(default_factory=set)  # (syntax, text) from _P.PSUB / STOP
     neighbor: bool = False  # authenticated over one of our own connections
     inbox_sent: int = 0
-    inbox_recv: int = 0
-    inbox_seen: int = 0  # bit i: seqno inbox_recv - i arrived
+    inbox: SeqWindow = field(default_factory=_inbox_window)  # its inbox seqnos received (inbox_accept)
     inbox_sent_types: deque[tuple[int, str]] = field(default_factory=_type_log)  # (seqno, publish type)
     inbox_recv_types: deque[tuple[int, str]] = field(default_factory=_type_log)
     hb_seqno: int = 0
@@ -58,6 +63,11 @@ class Peer:
     skew_ns: int = 0  # the same from its last heartbeat on our own link
     loss: LossCounters = field(default_factory=LossCounters)
     zombie_since_ns: int = 0
+
+    @property
+    def inbox_recv(self) -> int:
+        """The highest inbox seqno received from it."""
+        return self.inbox.top
 
     def filter_passes(self, hashes: SubjectHashes) -> bool | None:
         """Whether the replica of its bloom filter passes a subject; None while it has not

@@ -15,7 +15,7 @@ that point (later than the bound) is delivered late, as before. While a sender h
 shares, every share of it waits for the ones before it, even after the flux. Outside a
 change nothing waits (and nothing is looked at).
 
-The gap is seen from `Peer.inbox_seen` (the replay window), above a floor per sender:
+The gap is seen from `Peer.inbox` (the replay window, `SeqWindow.has`), above a floor per sender:
 its highest inbox seqno when the change was noticed (gaps older than that are not
 waited for), or for the sender whose share told the change, its highest before it.
 """
@@ -24,21 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from raims_node.router.peer import Peer
+from raims_node.router.peer import INBOX_WINDOW, Peer
 from raims_node.router.reorder import FLUX_NS, HOLD_NS
-from raims_node.router.state import INBOX_WINDOW, NodeState
+from raims_node.router.state import NodeState
 
 HELD_LIMIT = INBOX_WINDOW  # shares one sender may hold; past it they go, their gaps given up
 
 Held = tuple[int, int, bytes, str, bytes]  # (inbox seqno, due_ns, source, subject, frame)
 # deliver(source, subject, frame, now_ns): a share to whom subscribes now
 Deliver = Callable[[bytes, str, bytes, int], None]
-
-
-def _seen(peer: Peer, seqno: int) -> bool:
-    """Whether inbox `seqno` of `peer` arrived (one older than the window counts as seen)."""
-    off = peer.inbox_recv - seqno
-    return off >= INBOX_WINDOW or off >= 0 and bool((peer.inbox_seen >> off) & 1)
 
 
 class ShareHold:
@@ -59,8 +53,8 @@ class ShareHold:
             return
         self._links_seen = self.st.db.links_version
         self._flux_until_ns = now_ns + FLUX_NS
-        floors = {b: p.inbox_recv for b, p in self.st.peers.items()
-                  if b != skip and b not in self.held and p.inbox_recv}  # (none yet: no old route to wait for)
+        floors = {b: p.inbox.top for b, p in self.st.peers.items()
+                  if b != skip and b not in self.held and p.inbox.top}  # (none yet: no old route to wait for)
         floors.update((b, f) for b, f in self._floor.items() if b in self.held)
         self._floor = floors
 
@@ -74,7 +68,7 @@ class ShareHold:
         floor = self._floor.get(sender)
         if floor is None:  # its highest before this one, or none: nothing came by an old route
             floor = seqno - 1
-            while floor > 0 and seqno - floor < INBOX_WINDOW and not _seen(peer, floor):
+            while floor > 0 and seqno - floor < INBOX_WINDOW and not peer.inbox.has(floor):
                 floor -= 1
             floor = floor or seqno - 1
         floor = self._floor[sender] = self._advance(peer, floor)
@@ -91,7 +85,7 @@ class ShareHold:
     @staticmethod
     def _advance(peer: Peer, floor: int) -> int:
         """The floor past the seqnos that are here."""
-        while floor < peer.inbox_recv and _seen(peer, floor + 1):
+        while floor < peer.inbox.top and peer.inbox.has(floor + 1):
             floor += 1
         return floor
 

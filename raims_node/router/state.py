@@ -44,8 +44,6 @@ from raims_node.wire import subjects as S
 
 NS = 1_000_000_000
 BCAST_SEEN_LIMIT = 16384
-INBOX_WINDOW = 4096  # inbox seqnos a late one may trail by: a reply stream on the old path (below)
-INBOX_MASK = (1 << INBOX_WINDOW) - 1
 VERSION = "raims-0.1.0"
 OPT_ACK = 1  # frame header options (wire/frame.py Opt): receivers acknowledge
 OPT_TRACE = 2  # every router on the way answers
@@ -371,29 +369,23 @@ class NodeState:
 
     @staticmethod
     def inbox_accept(peer: Peer, seqno: int, now_ns: int, kind: str) -> bool:
-        """Replay check of a peer's inbox stream with a window of INBOX_WINDOW seqnos:
-        routes change while a network converges, so inbox messages may arrive out of
-        order; a gap counts as loss until (unless) the late message arrives. `kind`, the
-        message's publish type, is logged when accepted (show inbox)."""
-        high = peer.inbox_recv
-        if seqno > high:
-            peer.inbox_recv_types.append((seqno, kind))
-            shift = seqno - high
-            peer.inbox_seen = ((peer.inbox_seen << shift) | 1) & INBOX_MASK if shift < INBOX_WINDOW else 1
-            if high and shift > 1:
-                peer.loss.ibx_loss += shift - 1
-                peer.loss.ibx_time = now_ns
-            peer.inbox_recv = seqno
-            return True
-        off = high - seqno
-        if off >= INBOX_WINDOW or (peer.inbox_seen >> off) & 1:
+        """Replay check of a peer's inbox stream with a window of INBOX_WINDOW seqnos
+        (`Peer.inbox`, crypto/replay.SeqWindow): routes change while a network converges,
+        so inbox messages may arrive out of order; a gap counts as loss until (unless)
+        the late message arrives. `kind`, the message's publish type, is logged when
+        accepted (show inbox)."""
+        gap = peer.inbox.accept(seqno)
+        if gap is None:
             return False
-        peer.inbox_seen |= 1 << off
-        loss = peer.loss
-        loss.ibx_loss = max(0, loss.ibx_loss - 1)
-        if not loss.ibx_loss:  # every gap filled: no loss to date (show loss: no time without a count)
-            loss.ibx_time = 0
         peer.inbox_recv_types.append((seqno, kind))
+        if gap > 0:
+            peer.loss.ibx_loss += gap
+            peer.loss.ibx_time = now_ns
+        elif gap < 0:
+            loss = peer.loss
+            loss.ibx_loss = max(0, loss.ibx_loss - 1)
+            if not loss.ibx_loss:  # every gap filled: no loss to date (show loss: no time without a count)
+                loss.ibx_time = 0
         return True
 
     # ------------------------------------------------------------------ lookups
