@@ -29,9 +29,9 @@ from raims_node.router.point import body as _body
 from raims_node.router.queue_choice import QueueTurns
 from raims_node.router.reorder import ReorderHold
 from raims_node.router.route_grace import M_PREFIX, RouteGrace
-from raims_node.router.seqwin import Verdict
+from raims_node.router.seqwin import Verdict, frame_start_ns
 from raims_node.router.state import OPT_ACK, OPT_ANY, OPT_TRACE, Conn, NodeState
-from raims_node.router.stream_start import StreamStarts, owed
+from raims_node.router.stream_start import SUB_KNOWN_NS, StreamStarts, owed
 from raims_node.wire import (
     Fid,
     Header,
@@ -346,22 +346,11 @@ class Forward:
 
     def _deliver_batch(self, source: bytes, subject: str, batch: tuple[int, int, Run, int],
                        subs: Sequence[LocalSub], now_ns: int) -> bool:
-        st = self.st
         seqno, stamp, payloads, start = batch
-        n = len(payloads)
-        verdict, loss, skip = st.sub_window.check_run(source, subject, seqno, n, stamp, now_ns, start,
-                                                      start > 0 and owed(start, subs))
-        if skip or loss:
-            peer = st.peers.get(source)
-            if peer is not None:
-                if skip:
-                    peer.loss.repeat += skip
-                    peer.loss.repeat_time = now_ns
-                if loss:
-                    peer.loss.msg_loss += loss
-                    peer.loss.loss_time = now_ns
-            if skip >= n:
-                return False
+        checked = run_check(self.st, source, subject, seqno, len(payloads), stamp, now_ns, start, subs)
+        if checked is None:
+            return False
+        loss, skip = checked
         self._deliver_run(source, subject, seqno + skip, subs, skip_run(payloads, skip), loss, None)
         return True
 
@@ -388,7 +377,7 @@ class Forward:
         loss = 0
         if not own:
             checked = window_check(self.st, source, subject, msg.seqno, msg.stamp, now_ns, msg.start,
-                                   msg.start > 0 and owed(msg.start, subs))
+                                   msg.start > 0 and owed(msg.start, subs), subs)
             if checked is None:
                 return False
             loss = checked
@@ -421,11 +410,16 @@ class Forward:
 
 
 def window_check(st: NodeState, source: bytes, subject: str, seqno: int, stamp: int, now_ns: int, start: int = 0,
-                 start_owed: bool = False) -> int | None:
+                 start_owed: bool = False, subs: Sequence[LocalSub] = ()) -> int | None:
     """The subscription window's verdict on one message: None when it repeats one
     already delivered (counted as a repeat), else the messages lost before it
-    (counted as loss against the source; `start`, `start_owed`: SubWindow.check)."""
+    (counted as loss against the source; `start`, `start_owed`: SubWindow.check; `subs`:
+    the subscriptions it goes to, for a stream's first message here, `first_lost`)."""
     verdict, loss = st.sub_window.check(source, subject, seqno, stamp, now_ns, start, start_owed)
+    if verdict is Verdict.OK:
+        return 0
+    if verdict is Verdict.FIRST:
+        loss = first_lost(st, source, subject, seqno, stamp, subs)
     if verdict is Verdict.REPEAT or loss:
         peer = st.peers.get(source)
         if verdict is Verdict.REPEAT:
@@ -437,3 +431,41 @@ def window_check(st: NodeState, source: bytes, subject: str, seqno: int, stamp: 
             peer.loss.msg_loss += loss
             peer.loss.loss_time = now_ns
     return loss
+
+
+def run_check(st: NodeState, source: bytes, subject: str, seqno: int, n: int, stamp: int, now_ns: int,
+              start: int, subs: Sequence[LocalSub]) -> tuple[int, int] | None:
+    """`window_check` for a run of `n` messages (a batch frame, SubWindow.check_run;
+    `start`: the stream's start it tells, 0: none): None when all of it repeats, else
+    (messages lost before it, how many of its first ones repeat: only the rest is
+    delivered)."""
+    verdict, loss, skip = st.sub_window.check_run(source, subject, seqno, n, stamp, now_ns, start,
+                                                  start > 0 and owed(start, subs))
+    if verdict is Verdict.FIRST:
+        loss = first_lost(st, source, subject, seqno, stamp, subs)
+    if skip or loss:
+        peer = st.peers.get(source)
+        if peer is not None:
+            if skip:
+                peer.loss.repeat += skip
+                peer.loss.repeat_time = now_ns
+            if loss:
+                peer.loss.msg_loss += loss
+                peer.loss.loss_time = now_ns
+        if skip >= n:
+            return None
+    return loss, skip
+
+
+def first_lost(st: NodeState, source: bytes, subject: str, seqno: int, stamp: int, subs: Sequence[LocalSub]) -> int:
+    """The messages lost before a stream's first message here (`check` said FIRST): when
+    it has no stamp and its time frame began after the oldest of `subs` was known to the
+    publishers (stream_start.owed), and after the links last changed (SubWindow.unseen_start).
+    Not for an `_INBOX.` reply: it is sent only to the nodes whose filter matches when it
+    is published (router/point.py), so a node that matched later never had the first."""
+    if stamp or not subs or is_inbox_reply(subject):
+        return 0
+    frame_ns = frame_start_ns(seqno)
+    if not owed(frame_ns, subs):
+        return 0
+    return st.sub_window.unseen_start(source, subject, seqno, frame_ns - SUB_KNOWN_NS)

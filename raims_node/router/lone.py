@@ -120,7 +120,7 @@ class LonePath:
             sdesc, seqno, ddesc, size = _unpack_seq_data(data, off)
             start = off + _SEQ_DATA_LEN
             if sdesc == _SEQNO_DESC and ddesc == _DATA_DESC and start + size + (size & 1) == end:
-                loss = window_check(self.st, source, subject, seqno, 0, now_ns)
+                loss = window_check(self.st, source, subject, seqno, 0, now_ns, 0, False, subs)
                 if loss is None:
                     return
                 self.forward._deliver(source, subject, seqno, subs, data[start:start + size], None, None, loss, None)

@@ -51,7 +51,7 @@ class ReorderHold:
 
     def routes_changed(self, now_ns: int) -> None:
         self._flux_until_ns = now_ns + FLUX_NS
-        self._changed_ns = now_ns
+        self._changed_ns = self.window.changed_ns = now_ns
 
     def busy(self, now_ns: int) -> bool:
         """Whether a received frame may have to wait (else: deliver, no need to ask)."""

@@ -27,7 +27,14 @@ stream, in the same kind of window. Decisions where the manual is vague:
   so it is delivered without a loss notification (as the reference does), unless a
   message of the stream tells its start (`start`, router/stream_start.py: after a route
   change) and the subscription is older than it: then the messages before the first
-  one seen are counted lost, once.
+  one seen are counted lost, once. One whose time frame begins after the last change of
+  the links and after the subscription was known (`unseen_start`, the manual's check of
+  "the first message received" against the convergence time) counts them lost too: the
+  stream began there, every message of it was sent here. Not counted until 2026-11-27
+  (a stable network, a stream's first frames dropped: none of 80 counted).
+- Messages lost at a stream's tail are counted when a later message of the stream
+  reveals the gap, as the manual's counters do: nothing on the wire tells a stream's
+  last seqno before its next message.
 - A gap inside one time frame is `seq - last - 1` lost messages; a jump to a later
   frame without a stamp counts as 1 lost (the count cannot be known).
 """
@@ -212,6 +219,7 @@ class SubWindow:
 
     def __init__(self, size_limit: int, time_ns: int, now_ns: int) -> None:
         self._w: _Window[tuple[bytes, str], _SubEntry] = _Window(size_limit, time_ns, SUB_ENTRY_OVERHEAD, now_ns)
+        self.changed_ns = now_ns  # when this node's links last changed (reorder.ReorderHold.routes_changed)
 
     def check(self, source: bytes, subject: str, seqno: int, stamp: int, now_ns: int, start: int = 0,
               owed: bool = False) -> tuple[Verdict, int]:
@@ -253,6 +261,20 @@ class SubWindow:
         if stamp:
             entry.stamp, entry.first = stamp, 0
         return Verdict.LOSS, lost
+
+    def unseen_start(self, source: bytes, subject: str, seqno: int, known_ns: int) -> int:
+        """After `check` said FIRST for `seqno` (no stamp): the messages before it, when
+        the stream's time frame began after `known_ns`, by which the links had last
+        changed (the manual's convergence time) and from which the window has kept every
+        stream it saw (none was rotated out: the stream was never seen here), else 0.
+        Counted once: a start told later (stream_start.py) counts nothing more."""
+        if self.changed_ns > known_ns or self._w.old_started_ns > known_ns:
+            return 0
+        entry = self._w.get((source, subject), len(subject))
+        if entry is None or entry.first != seqno:
+            return 0
+        entry.first = 0
+        return (seqno & SEQ_MASK) - 1
 
     def gap(self, source: bytes, subject: str, seqno: int, stamp: int) -> bool:
         """Whether a message (or a run starting) at `seqno` would leave messages missing

@@ -2,7 +2,7 @@
 
 Links are pairs of connections with a latency, an optional loss rate and an up/down
 state; a frame sent on one end arrives at the other after the latency unless the link
-is down or the frame is dropped. Every node's timers run from a periodic tick. The
+is down or the frame is dropped (the loss rate, or a test's `drop` hook). Every node's timers run from a periodic tick. The
 whole run is deterministic for a given seed: one `random.Random` drives bridge ids,
 keys, nonces and loss. With `Jitter`, a second one (so that runs without it keep their
 frames) adds a random delay to each frame and now and then stalls a receiving node, as
@@ -85,6 +85,9 @@ class SimNetwork:
         self.frames_dropped = 0
         self.trace: list[tuple[int, str, str, str]] = []  # (time, from, to, subject)
         self.record_trace = False
+        # a test's fault hook: drop(from, send) -> True: the frame is lost on its link (as a
+        # transport that dropped it would), counted in frames_dropped
+        self.drop: Callable[[str, Send], bool] | None = None
         # layers above the router (names/sim.py): other actions (NodeEvent) go to
         # `on_action`, and `tick_hooks` run with every tick
         self.on_action: Callable[[str, Action], None] | None = None
@@ -245,8 +248,7 @@ class SimNetwork:
         if not link.connected:
             return
         self.frames_sent += 1
-        if not link.up or (link.loss and self.rng.random() < link.loss):
-            self.frames_dropped += 1
+        if self.lost(who, act, link):
             return
         dest, dest_conn = (link.b, link.conn_b) if act.conn_id == link.conn_a else (link.a, link.conn_a)
         data = act.data
@@ -259,6 +261,15 @@ class SimNetwork:
                 self._apply(dest, sim.node.on_frame(dest_conn, data, self.now))
 
         self._schedule(self.arrival_ns(link, act.conn_id, dest), arrive)
+
+    def lost(self, who: str, act: Send, link: SimLink) -> bool:
+        """Whether a frame written now by `who` on `link` is lost (link down, its loss
+        rate, the `drop` hook); counted in frames_dropped."""
+        if not link.up or (link.loss and self.rng.random() < link.loss) or (
+                self.drop is not None and self.drop(who, act)):
+            self.frames_dropped += 1
+            return True
+        return False
 
     def arrival_ns(self, link: SimLink, conn_id: int, dest: str) -> int:
         """When a frame written now on `conn_id` (an end of `link`) reaches `dest`."""

@@ -56,6 +56,9 @@ class LoneSim(SimNetwork):
             super()._send(who, act)
             return
         self.frames_sent += 1
+        if self.drop is not None and self.drop(who, act):
+            self.frames_dropped += 1
+            return
         dest, dest_conn = (link.b, link.conn_b) if act.conn_id == link.conn_a else (link.a, link.conn_a)
         data = act.data
 

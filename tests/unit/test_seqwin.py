@@ -116,3 +116,35 @@ def test_an_anycast_picks_at_random() -> None:
 
     nodes, rng = [bytes([i]) * 16 for i in range(4)], random.Random(1)
     assert len({_pick(nodes, rng) for _ in range(200)}) > 1
+
+
+def test_unseen_start_counts_a_streams_start_once_when_the_window_kept_all_since_its_frame() -> None:
+    """forward.first_lost: a stream's first message here (no stamp) whose time frame
+    began after `known_ns` (the links' last change, the window's oldest generation)."""
+    from raims_node.router.seqwin import FRAME_SHIFT, SubWindow, Verdict
+
+    now = 1 << 40
+    frame = ((now >> 33) + 2) << FRAME_SHIFT  # a stream's seqnos, its frame 2 frames on
+    w = SubWindow(1 << 20, 10_000_000_000, now)
+    w.changed_ns = now
+    assert w.check(b"a", "s", frame + 5, 0, now) == (Verdict.FIRST, 0)
+    assert w.unseen_start(b"a", "s", frame + 5, now - 1) == 0  # the links changed after known_ns
+    assert w.unseen_start(b"a", "s", frame + 5, now) == 4
+    assert w.unseen_start(b"a", "s", frame + 5, now) == 0  # once
+    assert w.check(b"a", "s", frame + 6, 0, now, start=now, owed=True) == (Verdict.OK, 0)  # a start told later
+    w.check(b"a", "t", frame + 9, 0, now)
+    assert w.unseen_start(b"a", "t", frame + 8, now) == 0  # not the first seen
+
+
+def test_unseen_start_counts_nothing_once_the_window_may_have_forgotten_the_stream() -> None:
+    from raims_node.router.seqwin import FRAME_SHIFT, SubWindow
+
+    now = 1 << 40
+    w = SubWindow(0, 10_000_000_000, now)  # rotates at every chance
+    w.changed_ns = 0
+    for t in (now + 10_000_000_000, now + 20_000_000_000):
+        w.check(b"a", "other", 1 << FRAME_SHIFT, 0, t)  # two rotations: entries before `now + 10 s` are gone
+    frame = (now >> 33) << FRAME_SHIFT
+    w.check(b"a", "s", frame + 5, 0, now + 20_000_000_000)
+    assert w.unseen_start(b"a", "s", frame + 5, now) == 0
+    assert w.unseen_start(b"a", "s", frame + 5, now + 10_000_000_000) == 4
