@@ -36,24 +36,22 @@ class SeqWindow:
         return seqno > 0 and (off < 0 or (off < self.size and not (self.seen >> off) & 1))
 
     def mark(self, seqno: int) -> None:
-        shift = seqno - self.top
-        if shift > 0:
-            self.seen = ((self.seen << shift) | 1) & self.mask if shift < self.size else 1
-            self.top = seqno
-        else:
-            self.seen |= 1 << -shift
+        """Take a seqno that `fresh` passed (a replay or 0: no change)."""
+        self.accept(seqno)
 
     def accept(self, seqno: int) -> int | None:
         """`fresh` and `mark` at once: None for a replay, else what the seqno did to
         the gaps: the seqnos it skipped past the highest (none counted before the first
         seqno), 0 when next in order, -1 when it filled a gap below the highest."""
         top = self.top
-        if seqno > top:
-            self.mark(seqno)
-            return seqno - top - 1 if top else 0
-        if not self.fresh(seqno):
+        shift = seqno - top
+        if shift > 0:
+            self.seen = ((self.seen << shift) | 1) & self.mask if shift < self.size else 1
+            self.top = seqno
+            return shift - 1 if top else 0
+        if seqno <= 0 or -shift >= self.size or (self.seen >> -shift) & 1:
             return None
-        self.seen |= 1 << (top - seqno)
+        self.seen |= 1 << -shift
         return -1
 
     def has(self, seqno: int) -> bool:
