@@ -17,12 +17,14 @@ from raims_node.router.node import NS, Node
 
 
 class NodeWake:
-    def __init__(self, node: Node, apply: Callable[[list[Action]], None]) -> None:
+    def __init__(self, node: Node, apply: Callable[[list[Action]], None],
+                 backlog: Callable[[], bool] | None = None) -> None:
         self.node = node
         self.apply = apply
         interest = getattr(node, "interest_part", None)  # (a test's stand-in node has none)
         if interest is not None:
             interest.clock = time.perf_counter  # announcement slices bounded by time (interest.py)
+            interest.backlog = backlog  # ... and paced by the links' unsent bytes (transports/unsent.py)
         self._at: int | None = None  # when the armed timer fires, ns since the epoch
         self._handle: asyncio.TimerHandle | None = None
         self.wakes = 0

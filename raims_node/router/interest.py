@@ -19,6 +19,14 @@ it 5-80 ms a turn, depending on the machine's load. A change made while others a
 pending waits behind them, so peers see our changes in the order made. Our own peer
 record takes the last sub seqno once per slice, not per announcement.
 
+Paced by the links (`backlog`, the daemon's: some link holds more than
+transports/unsent.py's PACE_BYTES not yet sent, its kernel send queue included), a turn
+announces nothing and the node looks again PACE_NS later: a burst of 100,000 made its
+announcements faster than the peer applied them, 2 MB of them waited in the link's
+socket buffers, and every message behind them on that link with them (a request across
+the link waited up to 1.1 s; tests/integration/test_bridges_announce_pacing.py). The
+floods keep their order: what is pending is announced later.
+
 A dropped owner's subscriptions (a closing client) leave matching at once, and the
 local table for DROP_BUDGET_S of each turn (localsubs.py `detach` / `drain`; 100,000
 took 130 ms in one turn): each withdrawal joins `pending` when its subscription leaves
@@ -50,6 +58,7 @@ DROP_BUDGET_S = 0.002  # with one, for this long a turn (~1,300 subjects, ~700 p
 DROP_MIN = 64  # ... but not before this many; an owner with no more leaves at once
 _DROP_CHUNK = 32  # removals between looks at the clock
 _CLOCK_EVERY = 16  # announcements between looks at the clock
+PACE_NS = 2_000_000  # paced by a link's unsent bytes: look again after this long
 
 
 class Interest:
@@ -61,6 +70,9 @@ class Interest:
         self.clock: Callable[[], float] | None = None
         self.turn_end = 0.0  # when this turn's budget ends, by the clock
         self.turn_made = 0  # announcements this turn made
+        # the driver's: whether a link holds too much not yet sent (None: never paced)
+        self.backlog: Callable[[], bool] | None = None
+        self.paced_ns: int | None = None  # this turn announces nothing: when it was paced
         self.batch_of: Peer | None = None  # the peer whose origin batch is being applied
 
     # ------------------------------------------------------------------ ours
@@ -93,6 +105,8 @@ class Interest:
     def _more(self, made: int) -> bool:
         """Whether this turn's slice allows another announcement after `made` (the clock
         read every _CLOCK_EVERY)."""
+        if self.paced_ns is not None:
+            return False
         clock = self.clock
         if clock is None:
             return made < ANNOUNCE_SLICE
@@ -133,7 +147,17 @@ class Interest:
             self.turn_end = self.clock() + ANNOUNCE_BUDGET_S
         self.turn_made = 0
         self._drain()
+        backlog = self.backlog
+        self.paced_ns = now_ns if self.pending and backlog is not None and backlog() else None
         self.announce_pending(now_ns)
+
+    def due_ns(self) -> int | None:
+        """When the next turn has work (`Node.next_wake_ns`): at once, or PACE_NS after
+        a paced turn (the links drain meanwhile)."""
+        if not self.busy:
+            return None
+        paced = self.paced_ns
+        return 0 if paced is None or self.st.subs.draining else paced + PACE_NS
 
     def announce_pending(self, now_ns: int) -> None:
         """Announce the pending changes, the oldest first, as far as this turn's slice goes."""

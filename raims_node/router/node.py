@@ -475,10 +475,10 @@ class Node:
 
     def next_wake_ns(self) -> int | None:
         """When held floods or frames are due (router/batch.py, reorder.py), or now while
-        announcements of our changes are pending (interest.py): call `tick` then."""
-        if self.interest_part.busy:
-            return 0  # due already
-        return min((t for t in (self.state.next_wake_ns(), self.forward.next_due_ns()) if t is not None), default=None)
+        announcements of our changes are pending (interest.py, paced by the links' unsent
+        bytes): call `tick` then."""
+        dues = (self.interest_part.due_ns(), self.state.next_wake_ns(), self.forward.next_due_ns())
+        return min((t for t in dues if t is not None), default=None)
 
     def _flush(self, now_ns: int) -> list[Action]:
         st = self.state

@@ -112,3 +112,30 @@ def test_subscriptions_elsewhere_do_not_recompute_the_routes(creds: Callable[[st
     net.publish("A", "probe", b"y")
     net.run_for(NS // 10)
     assert (a.state.routes._g, b.state.routes._g) == graphs, "a peer's sub seqno moving rebuilt the link graph"
+
+
+def test_announcements_wait_while_a_link_holds_too_much_unsent(creds: Callable[[str], Credentials]) -> None:
+    """Paced by the links (interest.py `backlog`, the daemon's transports/unsent.py): a
+    burst announced faster than the peer applied it waited in the link's socket, 2 MB
+    of it, and a request written after it with it (up to 1.1 s). A paced turn announces
+    nothing, not even ANNOUNCE_MIN, and the node looks again PACE_NS later."""
+    net = build(creds)
+    d = net.nodes["D"].node
+    part = d.interest_part
+    held = [True]
+    part.backlog = lambda: held[0]
+    subscribe_many(net, "D", 1000)
+    assert part.pending  # past the first turn's slice
+    before = d.state.sub_seqno
+    net._apply("D", d.tick(net.now))
+    assert d.state.sub_seqno == before and len(part.pending) > 500
+    assert part.due_ns() == net.now + interest.PACE_NS  # not at once: no busy loop while the link drains
+    assert d.next_wake_ns() != 0
+    net.subscribe("D", "late.one")  # a change made meanwhile waits behind the others
+    assert d.state.sub_seqno == before and part.pending[-1][0].sub.text == "late.one"
+    held[0] = False
+    net._apply("D", d.tick(net.now))
+    assert d.state.sub_seqno - before == interest.ANNOUNCE_SLICE
+    assert part.due_ns() == d.next_wake_ns() == 0  # the rest at once, as before
+    net.run_until(lambda: net.interest_known("D", "late.one"), timeout_ns=10 * NS)
+    assert not part.pending and net.interest_known("D", "burst.999")
