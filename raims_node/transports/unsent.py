@@ -8,8 +8,9 @@ peer applied slower than we made them, while 2 MB of them waited in the socket f
 peer to read, and every message written after them with them. TIOCOUTQ is the socket's
 bytes not yet acknowledged by the peer's kernel (what its reader has not taken beyond
 its receive window). A link whose held bytes pass PACE_BYTES holds our announcements
-back (they wait in `Interest.pending`), so a message behind them waits for at most
-about PACE_BYTES and the peer's receive window (~128 KB on loopback) of announcements.
+back (they wait in `Interest.pending`), so a message behind them waits for about
+PACE_BYTES and what the peer's kernel took unread (its receive window autotunes: 72-453
+KB seen on loopback) of announcements, not megabytes.
 """
 
 from __future__ import annotations
