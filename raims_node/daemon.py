@@ -83,7 +83,7 @@ from raims_node.transports.pgm import PgmError, start_pgm
 from raims_node.transports.poll_stats import PollStats
 from raims_node.transports.ports import link_port_row
 from raims_node.transports.tcp import LinkProtocol
-from raims_node.transports.unsent import links_backlogged
+from raims_node.transports.unsent import LinkBacklog
 from raims_node.wake import NodeWake
 from raims_node.wire.batch import Run
 
@@ -143,7 +143,7 @@ class Daemon:
         self.discovery = DeviceDiscovery(self)
         self.extra_ports.append(self.discovery.port_rows)
         self.guard = LinkGuard(tree.parameters, self.node, self.say)  # unauthenticated links, log floods
-        self.wake = NodeWake(self.node, self._apply, lambda: links_backlogged(self.links))
+        self.wake = NodeWake(self.node, self._apply, LinkBacklog(self.links))
         self.poll = PollStats()  # show poll: the links and the lone path add to it
         lone = LoneFrames(self.node, self.links, self._apply, self.bridges.gate, self.idle, self.poll)
         self.link_lone, self.publish_lone = lone.received, lone.publish  # tcp.py, router_bus.py

@@ -19,11 +19,13 @@ import asyncio
 import fcntl
 import struct
 import termios
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from raims_node.transports.link import RouterLink
 
 PACE_BYTES = 64 << 10  # two batches of announcements (router/batch.py MAX_BATCH_BYTES)
+STUCK_S = 1.0  # a link whose peer took nothing for this long paces nothing (LinkBacklog)
 _INT = struct.Struct("i")
 _ZERO = bytes(_INT.size)
 
@@ -41,11 +43,38 @@ def kernel_unsent(transport: asyncio.BaseTransport | None) -> int:
         return 0
 
 
-def links_backlogged(links: Mapping[int, RouterLink], limit: int = PACE_BYTES) -> bool:
+class LinkBacklog:
     """Whether some link holds more than `limit` bytes not yet sent (queued, in its
-    transport or in its socket)."""
-    for link in links.values():
-        held = link.buffered
-        if held > limit or held + kernel_unsent(link.transport) > limit:
-            return True
-    return False
+    transport or in its socket) and is still sending them: a link whose peer took none
+    of its bytes for `stuck_s` (a peer stopped or hung: the write timeout or the
+    heartbeats drop it later) paces nothing, so that one stuck peer does not hold our
+    announcements back from every other for as long as it lives. Progress is the bytes
+    the peer's kernel acknowledged (written, less what the transport and socket hold)."""
+
+    def __init__(self, links: Mapping[int, RouterLink], limit: int = PACE_BYTES, stuck_s: float = STUCK_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._links, self._limit, self._stuck_s, self._clock = links, limit, stuck_s, clock
+        self._moved: dict[int, tuple[int, float]] = {}  # link -> (bytes acknowledged, when that last grew)
+
+    def __call__(self) -> bool:
+        limit, moved = self._limit, self._moved
+        now = self._clock()
+        backlog = False
+        for key, link in self._links.items():
+            transport = link.transport
+            kernel = kernel_unsent(transport)
+            if link.buffered + kernel <= limit:
+                moved.pop(key, None)
+                continue
+            in_transport = getattr(transport, "get_write_buffer_size", None)
+            acked = link.bytes_out - kernel - (in_transport() if in_transport is not None else 0)
+            last = moved.get(key)
+            if last is None or acked > last[0]:
+                moved[key] = (acked, now)
+                backlog = True
+            elif now - last[1] < self._stuck_s:
+                backlog = True
+        if moved:  # forget links gone (few: only links above the limit are kept)
+            for key in [k for k in moved if k not in self._links]:
+                del moved[key]
+        return backlog
