@@ -61,6 +61,7 @@ COALESCE_BYTES = 64 * 1024  # written at once when this much is pending
 DRAIN_CHUNK = 256 * 1024  # queued data joined per write while draining
 FRAME_BATCH = 256  # frames handed to the owner at once
 SLICE_S = 0.02  # work on one read before the loop is given back
+CLOSE_LINGER_S = 2.0  # a closing link's output is flushed for at most this long, then dropped
 _MCAST_TYPE_BITS = 0x60  # header byte 0: version(1) type(2) opt(5); type 0 is multicast data
 _LONE_HEAD = struct.Struct(">IIH")  # size word, hash, bridge descriptor
 _unpack_lone = _LONE_HEAD.unpack_from
@@ -408,7 +409,7 @@ class LinkProtocol(asyncio.Protocol):
         if now - self._progress_at > self.write_timeout_s:
             self.write_drops += 1
             self.close(f"write timeout: {size + self.queued} bytes waiting, none written for "
-                       f"{now - self._progress_at:.1f} s (tcp_write_timeout {self.write_timeout_s} s)")
+                       f"{now - self._progress_at:.1f} s (tcp_write_timeout {self.write_timeout_s} s)", abort=True)
 
     @property
     def buffered(self) -> int:
@@ -437,18 +438,45 @@ class LinkProtocol(asyncio.Protocol):
             self.refusal = kind
         self.close(reason)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, abort: bool = False) -> None:
+        """Close the link: what was sent in this pass and the queued control frames (BYE)
+        are written, queued data is dropped. The transport then flushes its buffer for at
+        most CLOSE_LINGER_S and is aborted (at once with `abort`): a peer that stopped
+        reading held the socket, its buffer and, through the congestion it reported,
+        every bridge client of the node, for as long as its kernel acknowledged window
+        probes (forever for a stopped process). The owner sees the congestion end now."""
         if self.closed_reason is None:
             self.closed_reason = reason
             self._warn(f"closing link {self.peer_addr}: {reason}")
-        if self.transport is not None and not self.transport.is_closing():
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
             self.flush()
-            if self._ctl:  # the last control frames (BYE) go out; queued data is dropped
+            if self._ctl and not abort:  # the last control frames (BYE) go out; queued data is dropped
                 self._write(b"".join(self._ctl))
             self._ctl.clear()
             self._data.clear()
             self.queued = 0
-            self.transport.close()
+            if abort:
+                transport.abort()
+            else:
+                transport.close()
+                if transport.get_write_buffer_size():
+                    asyncio.get_running_loop().call_later(CLOSE_LINGER_S, _abort, transport)
+        self._release_flow()
+
+    def _release_flow(self) -> None:
+        """A closing link stops holding the node's sources (its output is dropped)."""
+        if self._full:
+            self._full = False
+            self.owner.link_full(self.conn_id, False)
+        if self._congested_since is not None:
+            self._congested_since = None
+            self.owner.link_congested(self.conn_id, False)
+
+
+def _abort(transport: asyncio.Transport) -> None:
+    """The end of a closing link's linger: whatever it still holds is dropped."""
+    transport.abort()  # (a no-op once the connection is lost)
 
 
 def _warn(text: str) -> None:
