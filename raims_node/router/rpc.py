@@ -40,6 +40,7 @@ from raims_node.wire import Fid, Fields, Header, Nested, encode_fields, peek
 
 RPC_RETRIES = 3
 SYNC_RETRY_NS = 20_000_000  # after a failed sync reply, 20-40 ms before asking again
+SYNC_FAIL_LIMIT = 8  # failed sync replies in a row about one peer before the request is given up
 WAITING_LIMIT = 64  # requesters answered when our own sync reply about a peer arrives
 STATE_CACHE_LIMIT = 4096  # encoded peer states kept for sync replies (cleared when full)
 
@@ -176,19 +177,24 @@ class Rpc:
     def in_sync_rpy(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         st = self.st
         about = get_bytes(d, Fid.SYNC_BRIDGE)
-        st.sync.pending.pop(("sync", about), None)
+        asked = st.sync.pending.pop(("sync", about), None)
         wrapped = d.get(Fid.SESS_KEY)
         if not isinstance(wrapped, bytes):
             st.events.add(now_ns, Ev.RECV_SYNC_FAIL, user=peer.user, peer=st.name(about))
             st.changed("sync_fail")
             self.answer_waiting(about, now_ns)
-            if about not in st.peers and about != st.bridge:
+            fails = asked.fails + 1 if asked is not None else 1
+            if about not in st.peers and about != st.bridge and fails <= SYNC_FAIL_LIMIT:
                 # the replier lacks the key too (it is learning it as we are): ask the
                 # next neighbour after a short jittered pause instead of waiting for a
-                # heartbeat to show the difference
+                # heartbeat to show the difference; the pause doubles from the third
+                # failure in a row and the request ends after SYNC_FAIL_LIMIT: a peer no
+                # node knows (a member's advert listing links to 2,000 made-up bridges)
+                # kept every node asking each of them every 20-40 ms, forever
+                pause = st.rng.randrange(SYNC_RETRY_NS, 2 * SYNC_RETRY_NS) << max(0, fails - 2)
                 st.sync.pending[("sync", about)] = Pending(
                     "sync", about, st.next_neighbor(peer.bridge) or peer.bridge,
-                    now_ns + st.rng.randrange(SYNC_RETRY_NS, 2 * SYNC_RETRY_NS))
+                    now_ns + min(pause, st.params.rpc_timeout_ns), fails=fails)
             return
         s = summary_of(d)
         if about == st.bridge:

@@ -118,6 +118,7 @@ class Pending:
     via: bytes
     deadline_ns: int
     tries: int = 1
+    fails: int = 0  # failed replies in a row (sync: rpc.py's SYNC_FAIL_LIMIT)
 
 
 @dataclass

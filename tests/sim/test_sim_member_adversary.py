@@ -1,0 +1,45 @@
+"""A member that holds the service key and lies (2026-11-27, branch link-adversary): what
+it can make the other nodes spend. See docs/DESIGN-NOTES.md, "Link adversary"."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from raims_node.crypto.credentials import Credentials
+from raims_node.linkstate.records import LinkRecord
+from raims_node.router.messages import link_fields
+from raims_node.router.node import NS, Node
+from raims_node.wire import Fid
+from raims_node.wire import subjects as S
+from tests.sim.test_sim_basic import build
+
+
+def _advert_fake_link(b: Node, now_ns: int) -> None:
+    """B's `_Z.ADJ`, validly signed, adding a link to a bridge no node knows."""
+    st = b.state
+    link = LinkRecord(st.bridge, "evil", 7, os.urandom(16), (1, 1, 1, 1), "tcp")
+    st.link_seqno += 1
+    st.db.apply_delta(st.bridge, st.link_seqno, True, link)
+    st.bcast(S.Z_ADJ, [(Fid.LINK_STATE, st.link_seqno), (Fid.LINK_ADD, True),
+                       (Fid.ADJACENCY, link_fields(link))], now_ns)
+
+
+def test_links_to_unknown_bridges_are_asked_about_a_bounded_number_of_times(
+        creds: Callable[[str], Credentials]) -> None:
+    """Each node asks its neighbours for the peer at the end of a new link; a failed
+    reply was followed by another request 20-40 ms later, forever: 200 made-up links
+    kept 200 requests pending on every node, A sent 40,000 sync_req in 10 s (2,000
+    links: 115 s of CPU for 20 s of the 4 nodes). Now each is given up after
+    SYNC_FAIL_LIMIT failures in a row."""
+    net = build(creds)
+    a, b = net.nodes["A"].node, net.nodes["B"].node
+    for _ in range(200):
+        _advert_fake_link(b, net.now)
+    net.run_for(2 * NS)
+    assert len(a.db.links(b.bridge)) >= 200  # believed: a member's adverts are trusted
+    net.run_for(8 * NS)
+    assert not a.state.sync.pending
+    before = a.counters.pub_send.get("u_inbox_sync_req", 0)
+    net.run_for(10 * NS)
+    assert a.counters.pub_send.get("u_inbox_sync_req", 0) == before
