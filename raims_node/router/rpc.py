@@ -200,7 +200,7 @@ class Rpc:
         if about == st.bridge:
             return
         existing = st.peers.get(about)
-        if existing is not None and existing.start_ns > s.start_ns:
+        if existing is not None and existing.start_ns > s.start_ns or existing is None and self._superseded(about, s):
             self.answer_waiting(about, now_ns)
             return  # stale: we know a newer incarnation
         fresh = existing is None or existing.start_ns != s.start_ns
@@ -218,6 +218,19 @@ class Rpc:
             conn = st.conns.get(conn_id)
             if conn is not None and conn.active:
                 self.receive(conn, data, peek(data), now_ns)
+
+    def _superseded(self, about: bytes, s: PeerSummary) -> bool:
+        """Whether `about` is a dead incarnation of a user whose newer one is known: an
+        older one of our own user, or one we removed (a zombie) while a peer of its user
+        with a later start is live. A user is one node; a restart is a new bridge. Sync
+        replies about the old one, still in flight or held by a node that had not removed
+        it yet, brought it back after it was removed, with its links to nodes that no
+        longer list it: a node restarted every 100 ms for 20 s left such a ghost on
+        every node, and the network never converged again."""
+        st = self.st
+        if s.user == st.user:
+            return s.start_ns < st.start_ns
+        return about in st.zombies and any(p.user == s.user and p.start_ns > s.start_ns for p in st.peers.values())
 
     def answer_waiting(self, about: bytes, now_ns: int) -> None:
         """Answer the sync requests about `about` held while we learned it ourselves."""
