@@ -86,8 +86,6 @@ from raims_node.wire.batch import Run
 
 log = logging.getLogger("raims.router")
 
-PARK_LIMIT = 64  # frames kept per unknown source until its sync reply arrives
-PARK_SOURCES = 256
 
 __all__ = [
     "HB_TIMEOUT_FACTOR", "NS", "OPT_ACK", "OPT_ANY", "OPT_TRACE", "VERSION", "Conn", "Counters", "Node",
@@ -427,9 +425,7 @@ class Node:
         if peer is None or peer.session_key is None:
             # park it: the sync reply may predate this update, which must not be lost
             st.counters.unknown_source += 1
-            parked = st.sync.parked.setdefault(source, [])
-            if len(parked) < PARK_LIMIT and len(st.sync.parked) <= PARK_SOURCES:
-                parked.append((conn.conn_id, data))
+            st.sync.park(source, conn.conn_id, data)
             st.request("sync", source, conn.peer, now_ns)
             return
         key = st.mac_key(source)

@@ -63,6 +63,8 @@ class Rpc:
         if st.sync.sub_claims:
             self._check_claims(now_ns)
         pending = st.sync.pending
+        if st.sync.parked:
+            st.sync.drop_unasked()
         for key, p in list(pending.items()):
             if now_ns >= p.deadline_ns:
                 if p.tries >= RPC_RETRIES or p.about not in st.peers and p.kind == "adj" or \
@@ -214,7 +216,7 @@ class Rpc:
         if fresh:
             st.out.append(NodeEvent("peer_up", about, existing.user))
         self.answer_waiting(about, now_ns)
-        for conn_id, data in st.sync.parked.pop(about, ()):
+        for conn_id, data in st.sync.unpark(about):
             conn = st.conns.get(conn_id)
             if conn is not None and conn.active:
                 self.receive(conn, data, peek(data), now_ns)

@@ -44,6 +44,9 @@ from raims_node.wire import subjects as S
 
 NS = 1_000_000_000
 BCAST_SEEN_LIMIT = 16384
+PARK_LIMIT = 64  # frames kept per unknown source until its sync reply arrives
+PARK_SOURCES = 256
+PARK_BYTES = 16 << 20  # and at most this many bytes of them in all
 VERSION = "raims-0.1.0"
 OPT_ACK = 1  # frame header options (wire/frame.py Opt): receivers acknowledge
 OPT_TRACE = 2  # every router on the way answers
@@ -134,10 +137,39 @@ class SyncBook:
     # peer -> (subscription seqno a summary or ping claimed, when to check, via): see sub_claim
     sub_claims: dict[bytes, tuple[int, int, bytes]] = field(default_factory=dict)
 
+    parked_bytes: int = 0
+
+    def park(self, source: bytes, conn_id: int, data: bytes) -> None:
+        """Keep a frame of a source whose key is not known yet, within PARK_LIMIT frames
+        per source, PARK_SOURCES sources and PARK_BYTES in all; what is over is dropped
+        (its source's stream counts the loss). Before (2026-11-27), a member sending 1 MiB
+        frames from made-up sources left 256 MiB parked for good and an empty entry for
+        every source past the cap (20,000 sources, 20,000 entries)."""
+        parked = self.parked.get(source)
+        if parked is None:
+            if len(self.parked) >= PARK_SOURCES:
+                return
+            parked = self.parked[source] = []
+        if len(parked) < PARK_LIMIT and self.parked_bytes + len(data) <= PARK_BYTES:
+            parked.append((conn_id, data))
+            self.parked_bytes += len(data)
+
+    def unpark(self, source: bytes) -> list[tuple[int, bytes]]:
+        """The frames parked for `source`, no longer held."""
+        frames = self.parked.pop(source, [])
+        self.parked_bytes -= sum(len(d) for _, d in frames)
+        return frames
+
+    def drop_unasked(self) -> None:
+        """Forget the frames of sources no sync request is out for (given up, or never
+        made): their key is not coming."""
+        for source in [b for b in self.parked if ("sync", b) not in self.pending]:
+            self.unpark(source)
+
     def forget(self, b: bytes) -> None:
         for key in [k for k in self.pending if k[1] == b]:
             del self.pending[key]
-        self.parked.pop(b, None)
+        self.unpark(b)
         self.link_wanted.pop(b, None)
         self.early.pop(b, None)
         self.waiting.pop(b, None)

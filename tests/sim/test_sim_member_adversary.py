@@ -7,11 +7,13 @@ import os
 from collections.abc import Callable
 
 from raims_node.crypto.credentials import Credentials
+from raims_node.crypto.mac import MacKey
 from raims_node.linkstate.records import LinkRecord
 from raims_node.router.messages import link_fields
 from raims_node.router.node import NS, Node
 from raims_node.router.sim import MS, Jitter, SimNetwork
-from raims_node.wire import Fid
+from raims_node.router.state import PARK_BYTES, PARK_SOURCES
+from raims_node.wire import Fid, MsgType, encode_frame
 from raims_node.wire import subjects as S
 from tests.sim.test_sim_basic import build
 
@@ -59,3 +61,25 @@ def test_a_node_restarted_every_100_ms_leaves_no_ghost(creds: Callable[[str], Cr
     for s in net.live():
         assert sorted(p.user for p in s.node.peers.values()) == sorted(set("ABCD") - {s.name})
         assert len(s.node.state._bcast_seen) <= 16_384 and not s.node.state.sync.pending
+
+
+def test_frames_from_made_up_sources_are_parked_within_a_budget_and_released(
+        creds: Callable[[str], Credentials]) -> None:
+    """A member sends 256 KiB frames from 300 bridges no node knows. A parks the frames
+    of an unknown source until its key comes (the sync reply may be behind the frame):
+    at most PARK_BYTES and PARK_SOURCES, and none once the requests are given up. Before,
+    64 MiB stayed parked for good and every source got an entry past the cap."""
+    net = build(creds)
+    a = net.nodes["A"].node
+    link = net.links["link_ab"]
+    conn = link.conn_a if link.a == "A" else link.conn_b
+    big = bytes(256 << 10)
+    for _ in range(300):
+        frame = encode_frame(MsgType.MCAST, "x.y", os.urandom(16), [(Fid.SEQNO, 1), (Fid.DATA, big)])
+        MacKey(os.urandom(32)).sign(frame)
+        a.on_frame(conn, bytes(frame), net.now)
+    sync = a.state.sync
+    assert len(sync.parked) <= PARK_SOURCES
+    assert sum(len(d) for frames in sync.parked.values() for _, d in frames) == sync.parked_bytes <= PARK_BYTES
+    net.run_for(30 * NS)
+    assert not sync.parked and sync.parked_bytes == 0
