@@ -1,17 +1,51 @@
 """The node-to-node side as an attacker or a broken member would use it (2026-11-27,
-branch link-adversary): a peer that stops reading, ... on real ms_server processes.
-See docs/DESIGN-NOTES.md, "Hardening (issue 18)", "Link adversary"."""
+branch link-adversary), on real ms_server processes: a stranger's key exchange that
+never ends, a peer that stops reading. See docs/DESIGN-NOTES.md, "Hardening (issue 18)",
+"Link adversary"."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import socket
+import struct
 import time
+import zlib
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from tests.integration.harness import web_addr
 from tests.integration.test_bridges_net import start_network
 from tests.integration.test_flow_control import _nats, _read_until, _settle
+from tests.integration.test_hardening import _configs, _eof_all, _node, _rejects
+
+
+def test_a_key_exchange_that_never_ends_is_closed_at_the_auth_timeout(tmp_path: Path) -> None:
+    """A stranger completing the X25519 exchange (any salt) and then silent, and one
+    trickling its 56-byte cipher hello a byte at a time: both closed at
+    tcp_auth_timeout from connect, as nats-server closes at its auth_timeout."""
+    cfg, _, port = _configs(tmp_path, {"tcp_auth_timeout": "1 sec"})
+    a = _node(tmp_path, "A", cfg, "listen")
+    try:
+        addr = web_addr(a)
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
+        for s in socks[:2]:
+            pub, nonce = X25519PrivateKey.generate().public_key().public_bytes_raw(), os.urandom(16)
+            s.sendall(struct.pack(">Q", zlib.crc32(pub + nonce)) + pub + nonce)
+        t0 = time.monotonic()
+        with contextlib.suppress(OSError):  # reset once closed
+            while time.monotonic() - t0 < 2.0:
+                for s in socks[2:]:
+                    s.send(b"\0")
+                time.sleep(0.2)
+        assert _eof_all(socks, 2.0) < 2.0
+        assert _rejects(addr).get("auth_timeout", 0) == 4
+        for s in socks:
+            s.close()
+    finally:
+        a.stop()
 
 
 def test_a_peer_that_stops_reading_releases_the_node_at_its_write_timeout(tmp_path: Path) -> None:
