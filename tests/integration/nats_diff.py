@@ -2,8 +2,8 @@
 node's NATS transport side by side, the same raw bytes to both, replies compared byte
 for byte (kv_diff.py is the Redis counterpart).
 
-`exchange` sends a script over a raw socket (whole, or cut into given pieces) and
-collects what comes back until the server closes, or, after the last PING's PONG, a
+wire_diff.exchange sends a script over a raw socket (whole, or cut into given pieces)
+and collects what comes back until the server closes, or, after the last PING's PONG, a
 short quiet time, or a bounded quiet time without one. `normalize` keeps of the INFO
 line only what both servers must agree on (not server_id, ports, version, client id).
 """
@@ -21,11 +21,10 @@ from pathlib import Path
 
 from raims_node.config.test_adj import free_port
 from tests.integration.test_bridges_net import BridgeNet, start_network
+from tests.integration.wire_diff import WAIT_S, Done, Pair
 
-WAIT_S = 10.0
-QUIET_S = 0.3  # no reply within this after the script: nothing more is coming
-PONG_QUIET_S = 0.05  # after the last expected PONG
-MAX_REPLY = 4 << 20  # a reply larger than this is cut: the scripts are small
+__all__ = ["WAIT_S", "NatsServer", "Pair", "nats_pair", "normalize", "pongs_done"]
+
 INFO_KEPT = ("proto", "headers", "max_payload", "auth_required", "ldm")
 
 
@@ -74,73 +73,10 @@ def normalize(reply: bytes) -> bytes:
     return b"\r\n".join(out)
 
 
-def exchange(port: int, script: bytes, cuts: list[int] | None = None, *,
-             quiet: float = QUIET_S) -> tuple[bytes, bool]:
-    """(reply, closed by the server): `script` sent at once, or in the pieces that `cuts`
-    (offsets) make, each sent after the server had time to read the one before."""
+def pongs_done(script: bytes) -> Done:
+    """The reply is complete once it holds a PONG per PING of the script."""
     pongs = script.upper().count(b"PING")
-    sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each piece its own segment
-    buf = bytearray()
-    closed = False
-    with sock:
-        pieces = [script[a:b] for a, b in zip([0, *(cuts or [])], [*(cuts or []), len(script)], strict=True)]
-        try:
-            for i, piece in enumerate(pieces):
-                sock.sendall(piece)
-                if i + 1 < len(pieces):
-                    time.sleep(0.002)  # its own read on the other side (a read boundary)
-                    closed = _drain(sock, buf)  # what came back before a close resets the socket
-                    if closed:
-                        break
-        except OSError:
-            closed = True
-        deadline = time.monotonic() + WAIT_S
-        while not closed and len(buf) < MAX_REPLY and time.monotonic() < deadline:
-            done = pongs and buf.count(b"PONG\r\n") >= pongs
-            sock.settimeout(PONG_QUIET_S if done else quiet)
-            try:
-                chunk = sock.recv(65536)
-            except TimeoutError:
-                break
-            except OSError:
-                closed = True
-                break
-            if not chunk:
-                closed = True
-            buf += chunk
-    return bytes(buf), closed
-
-
-def _drain(sock: socket.socket, buf: bytearray) -> bool:
-    """Whatever has arrived, without waiting, into `buf`; whether the server closed."""
-    sock.settimeout(0)
-    try:
-        while True:
-            try:
-                chunk = sock.recv(65536)
-            except BlockingIOError:
-                return False
-            except OSError:
-                return True
-            if not chunk:
-                return True
-            buf += chunk
-    finally:
-        sock.settimeout(WAIT_S)
-
-
-class Pair:
-    """nats-server and a raims node with a nats transport; `run` the same script on both."""
-
-    def __init__(self, ref_port: int, raims_port: int) -> None:
-        self.ref_port = ref_port
-        self.raims_port = raims_port
-
-    def run(self, script: bytes, cuts: list[int] | None = None) -> tuple[tuple[bytes, bool], tuple[bytes, bool]]:
-        a, ca = exchange(self.ref_port, script, cuts)
-        b, cb = exchange(self.raims_port, script, cuts)
-        return (normalize(a), ca), (normalize(b), cb)
+    return lambda reply: bool(pongs) and reply.count(b"PONG\r\n") >= pongs
 
 
 @contextlib.contextmanager
@@ -152,7 +88,7 @@ def nats_pair(workdir: Path, user: str | None = None, password: str = "") -> Ite
         extra = [{"tport": "secure", "type": "nats", "route": {"port": 0, "user": user, "password": password}}]
         net = start_network(workdir, "node A\n", extra if user else None)
         try:
-            yield Pair(ref.port, net.port("A", "secure" if user else "nats")), ref, net
+            yield Pair(ref.port, net.port("A", "secure" if user else "nats"), normalize, pongs_done), ref, net
         finally:
             net.stop()
     finally:
