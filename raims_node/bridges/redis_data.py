@@ -7,7 +7,9 @@ data command the session resolved. Semantics as redis-server 7.0:
 
 - MULTI queues every command but EXEC, DISCARD, MULTI, WATCH, QUIT and RESET, answering
   +QUEUED; an unknown command or a wrong arity inside MULTI is answered at once and makes
-  EXEC fail with EXECABORT. EXEC runs the queue (pub/sub and connection commands
+  EXEC fail with EXECABORT. An EXEC refused itself (its arity, RESP2 subscribed mode)
+  discards the transaction and answers `-EXECABORT Transaction discarded because of:
+  <the refusal>`, as redis-server's execCommandAbort. EXEC runs the queue (pub/sub and connection commands
   included) and answers an array of their replies, or a null array when a WATCHed key
   changed since WATCH. Blocking pops inside a transaction do not block.
 - A blocked client (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH) sends nothing and its further
@@ -20,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from raims_node.bridges.redis_monitor import Client, feed, feed_script
-from raims_node.bridges.resp import OK, encode_subscribed_refusal
+from raims_node.bridges.resp import OK, encode_error, encode_subscribed_refusal
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, Err, encode
 
@@ -52,6 +54,12 @@ _SCRIPTS = (b"eval", b"evalsha", b"eval_ro", b"evalsha_ro")
 _TX = (b"multi", b"exec", b"discard", b"watch", b"unwatch")
 _NOT_QUEUED = (b"exec", b"discard", b"multi", b"watch", b"quit", b"reset")
 _ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"unwatch": 1}
+
+
+def _arity_ok(name: bytes, args: list[bytes]) -> bool:
+    """A transaction command's arity (WATCH: at least one key)."""
+    want = _ARITY.get(name)
+    return len(args) >= 2 if name == b"watch" else want is None or len(args) == want
 
 
 class DataSide:
@@ -86,8 +94,11 @@ class DataSide:
             self.run(args, cmd)  # the fast path: a data command outside a transaction
             return True
         if name in _TX:
-            if self.session.resp == 2 and self.session.subscribed and self.multi is None:
-                self.session._write(encode_subscribed_refusal(name.decode()))
+            if self.session.resp == 2 and self.session.subscribed and self.multi is None and _arity_ok(name, args):
+                if name == b"exec":  # the arity first, then the context, as redis-server
+                    self._exec_abort(encode_subscribed_refusal("exec"))
+                else:
+                    self.session._write(encode_subscribed_refusal(name.decode()))
                 return True
             if self._transaction(name, args) and self.session.host.monitors:
                 feed(self.session, (args,))
@@ -139,8 +150,10 @@ class DataSide:
         """MULTI, EXEC, DISCARD, WATCH or UNWATCH; False when it did not run (its arity
         refused, or UNWATCH queued), for MONITOR."""
         s = self.session
-        want = _ARITY.get(name)
-        if (want is not None and len(args) != want) or (name == b"watch" and len(args) < 2):
+        if not _arity_ok(name, args):
+            if name == b"exec":
+                self._exec_abort(encode_error(f"wrong number of arguments for '{name.decode()}' command"))
+                return False
             if self.multi is not None:
                 self.multi_error = True
             s._arity_error(name.decode())
@@ -176,6 +189,15 @@ class DataSide:
         else:
             self._exec()
         return True
+
+    def _exec_abort(self, error: bytes) -> None:
+        """An EXEC refused before it runs (its arity, subscribed mode): as redis-server's
+        execCommandAbort, the transaction (if any) is discarded, the keys unwatched and
+        the refusal said as `-EXECABORT Transaction discarded because of: <error>`."""
+        self.multi = None
+        self.multi_error = False
+        self.engine.unwatch(self.client)
+        self.session._write(b"-EXECABORT Transaction discarded because of: " + error[5:])
 
     def _exec(self) -> None:
         s = self.session

@@ -5,8 +5,10 @@ Manual section "Redis"; protocol facts as redis-server 7 implements them:
 - A request is a multibulk `*<n>\\r\\n` followed by n bulks `$<len>\\r\\n<bytes>\\r\\n`, or an
   inline command: one line (ending at `\\n`, optional `\\r`) split like redis-server's
   `sdssplitargs` (blanks separate, "double quotes" with `\\n \\r \\t \\b \\a \\xHH`
-  escapes, 'single quotes' with `\\'`, a closing quote must end the argument, the line
-  stops at a NUL byte). An empty request (`*0`, `*-1`, a blank line) is skipped.
+  escapes, 'single quotes' with `\\'`, a closing quote must end the argument). A NUL
+  byte before the line's `\\n` hides it, as redis-server looks for it with strchr: the
+  request never completes and passes MAX_INLINE (`too big inline request`, closed). An
+  empty request (`*0`, `*-1`, a blank line) is skipped.
 - Lengths are parsed as strictly as `string2ll` (no sign `+`, no leading zeros).
 - Every violation is fatal: redis-server replies `-ERR Protocol error: <text>` and
   closes. The texts: "invalid multibulk length", "expected '$', got 'x'", "invalid
@@ -303,6 +305,8 @@ class RespParser:
                 if not argc:
                     if data[pos] != 42:  # not '*': an inline command
                         nl = data.find(b"\n", pos)
+                        if nl >= 0 and data.find(0, pos, nl) >= 0:
+                            nl = -1  # redis-server's strchr stops at a NUL: no line end, ever
                         if nl < 0:
                             if n - pos > MAX_INLINE:
                                 raise RequestTooLong(f"inline request of more than {MAX_INLINE} bytes",

@@ -1,0 +1,236 @@
+"""The Redis pub/sub protocol byte for byte: the same raw scripts to redis-server 7.0.15
+and one raims node (redis_diff.py), replies and closes compared, in RESP2 and, for the
+cases in RESP3, after `HELLO 3`.
+
+A script ends with QUIT (the server's close ends the reply) unless a protocol error or
+an incomplete request ends it. The kept differences are their own tests below; the
+node has no key-value map (a write is refused), except for KV_CASES.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.redis_diff import redis_pair
+from tests.integration.wire_diff import Pair
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
+
+Q = b"QUIT\r\n"
+NOT_HERE = b"only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+MANY = b" ".join(b"c%d" % i for i in range(2000))
+
+
+def mb(*args: bytes) -> bytes:
+    """A multibulk request."""
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+CASES: dict[str, bytes] = {
+    # (un)subscribe confirmations
+    "unsubscribe nothing": b"UNSUBSCRIBE\r\nPUNSUBSCRIBE\r\nSUNSUBSCRIBE\r\n" + Q,
+    "duplicates": b"SUBSCRIBE a a b a\r\nPSUBSCRIBE p* p*\r\nSSUBSCRIBE s s\r\nUNSUBSCRIBE a a\r\n"
+                  b"PUNSUBSCRIBE x\r\nSUNSUBSCRIBE s s\r\nUNSUBSCRIBE\r\nPUNSUBSCRIBE\r\n" + Q,
+    "empty channel names": mb(b"SUBSCRIBE", b"") + mb(b"PUBLISH", b"", b"x") + mb(b"PSUBSCRIBE", b"")
+                           + mb(b"SSUBSCRIBE", b"") + mb(b"SPUBLISH", b"", b"y") + mb(b"UNSUBSCRIBE", b"") + Q,
+    "no arguments": b"SUBSCRIBE\r\nPSUBSCRIBE\r\nSSUBSCRIBE\r\n" + Q,
+    "one name in three spaces": b"SUBSCRIBE a\r\nSUBSCRIBE a\r\nPSUBSCRIBE a\r\nSSUBSCRIBE a\r\nPUBLISH a x\r\n"
+                                b"UNSUBSCRIBE b\r\nSUNSUBSCRIBE\r\nPUNSUBSCRIBE\r\nUNSUBSCRIBE\r\nPING\r\n" + Q,
+    "2000 channels": b"SUBSCRIBE " + MANY + b"\r\nPUBSUB NUMSUB c0 c1999\r\nUNSUBSCRIBE " + MANY + b"\r\n" + Q,
+    "2000 channels and patterns, all dropped": b"SUBSCRIBE " + MANY + b"\r\nPSUBSCRIBE " + MANY
+                                               + b"\r\nUNSUBSCRIBE\r\nPUNSUBSCRIBE\r\n" + Q,
+    "2000 shard channels": b"SSUBSCRIBE " + MANY + b"\r\nSUNSUBSCRIBE\r\n" + Q,
+    "2000 duplicates": b"SUBSCRIBE " + b"x " * 2000 + b"\r\nUNSUBSCRIBE " + b"x " * 2000 + b"\r\n" + Q,
+    # subscribed state
+    "disallowed commands": b"SUBSCRIBE a\r\nECHO x\r\nGET k\r\nSELECT 0\r\nFOO bar\r\nAUTH x\r\nHELLO\r\n"
+                           b"PUBLISH a x\r\nHELLO 2\r\nECHO y\r\nMULTI\r\nECHO z\r\n" + Q,
+    "disallowed introspection": b"SUBSCRIBE a\r\nCLIENT ID\r\nCOMMAND COUNT\r\nINFO\r\nMONITOR\r\n" + Q,
+    "exec refused with execabort": b"SUBSCRIBE a\r\nEXEC\r\nEXEC x\r\nDISCARD\r\nWATCH k\r\nWATCH\r\n" + Q,
+    "ping with and without argument": b"SUBSCRIBE a\r\nPING\r\nPING hi\r\nPING a b\r\nUNSUBSCRIBE\r\nPING\r\n"
+                                      b"PING hi\r\n" + Q,
+    "quit while subscribed": b"SUBSCRIBE a\r\nQUIT x y\r\n",
+    "reset while subscribed": b"SUBSCRIBE a\r\nPSUBSCRIBE a*\r\nCLIENT SETNAME n\r\nRESET\r\nPING\r\n"
+                              b"PUBLISH a x\r\nPUBSUB NUMSUB a\r\nCLIENT GETNAME\r\n" + Q,
+    "pipelined burst with a disallowed command": mb(b"SUBSCRIBE", b"a", b"b") + mb(b"PING") + mb(b"ECHO", b"x")
+                                                 + mb(b"PING", b"y") + mb(b"UNSUBSCRIBE") + mb(b"PING") + Q,
+    "hello while subscribed": b"SUBSCRIBE a\r\nHELLO 3\r\nSUBSCRIBE b\r\nPUBLISH a x\r\nHELLO 2\r\nPING\r\n" + Q,
+    # HELLO
+    "hello versions": b"HELLO 4\r\nHELLO 1\r\nHELLO 0\r\nHELLO -1\r\nHELLO x\r\nHELLO 3.0\r\n"
+                      b"HELLO 99999999999999999999\r\nHELLO 2 foo\r\n" + Q,
+    "hello auth and setname": b"HELLO 3 AUTH default x\r\nHELLO 3 AUTH bob x\r\nHELLO 3 SETNAME n1\r\n"
+                              b"CLIENT GETNAME\r\nHELLO 2 SETNAME \"a b\"\r\nHELLO 3 AUTH default\r\n"
+                              b"HELLO 3 SETNAME\r\nHELLO 3 FOO\r\nHELLO 2 SETNAME a SETNAME b\r\nCLIENT GETNAME\r\n"
+                              b"HELLO 2 SETNAME x AUTH default p\r\n" + Q,
+    "resp3 hello 2 while subscribed": b"HELLO 3\r\nSUBSCRIBE a\r\nHELLO 2\r\nPING\r\nECHO x\r\nRESET\r\n" + Q,
+    # PUBLISH counts and deliveries to oneself
+    "pattern and channel both match": b"SUBSCRIBE q\r\nPSUBSCRIBE q q* *\r\nPUBLISH q m\r\nPUNSUBSCRIBE q\r\n"
+                                      b"PUBLISH q n\r\nPUBLISH z o\r\n" + Q,
+    "spublish and publish apart": b"SSUBSCRIBE a\r\nSPUBLISH a x\r\nSUBSCRIBE a\r\nPUBLISH a y\r\nSPUBLISH a z\r\n" + Q,
+    "glob patterns": b"PSUBSCRIBE a* a[bc] a\\* a?\r\nPUBLISH a* x\r\nPUBLISH ab y\r\nPUBLISH a z\r\n" + Q,
+    "keyspace pattern": b"PSUBSCRIBE __keyspace@0__:* __keyevent@0__:*\r\nPUBLISH __keyspace@0__:k set\r\n"
+                        b"PUBSUB NUMPAT\r\n" + Q,
+    # PUBSUB
+    "pubsub errors": b"PUBSUB\r\nPUBSUB FOO\r\nPUBSUB CHANNELS a b\r\nPUBSUB NUMSUB\r\nPUBSUB NUMPAT x\r\n"
+                     b"PUBSUB SHARDNUMSUB\r\nPUBSUB SHARDCHANNELS a b\r\n" + Q,
+    "pubsub counts": b"SUBSCRIBE uq1 uq2\r\nPSUBSCRIBE uq*\r\nSSUBSCRIBE uqs\r\nPUBSUB CHANNELS uq1*\r\n"
+                     b"PUBSUB NUMSUB uq1 uq3 uq1\r\nPUBSUB NUMPAT\r\nPUBSUB SHARDCHANNELS\r\nPUBSUB SHARDCHANNELS x*\r\n"
+                     b"PUBSUB SHARDNUMSUB uqs uq1\r\nPUBSUB CHANNELS u?1\r\n" + Q,
+    # inline commands
+    "inline quoting": b'ECHO "a b" \'c d\' "\\x41\\n" "\\xzz" "\\x4"\r\nECHO \'a\\\'b\'\r\nECHO "a\\"b"\r\n'
+                      b"ECHO ''\r\nECHO \"\"\r\n" + Q,
+    "unbalanced double quote": b'ECHO "abc\r\n' + Q,
+    "unbalanced single quote": b"ECHO 'abc\r\n" + Q,
+    "closing quote inside an argument": b'ECHO "a"b\r\n' + Q,
+    "empty lines and requests": b"\r\n\r\n  \t \r\n*0\r\n*-1\r\n*-2\r\n*-0\r\nPING\r\n" + Q,
+    "lf only": b"PING\nQUIT\n",
+    "cr only": b"PING\rQUIT\r\n",
+    "nul hides the line end": b"PING\x00junk\r\n" + Q,
+    "nul alone": b"\x00\r\n" + Q,
+    "nul after a complete line": b"PING\r\nPING\x00\r\n",
+    "nul and a long line": b"PING\x00" + b"x" * 70000 + b"\r\n",
+    "inline over 64k": b"PING " + b"x" * 70000 + b"\r\n" + Q,
+    "binary inline": b"\xff\xfe\r\n" + Q,
+    # framing
+    "lf in multibulk": b"*1\n$4\nPING\nQUIT\r\n",
+    "no crlf after a bulk": b"*1\r\n$4\r\nPINGxx*1\r\n$4\r\nQUIT\r\n",
+    "cr in a bulk": mb(b"\r") + Q,
+    "negative bulk": b"*1\r\n$-1\r\nPING\r\n",
+    "negative bulk -5": b"*1\r\n$-5\r\nPING\r\n",
+    "huge bulk": b"*1\r\n$99999999999999999999\r\n",
+    "bulk over max": b"*1\r\n$2147483648\r\n",
+    "bulk with a plus": b"*1\r\n$+4\r\nPING\r\n",
+    "bulk with a zero": b"*1\r\n$04\r\nPING\r\n",
+    "bulk with a blank": b"*1\r\n$ 4\r\nPING\r\n",
+    "bulk with a trailing blank": b"*1\r\n$4 \r\nPING\r\n",
+    "bulk non-digits": b"*1\r\n$x\r\n",
+    "bulk empty length": b"*1\r\n$\r\nPING\r\n",
+    "not a bulk": b"*1\r\n:4\r\nPING\r\n",
+    "bare word in multibulk": b"*1\r\nPING\r\n",
+    "multibulk non-digits": b"*x\r\n",
+    "multibulk empty count": b"*\r\nPING\r\n",
+    "multibulk with a plus": b"*+1\r\n$4\r\nPING\r\n",
+    "multibulk with a zero": b"*01\r\n$4\r\nPING\r\n",
+    "multibulk over int": b"*2147483648\r\n",
+    "long count line": b"*" + b"9" * 70000,
+    "long bulk line": b"*1\r\n$" + b"9" * 70000,
+    "split across requests": mb(b"PING") + b"*2\r\n$4\r\nECHO\r\n$3\r\nab",
+    # commands
+    "unknown commands": b"FOO a b\r\nfoo\r\nfoo " + b"x" * 200 + b" y\r\nFOO " + b"a " * 100 + b"\r\n"
+                        + mb(b"FOO", b"a\r\nb") + mb(b"u" * 130) + mb(b"", b"x") + Q,
+    "wrong arity": b"PING a b\r\nECHO\r\nECHO a b\r\nSUBSCRIBE\r\nPUBLISH\r\nPUBLISH a\r\nSPUBLISH a\r\n"
+                   b"SPUBLISH a b c\r\nPUBLISH a b c d e\r\nSELECT\r\nCLIENT\r\nCLIENT SETNAME\r\nRESET a\r\n"
+                   b"PUBSUB NUMPAT x\r\n" + Q,
+    "mixed case": b"pInG\r\nsubscribe a\r\nSuBsCrIbE b\r\nUnSuBsCrIbE a\r\n" + Q,
+    "exec refused outside subscribed mode": b"MULTI\r\nEXEC x\r\nEXEC\r\nEXEC x\r\nMULTI x\r\nDISCARD\r\n" + Q,
+    "client basics": b"CLIENT SETNAME n1\r\nCLIENT GETNAME\r\nCLIENT SETNAME \"a b\"\r\nCLIENT SETNAME \"\"\r\n"
+                     b"CLIENT GETNAME\r\nCLIENT ID x\r\nCLIENT GETNAME x\r\nCLIENT SETNAME a b\r\nCLIENT INFO x\r\n"
+                     b"CLIENT NO-EVICT on\r\nCLIENT NO-EVICT x\r\nCLIENT NO-TOUCH on\r\nCLIENT FOO\r\n" + Q,
+    "quit first": b"QUIT\r\nPING\r\n",
+}
+
+RESP3 = ["unsubscribe nothing", "duplicates", "empty channel names", "2000 channels and patterns, all dropped",
+         "disallowed commands", "exec refused with execabort", "ping with and without argument",
+         "reset while subscribed", "pipelined burst with a disallowed command", "hello auth and setname",
+         "pattern and channel both match", "spublish and publish apart", "keyspace pattern", "pubsub counts",
+         "client basics", "wrong arity"]
+
+KV_CASES: dict[str, bytes] = {
+    "exec refused unwatches": b"WATCH k\r\nEXEC x\r\nSET k v\r\nMULTI\r\nEXEC\r\n" + Q,
+    "exec refused while subscribed unwatches": b"WATCH k\r\nSET k v\r\nSUBSCRIBE a\r\nEXEC\r\nUNSUBSCRIBE\r\n"
+                                               b"MULTI\r\nEXEC\r\n" + Q,
+    "data commands while subscribed": b"SUBSCRIBE a\r\nGET k\r\nSET k v\r\nPING\r\n" + Q,
+    "keyspace notifications": b'HELLO 3\r\nCONFIG SET notify-keyspace-events KEA\r\n'
+                              b"PSUBSCRIBE __keyspace@0__:* __keyevent@0__:del\r\nSET k v\r\nDEL k\r\n"
+                              b'CONFIG SET notify-keyspace-events ""\r\nSET k v\r\n' + Q,
+    "keyspace channel": b"CONFIG SET notify-keyspace-events K$\r\nSUBSCRIBE __keyspace@0__:k\r\nHELLO 3\r\n"
+                        b'SET k v\r\nSET kk v\r\nCONFIG SET notify-keyspace-events ""\r\n' + Q,
+}
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    with redis_pair(tmp_path_factory.mktemp("redis_diff")) as (p, _, _):
+        yield p
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_replies_match_redis_server(pair: Pair, name: str) -> None:
+    ref, us = pair.run(CASES[name])
+    assert us == ref
+
+
+@pytest.mark.parametrize("name", RESP3)
+def test_resp3_replies_match_redis_server(pair: Pair, name: str) -> None:
+    ref, us = pair.run(b"HELLO 3\r\n" + CASES[name])
+    assert us == ref
+
+
+@pytest.fixture(scope="module")
+def kv_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    with redis_pair(tmp_path_factory.mktemp("redis_diff_kv"), kv=True) as (p, _, _):
+        yield p
+
+
+@pytest.mark.parametrize("name", list(KV_CASES))
+def test_with_a_map_replies_match_redis_server(kv_pair: Pair, name: str) -> None:
+    ref, us = kv_pair.run(KV_CASES[name])
+    assert us == ref
+
+
+SPLIT = ["duplicates", "reset while subscribed", "inline quoting", "empty lines and requests", "no crlf after a bulk",
+         "pipelined burst with a disallowed command", "nul hides the line end", "unbalanced double quote"]
+
+
+@pytest.mark.parametrize("name", SPLIT)
+def test_a_script_read_byte_by_byte_gets_the_same_replies(pair: Pair, name: str) -> None:
+    """Every offset of the script a read boundary, on both servers: nothing depends on
+    TCP segmentation."""
+    script = CASES[name]
+    ref, us = pair.run(script, list(range(1, len(script))))
+    assert ref == pair.run(script)[0]
+    assert us == ref
+
+
+def test_client_id_is_the_hello_id(pair: Pair) -> None:
+    """CLIENT ID and HELLO's `id` are the same number (normalize masks HELLO's)."""
+    from tests.integration.wire_diff import exchange
+    for port in (pair.ref_port, pair.raims_port):
+        reply, closed = exchange(port, b"CLIENT ID\r\nHELLO 3\r\n" + Q)
+        cid = reply.split(b"\r\n", 1)[0]
+        assert cid.startswith(b":") and int(cid[1:]) > 0 and b"$2\r\nid\r\n%s\r\n" % cid in reply and closed
+
+
+def test_kept_help_subcommands_are_not_provided(pair: Pair) -> None:
+    """redis-server lists a command's subcommands for HELP; raims answers it as an
+    unknown subcommand (redis_session.py)."""
+    (ref, _), (us, _) = pair.run(b"PUBSUB HELP\r\nCLIENT HELP x\r\n" + Q)
+    assert ref.startswith(b"*14\r\n+PUBSUB <subcommand>")
+    assert us == (b"-ERR unknown subcommand 'HELP'. Try PUBSUB HELP.\r\n"
+                  b"-ERR unknown subcommand 'HELP'. Try CLIENT HELP.\r\n+OK\r\n")
+
+
+def test_kept_client_info_has_the_7_2_fields(pair: Pair) -> None:
+    """raims' CLIENT INFO / LIST line adds redis-server 7.2's `watch`, `lib-name` and
+    `lib-ver` (set by CLIENT SETINFO, which redis-py sends) to 7.0.15's fields."""
+    (ref, _), (us, _) = pair.run(b"CLIENT INFO\r\n" + Q)
+    line = ref.replace(b" qbuf=", b" watch=0 qbuf=").replace(b" resp=2\n", b" resp=2 lib-name= lib-ver=\n")
+    assert us == line
+
+
+def test_kept_publish_takes_a_reply_subject(pair: Pair) -> None:
+    """PUBLISH channel message reply: raims' optional third argument (acks.py); a wrong
+    arity on redis-server."""
+    (ref, _), (us, _) = pair.run(b"PUBLISH a b c\r\n" + Q)
+    assert ref.startswith(b"-ERR wrong number of arguments for 'publish' command\r\n")
+    assert us == b":0\r\n+OK\r\n"
+
+
+def test_kept_a_multibulk_is_held_to_max_args(pair: Pair) -> None:
+    """redis-server waits for up to 2^31-1 arguments; raims refuses more than 1,048,576
+    (resp.py's max_args) at the count line and closes."""
+    (ref, ref_closed), (us, us_closed) = pair.run(b"*1048577\r\n")
+    assert (ref, ref_closed) == (b"", False)
+    assert (us, us_closed) == (b"-ERR Protocol error: invalid multibulk length\r\n", True)
