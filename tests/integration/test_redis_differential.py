@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.redis_diff import redis_pair
-from tests.integration.wire_diff import Pair
+from tests.integration.wire_diff import Pair, exchange
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
 
@@ -196,7 +196,6 @@ def test_a_script_read_byte_by_byte_gets_the_same_replies(pair: Pair, name: str)
 
 def test_client_id_is_the_hello_id(pair: Pair) -> None:
     """CLIENT ID and HELLO's `id` are the same number (normalize masks HELLO's)."""
-    from tests.integration.wire_diff import exchange
     for port in (pair.ref_port, pair.raims_port):
         reply, closed = exchange(port, b"CLIENT ID\r\nHELLO 3\r\n" + Q)
         cid = reply.split(b"\r\n", 1)[0]
