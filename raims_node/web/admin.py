@@ -204,7 +204,8 @@ class WebAdmin:
         c = node.counters
         lines = []
         for name in ("frames_in", "frames_out", "bad_frames", "bad_mac", "unknown_source", "dup_bcast",
-                     "forwarded", "delivered", "published", "auth_rejected", "no_route"):
+                     "forwarded", "delivered", "published", "auth_rejected", "no_route", "anycast",
+                     "inbox_false", "no_responders"):
             lines.append(f"# TYPE raims_{name}_total counter")
             lines.append(f'raims_{name}_total{{user="{node.user}"}} {getattr(c, name)}')
         lines.append("# TYPE raims_rejected_total counter")

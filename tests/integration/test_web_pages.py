@@ -82,7 +82,10 @@ def test_digest_auth_refuses_a_wrong_password_and_admits_the_right_one(web_ab: t
     status, body = _get(base + "/?show%20peers", PASSWORD)
     assert status == 200 and '"user"' in body and "B" in body
     assert _get(base + "/metrics", None)[0] == 401
-    assert _get(base + "/metrics", PASSWORD)[0] == 200
+    status, body = _get(base + "/metrics", PASSWORD)
+    assert status == 200
+    for name in ("no_route", "anycast", "inbox_false", "no_responders"):  # the point-to-point counters
+        assert f'raims_{name}_total{{user="' in body, name
     assert _get(base + "/healthz", None)[0] == 200  # health checks stay open
 
 
