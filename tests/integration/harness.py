@@ -192,3 +192,33 @@ def wait_whole_graph(addrs: Iterable[str], graph: str, timeout: float = 30.0) ->
         return True
 
     assert poll(whole, timeout), f"the network never had all {want} adjacencies converged"
+
+
+class PeerServer:
+    """A peer's server (nats-server, redis-server) for side-by-side tests: started on
+    127.0.0.1, ready once `ready` answers True (an OSError: not yet), stopped by its pid."""
+
+    proc: subprocess.Popen[bytes]
+
+    def _start(self, args: list[str], ready: Callable[[], bool], timeout: float = 20.0) -> None:
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if ready():
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise OSError(f"{args[0]} did not start (exit status {self.proc.poll()})")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)

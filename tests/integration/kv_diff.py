@@ -13,7 +13,6 @@ import contextlib
 import re
 import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from raims_node.config.test_adj import free_port
 from raims_node.kv.cli import main as ms_kv
+from tests.integration.harness import PeerServer
 from tests.integration.test_bridges_net import start_network
 
 WAIT_S = 10.0
@@ -150,7 +150,7 @@ class RawClient:
             self.sock.close()
 
 
-class RedisServer:
+class RedisServer(PeerServer):
     """Debian's redis-server on a free port, no persistence; stopped by its pid."""
 
     def __init__(self, workdir: Path) -> None:
@@ -158,30 +158,15 @@ class RedisServer:
         if exe is None:
             raise FileNotFoundError("redis-server is not installed (apt-get install redis-server)")
         self.port = free_port()
-        self.proc = subprocess.Popen([exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", str(workdir)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            try:
-                c = RawClient(self.port)
-                if c.call([b"PING"]) == b"+PONG\r\n":
-                    c.close()
-                    return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise
-                time.sleep(0.05)
+        self._start([exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                     "--dir", str(workdir)], self._ready, WAIT_S)
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+    def _ready(self) -> bool:
+        c = RawClient(self.port)
+        try:
+            return c.call([b"PING"]) == b"+PONG\r\n"
+        finally:
+            c.close()
 
 
 class Pair:

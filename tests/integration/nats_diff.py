@@ -14,12 +14,11 @@ import contextlib
 import json
 import shutil
 import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from raims_node.config.test_adj import free_port
+from tests.integration.harness import PeerServer
 from tests.integration.test_bridges_net import BridgeNet, start_network
 from tests.integration.wire_diff import WAIT_S, Done, Pair
 
@@ -28,7 +27,7 @@ __all__ = ["WAIT_S", "NatsServer", "Pair", "nats_pair", "normalize", "pongs_done
 INFO_KEPT = ("proto", "headers", "max_payload", "auth_required", "ldm")
 
 
-class NatsServer:
+class NatsServer(PeerServer):
     """nats-server on a free loopback port, stopped by its pid."""
 
     def __init__(self, workdir: Path, config: str = "") -> None:
@@ -38,28 +37,11 @@ class NatsServer:
         self.port = free_port()
         conf = workdir / "nats-server.conf"
         conf.write_text(f"listen: 127.0.0.1:{self.port}\n{config}\n")
-        self.proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    if s.recv(5) == b"INFO ":
-                        return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise
-                time.sleep(0.05)
+        self._start([exe, "-c", str(conf)], self._ready, WAIT_S)
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+    def _ready(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+            return s.recv(5) == b"INFO "
 
 
 def normalize(reply: bytes) -> bytes:
