@@ -95,9 +95,9 @@ class Flood:
             if b != st.bridge and not st.neighbor_conn(b):
                 self.links.remove_peer(b, now_ns, "peer_del")
         elif subj == S.Z_BLM:
-            self.interest.set_bloom(peer, get_int(d, Fid.SUB_SEQNO), d.get(Fid.BLOOM))
+            self.interest.set_bloom(peer, get_int(d, Fid.SUB_SEQNO), d.get(Fid.BLOOM), via, now_ns)
             st.events.add(now_ns, Ev.RECV_BLOOM, user=peer.user)
-            if peer.bloom is not None and st.db.is_synced(peer.bridge):
+            if peer.bloom is not None and not peer.bloom_stale and st.db.is_synced(peer.bridge):
                 if peer.bridge not in st.sync.early:  # else the request also fills a gap in its links
                     st.sync.pending.pop(("adj", peer.bridge), None)
                 st.changed("recv_bloom")

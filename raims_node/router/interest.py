@@ -59,6 +59,11 @@ DROP_MIN = 64  # ... but not before this many; an owner with no more leaves at o
 _DROP_CHUNK = 32  # removals between looks at the clock
 _CLOCK_EVERY = 16  # announcements between looks at the clock
 PACE_NS = 2_000_000  # paced by a link's unsent bytes: look again after this long
+# A peer's filter larger than this is refused unread (docs/DESIGN-NOTES.md, "Link
+# adversary"): decoding costs ~0.1 s a MB (and a replica ~100 bytes of memory a
+# position), so one `_Z.BLM` near the 64 MiB frame cap stalled every node for seconds.
+# Measured: 1M subjects take 1.76 MB, 4M subjects 6.3 MB at the last level (2**32 bits).
+MAX_BLOOM_BYTES = 8 << 20
 
 
 class Interest:
@@ -271,11 +276,27 @@ class Interest:
         if done is not None and peer is None:
             self.st.put_sub_seqno(done)
 
-    def set_bloom(self, peer: Peer, seqno: int, raw: object) -> None:
+    def set_bloom(self, peer: Peer, seqno: int, raw: object, via: bytes | None = None, now_ns: int = 0) -> None:
+        """`peer`'s whole filter (`_Z.BLM`, a sync or adjacency reply). One over
+        MAX_BLOOM_BYTES, or that does not decode, is a bad frame: counted, not applied,
+        the replica marked for resync as after a bad delta (asked of `via` at once for a
+        flood; for a reply, the next summary or heartbeat claim asks again)."""
         if isinstance(raw, bytes) and seqno >= peer.sub_seqno:
             if raw == peer.bloom_raw and seqno == peer.sub_seqno and peer.bloom is not None:
+                peer.bloom_stale = False
                 return  # the filter held (floods and sync replies repeat it while converging)
-            peer.bloom = shared_replica(raw)
+            st = self.st
+            try:
+                if len(raw) > MAX_BLOOM_BYTES:
+                    raise BloomError(f"filter of {len(raw)} bytes is over {MAX_BLOOM_BYTES}")
+                bloom = shared_replica(raw)
+            except BloomError:
+                st.counters.bad_frames += 1
+                st.count_reject("bad_bloom")
+                peer.bloom_stale = True
+                st.request("adj", peer.bridge, via, now_ns)
+                return
+            peer.bloom = bloom
             peer.bloom_raw = raw
             self.st.filters_version += 1
             peer.sub_seqno = seqno
