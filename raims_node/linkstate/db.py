@@ -24,6 +24,12 @@ Decisions where the manual is vague:
   per ordered pair, the pairs whose two directions differ and the referenced peers whose
   link set is not held, updated with every change (a node asks after every update while
   it converges; recounting every link each time made a 1,000-node start cubic).
+- A peer's link set holds at most MAX_PEER_LINKS links (4,096: four times the largest
+  mesh the Spark rollout builds, 1,024 nodes, each listing 1,023 links): a member's
+  advert of more is trimmed, not refused, so the seqnos stay in step and no resync
+  loops: a full set keeps its first MAX_PEER_LINKS by (tport id, peer bridge), the same
+  on every node, and an added link past the cap advances the seqno without being held.
+  `Applied.trimmed` says so (the router counts it, `rejects.link_cap`).
 - The seqno sums (`show sync`) add every stored peer's seqno, this node's own included,
   modulo 2**64 so that they fit the heartbeat's 8-byte field.
 """
@@ -37,6 +43,8 @@ from dataclasses import dataclass
 from raims_node.linkstate.errors import InvalidRecord, UnknownPeer
 from raims_node.linkstate.records import MAX_SEQNO, LinkRecord, PeerRecord
 
+MAX_PEER_LINKS = 4096  # links held per peer (see the module doc)
+
 _LinkKey = tuple[int, bytes]  # (tport_id, peer_bridge) within one peer's link set
 
 
@@ -45,6 +53,7 @@ class Applied:
     """The update is reflected in the database; `changed` says whether it changed it."""
 
     changed: bool
+    trimmed: bool = False  # links past MAX_PEER_LINKS were not held
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,11 +184,14 @@ class LinkStateDB:
         peer = self._known(bridge)
         new = self._index(bridge, links)
         _check_seqno(link_seqno)
+        trimmed = len(new) > MAX_PEER_LINKS
+        if trimmed:
+            new = {k: new[k] for k in sorted(new)[:MAX_PEER_LINKS]}
         synced = bridge in self._synced
         if synced and link_seqno < peer.link_seqno:
-            return Applied(changed=False)
+            return Applied(changed=False, trimmed=trimmed)
         if synced and link_seqno == peer.link_seqno and new == self._links.get(bridge, {}):
-            return Applied(changed=False)
+            return Applied(changed=False, trimmed=trimmed)
         for link in self._links.get(bridge, {}).values():
             self._count(bridge, link.peer_bridge, -1)
         for link in new.values():
@@ -192,7 +204,7 @@ class LinkStateDB:
         self._version += 1
         self._links_version += 1
         self._graph_version += 1
-        return Applied(changed=True)
+        return Applied(changed=True, trimmed=trimmed)
 
     def apply_delta(
         self, bridge: bytes, link_seqno: int, add: bool, link: LinkRecord
@@ -214,14 +226,15 @@ class LinkStateDB:
         old = held.pop(key, None)
         if old is not None:
             self._count(bridge, old.peer_bridge, -1)
-        if add:
+        trimmed = add and len(held) >= MAX_PEER_LINKS
+        if add and not trimmed:
             held[key] = link
             self._count(bridge, link.peer_bridge, 1)
         self._peers[bridge] = _with_link_seqno(peer, link_seqno)
         self._version += 1
         self._links_version += 1
         self._graph_version += 1
-        return Applied(changed=True)
+        return Applied(changed=True, trimmed=trimmed)
 
     def is_consistent(self) -> bool:
         """`consistency().ok`, kept up to date with every change."""

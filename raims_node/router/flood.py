@@ -15,7 +15,7 @@ whose inner updates are applied in order and not flooded on separately.
 
 from __future__ import annotations
 
-from raims_node.linkstate.db import NeedsSync
+from raims_node.linkstate.db import Applied, NeedsSync
 from raims_node.router.actions import NodeEvent
 from raims_node.router.batch import Z_BAT, flood_key
 from raims_node.router.events import Ev
@@ -162,6 +162,8 @@ class Flood:
         if rec is not None and link_seqno <= rec.link_seqno and st.db.is_synced(peer.bridge):
             return  # one the db holds already (most, while converging: a sync reply carried it)
         result = st.db.apply_delta(peer.bridge, link_seqno, add, link)
+        if isinstance(result, Applied) and result.trimmed:
+            st.count_reject("link_cap")
         if isinstance(result, NeedsSync):
             # hold the update until the gap before it is filled (by a reply or the missing
             # update); ask the origin itself when a path to it is known, since a neighbour

@@ -20,9 +20,11 @@ import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 from typing import TypeVar
 
 from raims_node import RaimsError
+from raims_node.linkstate.db import MAX_PEER_LINKS
 from raims_node.linkstate.errors import LinkStateError
 from raims_node.linkstate.records import LinkRecord
 from raims_node.wire import Fid, Fields, Nested
@@ -157,7 +159,10 @@ def parse_links(owner: bytes, value: object) -> list[LinkRecord]:
 
 
 def _parse_links(owner: bytes, fields: Fields) -> list[LinkRecord]:
-    return [link_of(owner, sub) for fid, sub in fields if fid == _ADJACENCY and isinstance(sub, list | Nested)]
+    """At most one link past MAX_PEER_LINKS is decoded: the database trims the set to
+    the cap (linkstate/db.py) and counts it; a member's 64 MiB list costs no more."""
+    subs = (sub for fid, sub in fields if fid == _ADJACENCY and isinstance(sub, list | Nested))
+    return [link_of(owner, sub) for sub in islice(subs, MAX_PEER_LINKS + 1)]
 
 
 @dataclass(frozen=True, slots=True)

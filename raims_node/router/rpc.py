@@ -288,6 +288,8 @@ class Rpc:
         links = parse_links(target.bridge, d.get(Fid.ADJACENCY))
         before = set(st.db.links(target.bridge))
         result = st.db.apply_full(target.bridge, s.link_seqno, links)
+        if result.trimmed:
+            st.count_reject("link_cap")
         self.replay_early(target.bridge)
         if s.sub_seqno >= target.sub_seqno and Fid.SUB_LIST in d:
             target.subjects, target.patterns = parse_sub_list(d[Fid.SUB_LIST])

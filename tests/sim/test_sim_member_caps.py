@@ -3,7 +3,9 @@ branch member-caps). See docs/DESIGN-NOTES.md, "Link adversary"."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -11,11 +13,15 @@ import numpy as np
 from raims_node.bloom import BloomFilter
 from raims_node.bloom.codec import FilterImage, encode_image
 from raims_node.crypto.credentials import Credentials
+from raims_node.linkstate.db import MAX_PEER_LINKS
+from raims_node.linkstate.records import LinkRecord
 from raims_node.router.interest import MAX_BLOOM_BYTES
+from raims_node.router.messages import summary_fields
 from raims_node.router.node import NS, Node
 from raims_node.wire import Fid
 from raims_node.wire import subjects as S
 from tests.sim.test_sim_basic import build
+from tests.sim.test_sim_member_adversary import _advert_fake_link
 
 
 @cache
@@ -66,3 +72,32 @@ def test_a_node_with_a_million_subscriptions_still_replicates(creds: Callable[[s
         assert peer.bloom_raw == raw and peer.sub_seqno == b.state.sub_seqno
         assert isinstance(peer.bloom, BloomFilter) and peer.bloom.subject_count == 1_000_000
         assert not n.state.counters.rejects.get("bad_bloom")
+
+
+def test_a_peer_advertising_more_links_than_the_cap_is_trimmed(creds: Callable[[str], Credentials]) -> None:
+    """B (a member) adverts links past MAX_PEER_LINKS (the Spark rollout's largest mesh
+    lists 1,023 a node): every node held them all, each a route graph edge. Now each
+    holds the cap, counts the rest, and the seqnos stay in step (no resync loop): a full
+    set (one adjacency reply of 4,116 links), then deltas adding more."""
+    net = build(creds)
+    b = net.nodes["B"].node
+    st = b.state
+    fake = os.urandom(16)
+    links = {(k.tport_id, k.peer_bridge): k for k in st.db.links(st.bridge)}
+    for i in range(MAX_PEER_LINKS + 20 - len(links)):
+        link = LinkRecord(st.bridge, "evil", 100 + i, fake, (1, 1, 1, 1), "tcp")
+        links[(link.tport_id, link.peer_bridge)] = link
+    st.link_seqno += 1
+    st.db._links[st.bridge] = links  # B's own database lies too: bypass its cap
+    st.db._sorted.pop(st.bridge, None)
+    st.db._peers[st.bridge] = replace(st.db._peers[st.bridge], link_seqno=st.link_seqno)
+    st.bcast(S.Z_ADD, [(Fid.PEER_DB, summary_fields(st.summary(st.bridge)))], net.now)
+    net.run_for(NS)
+    for _ in range(5):
+        _advert_fake_link(b, net.now)
+    net.run_for(NS)
+    for name in "ACD":
+        n = net.nodes[name].node
+        assert len(n.db.links(b.bridge)) == MAX_PEER_LINKS
+        assert n.db.peer(b.bridge).link_seqno == st.link_seqno  # type: ignore[union-attr]
+        assert n.state.counters.rejects.get("link_cap") == 6
