@@ -64,6 +64,7 @@ from raims_node.router.lone import LonePath
 from raims_node.router.mesh import Mesh
 from raims_node.router.messages import get_int
 from raims_node.router.peer import Peer
+from raims_node.router.reclaim import own_flood
 from raims_node.router.remote import Remote
 from raims_node.router.rpc import Rpc
 from raims_node.router.seqwin import PubWindow, SubWindow
@@ -419,7 +420,8 @@ class Node:
             st.count_reject("not_authenticated")
             return
         source = head.bridge
-        if source == st.bridge:
+        if source == st.bridge:  # an echo of our floods, or a member's forgery (reclaim.py)
+            own_flood(st, self.interest_part, data, head, now_ns)
             return
         peer = st.peers.get(source)
         if peer is None or peer.session_key is None:

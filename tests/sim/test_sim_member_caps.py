@@ -9,16 +9,19 @@ from dataclasses import replace
 from functools import cache
 
 import numpy as np
+import pytest
 
 from raims_node.bloom import BloomFilter
 from raims_node.bloom.codec import FilterImage, encode_image
 from raims_node.crypto.credentials import Credentials
+from raims_node.crypto.mac import MacKey
 from raims_node.linkstate.db import MAX_PEER_LINKS
-from raims_node.linkstate.records import LinkRecord
+from raims_node.linkstate.records import MAX_SEQNO, LinkRecord
 from raims_node.router.interest import MAX_BLOOM_BYTES
 from raims_node.router.messages import summary_fields
 from raims_node.router.node import NS, Node
-from raims_node.wire import Fid
+from raims_node.router.sim import Jitter, SimNetwork
+from raims_node.wire import Fid, MsgType, encode_frame
 from raims_node.wire import subjects as S
 from tests.sim.test_sim_basic import build
 from tests.sim.test_sim_member_adversary import _advert_fake_link
@@ -101,3 +104,51 @@ def test_a_peer_advertising_more_links_than_the_cap_is_trimmed(creds: Callable[[
         assert len(n.db.links(b.bridge)) == MAX_PEER_LINKS
         assert n.db.peer(b.bridge).link_seqno == st.link_seqno  # type: ignore[union-attr]
         assert n.state.counters.rejects.get("link_cap") == 6
+
+
+def _forge_own_bloom(net: SimNetwork, b: Node, sub_seqno: int, flood_seqno: int, via: str) -> None:
+    """A member's `_Z.BLM` of B (signed with B's key, which every member holds): B's
+    filter emptied, at `sub_seqno`, sent to `via` only (the member's neighbour)."""
+    frame = encode_frame(MsgType.RTR_ALERT, S.Z_BLM, b.bridge, [
+        (Fid.SEQNO, flood_seqno), (Fid.TIME, net.now), (Fid.SUB_SEQNO, sub_seqno),
+        (Fid.BLOOM, BloomFilter().to_bytes())])
+    MacKey(b.session_key).sign(frame)
+    node = net.nodes[via].node
+    conn = next(c for c in node.conns.values() if c.peer is not None and c.peer != b.bridge)
+    net._apply(via, node.on_frame(conn.conn_id, bytes(frame), net.now))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5])
+def test_a_forged_own_filter_above_our_seqno_is_reclaimed(creds: Callable[[str], Credentials], seed: int) -> None:
+    """B's filter forged with sub seqno 2**63 (and a flood seqno far above B's): the
+    others held it, and B's real subscriptions were frozen out (every later update of B
+    was below it) until B restarted. Now B, seeing its own state above its seqnos, jumps
+    above and re-announces; the others follow B's real subscriptions again."""
+    net = build(creds, seed=seed, cls=lambda c, seed: SimNetwork(c, seed=seed, jitter=Jitter(seed=seed)))
+    a, b = net.nodes["A"].node, net.nodes["B"].node
+    net.subscribe("B", "real.subject")
+    net.run_until(lambda: all(n.node.interest("real.subject")[1] == 1 for n in net.live() if n.node is not b),
+                  timeout_ns=2 * NS)
+    _forge_own_bloom(net, b, 1 << 63, b.state.bcast_seqno + 1000, "C")
+    net.run_for(NS)
+    net.subscribe("B", "later.subject")
+    net.run_for(2 * NS)
+    for name in "ACD":
+        n = net.nodes[name].node
+        assert n.interest("real.subject")[1] == 1 and n.interest("later.subject")[1] == 1, name
+        assert n.peers[b.bridge].sub_seqno == b.state.sub_seqno
+        assert n.peers[b.bridge].subjects == {"real.subject", "later.subject"}
+    assert b.state.sub_seqno > 1 << 63 and b.state.counters.rejects.get("own_seqno") == 1
+    assert a.state.converged
+
+
+def test_a_forged_own_filter_at_the_top_of_the_seqno_space_is_counted(creds: Callable[[str], Credentials]) -> None:
+    """At 2**64 - 1 no seqno is above: B counts and logs it (only a restart reclaims)."""
+    net = build(creds)
+    b = net.nodes["B"].node
+    _forge_own_bloom(net, b, MAX_SEQNO, MAX_SEQNO, "C")
+    net.run_for(NS)
+    assert b.state.counters.rejects.get("own_seqno_top", 0) >= 1 and b.state.sub_seqno < 1 << 32
+    net.subscribe("B", "x")  # B's own announcements still work
+    net.run_for(NS)
+    assert net.nodes["B"].node.sub_seqno < 1 << 32
