@@ -95,14 +95,26 @@ def peer_views(peers: pd.DataFrame) -> pd.DataFrame:
     return seen
 
 
+def inbox_routes(routes: pd.DataFrame) -> pd.DataFrame:
+    """The routes with `inbox`: whether the route's state lists the inbox, as a column a
+    GX row condition can compare (GX 1.9 deprecated string conditions, pandas queries
+    among them, and its Condition objects have no "list contains")."""
+    out = routes.copy()
+    out["inbox"] = [state is not None and "inbox" in list(state) for state in routes["state"]]
+    return out
+
+
 DERIVATIONS: Final[Mapping[str, Callable[[pd.DataFrame], pd.DataFrame]]] = {
     "reverse_links": reverse_links,
     "peer_views": peer_views,
+    "inbox_routes": inbox_routes,
 }
 DERIVED_COLUMNS: Final[Mapping[str, tuple[str, ...]]] = {
     "reverse_links": ("snapshot_id", "node", "user", "adj", "tport", PROBLEM_COLUMN),
     "peer_views": ("snapshot_id", "node", "peers", "observers", PROBLEM_COLUMN),
+    "inbox_routes": ("inbox",),  # beside the table's own (KEEPS_TABLE)
 }
+KEEPS_TABLE: Final = frozenset(("inbox_routes",))  # derivations that add columns to the table's
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +147,9 @@ def parse_suite(raw: Mapping[str, Any], schemas: Mapping[str, TableSchema]) -> S
         raise QualityError(
             f"suite {name!r}: unknown derivation {derive!r} (known: {', '.join(DERIVATIONS)})"
         )
-    columns = set(DERIVED_COLUMNS[derive] if derive else schemas[table].names)
+    columns = set(DERIVED_COLUMNS[derive]) if derive else set()
+    if derive is None or derive in KEEPS_TABLE:
+        columns |= set(schemas[table].names)
     expectations = raw.get("expectations")
     if not isinstance(expectations, list) or not expectations:
         raise QualityError(f"suite {name!r} has no expectations")

@@ -25,6 +25,10 @@ from spark_app.quality import (
 from spark_app.schemas import load_schemas
 from tests.spark.synthetic import snapshot_rows
 
+# GX 1.9 deprecated string row conditions (to go in GX 2): the suites use Condition objects
+pytestmark = pytest.mark.filterwarnings("error:Passing a string to the row_condition:DeprecationWarning",
+                                        "error:The condition_parser parameter:DeprecationWarning")
+
 AT = datetime(2026, 3, 20, 12, 0, tzinfo=UTC)
 Rows = dict[str, list[dict[str, Any]]]
 
@@ -82,6 +86,14 @@ def _hide_peer(rows: Rows) -> None:
     rows["peers"].pop(5)
 
 
+def _second_route(state: list[str]) -> Callable[[Rows], None]:
+    """Another route of an observer to the same peer, with `state`."""
+    def edit(rows: Rows) -> None:
+        rows["routes"].append({**rows["routes"][0], "tport": "mesh.9", "state": state})
+
+    return edit
+
+
 @pytest.mark.parametrize(
     ("fault", "expected"),
     [
@@ -95,6 +107,8 @@ def _hide_peer(rows: Rows) -> None:
             {"peers.one_row_per_peer_per_observer", "peer_views.every_observer_sees_every_node"},
         ),
         (_hide_peer, {"peer_views.every_observer_sees_every_node"}),
+        (_second_route(["inbox", "mesh"]), {"routes.one_inbox_route_per_peer"}),
+        (_second_route(["mesh"]), set()),  # an alternative route without the inbox is fine
         (_set("events", 1, event="exploded"), {"events.known_event"}),
         (_set("loss", 0, msg_loss=3), {"loss.msg_loss_zero"}),
         (_set("blooms", 0, subs=9), {"blooms.total_covers_subs"}),
