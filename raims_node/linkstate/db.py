@@ -243,17 +243,25 @@ class LinkStateDB:
     def _count(self, a: bytes, b: bytes, delta: int) -> None:
         """One link a -> b more (delta 1) or fewer (-1)."""
         pair = self._pair
-        pair[(a, b)] += delta
+        n = pair[(a, b)] + delta
+        if n:
+            pair[(a, b)] = n
+        else:  # a count at 0 is forgotten: a peer's every incarnation is a new bridge
+            del pair[(a, b)]
         key = (a, b) if a < b else (b, a)
-        if pair[(a, b)] != pair[(b, a)]:
+        if n != pair[(b, a)]:
             self._mismatch.add(key)
         else:
             self._mismatch.discard(key)
         refs = self._refs
-        refs[b] += delta
-        if refs[b] > 0 and b not in self._synced:
+        r = refs[b] + delta
+        if r:
+            refs[b] = r
+        else:
+            del refs[b]
+        if r > 0 and b not in self._synced:
             self._bad_refs.add(b)
-        elif refs[b] <= 0:
+        elif r <= 0:
             self._bad_refs.discard(b)
 
     def consistency(self) -> ConsistencyReport:

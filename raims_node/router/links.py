@@ -67,6 +67,7 @@ class Links:
         st = self.st
         conn = st.conns.pop(conn_id, None)
         self.leaving.discard(conn_id)
+        st.batch.drop_conn(conn_id)  # its held floods and last flush time
         if conn is not None:
             st.events.add(now_ns, Ev.ON_SHUTDOWN, tport=conn.tport.name, user=st.name(conn.peer))
             if conn.peer is not None and conn.active:
@@ -333,6 +334,8 @@ class Links:
             st.uids.release(st.zombies.pop(next(iter(st.zombies))).bridge)
         st.db.remove_peer(b)
         st.sync.forget(b)
+        st.forget_mac(b)
+        self.mesh.forget(b)
         if forget:
             st.hs.forget(b)  # its session, not its seqno floors: a replay cannot bring it back
         st.events.add(now_ns, Ev.SEND_PEER_DEL, user=peer.user, data=reason)

@@ -30,6 +30,11 @@ class Mesh:
     def on_link_down(self, conn: Conn, b: bytes) -> None:
         self.dialed.discard((conn.tport.tport_id, b))
 
+    def forget(self, b: bytes) -> None:
+        """A removed peer's urls: a restarted member is a new bridge that tells its own."""
+        self.member_urls = {k: u for k, u in self.member_urls.items() if k[1] != b}
+        self.dialed = {k for k in self.dialed if k[1] != b}
+
     def in_mesh_req(self, peer: Peer, d: dict[int, object], via: bytes, now_ns: int) -> None:
         """A mesh member tells us its url: answer with the other members we know, and
         tell those members about it, so that every pair of members learns of each other."""

@@ -390,6 +390,10 @@ class NodeState:
 
     # ------------------------------------------------------------------ receiving
 
+    def forget_mac(self, source: bytes) -> None:
+        """A removed peer's cached key (each incarnation is a new bridge)."""
+        self._macs.pop(source, None)
+
     def mac_key(self, source: bytes) -> MacKey | None:
         """The cached MAC key of a peer's session, None while its key is unknown."""
         peer = self.peers.get(source)
