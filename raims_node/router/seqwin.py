@@ -105,13 +105,16 @@ class _Window(Generic[K, V]):
         if self.cur_bytes > self.max_bytes:
             self.max_bytes = self.cur_bytes
 
-    def maybe_rotate(self, now_ns: int) -> None:
+    def maybe_rotate(self, now_ns: int) -> bool:
+        """Rotate when over the size and old enough (the manual's rule); True if it did."""
         if self.cur_bytes > self.size_limit and now_ns - self.started_ns >= self.time_ns:
             self.old, self.old_bytes, self.old_started_ns = self.cur, self.cur_bytes, self.started_ns
             self.cur = {}
             self.cur_bytes = 0
             self.started_ns = now_ns
             self.rotations += 1
+            return True
+        return False
 
     def stats(self) -> WindowStats:
         return WindowStats(len(self.cur), self.cur_bytes, len(self.old), self.old_bytes if self.old else 0,
@@ -152,7 +155,9 @@ class PubWindow:
             if last is not None and seq <= last:
                 seq = (((last >> FRAME_SHIFT) + 1) << FRAME_SHIFT) + 1
             self._w.put(subject, len(subject), seq)
-            self._w.maybe_rotate(now_ns)
+            if self._w.maybe_rotate(now_ns) and self._shared:  # a subject rotated out starts a new stream
+                w = self._w
+                self._shared = {s for s in self._shared if s in w.cur or s in w.old}
             return seq, True
         seq = last + 1
         self._w.put(subject, len(subject), seq)

@@ -109,6 +109,19 @@ def test_an_anycast_and_the_message_after_it_restart_the_count() -> None:
     assert sub.check(b"A", "s", seq, T0 + 5, T0) == (Verdict.RESTART, 0)
 
 
+def test_anycast_subjects_are_forgotten_with_the_window() -> None:
+    """A 503 no-responders goes to each request's own `_INBOX.` subject as a share:
+    those subjects were kept until published again, which an inbox never is (60,000
+    requests without a responder: 60,000 kept). A subject the window forgot starts a
+    new stream, stamped, anyway: the set keeps only subjects in the window."""
+    pub = PubWindow(1000, 10 * NS, T0)
+    for i in range(5000):
+        pub.next_seqno(f"_INBOX.abc.{i}", T0 + i * 10_000_000, share=True)  # 10 ms apart: 50 s
+    assert len(pub._shared) <= len(pub) < 2500  # two generations of 10 s each at most
+    seq, start = pub.next_seqno("_INBOX.abc.4999", T0 + 60 * NS)  # the last share is still known
+    assert start and not pub.next_seqno("_INBOX.abc.4999", T0 + 60 * NS + 1)[1]
+
+
 def test_an_anycast_picks_at_random() -> None:
     """`any S M` chooses among the matching nodes at random (the manual); an `_INBOX.`
     reply goes to each of them (router/point.py, tests/sim/test_sim_inbox_each.py)."""
