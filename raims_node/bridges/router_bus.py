@@ -81,6 +81,7 @@ from raims_node.bridges.bus import SHARD_PREFIX, ClientHandle, PatternSyntax
 from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.host import NodeHost
 from raims_node.router.actions import Deliver, DeliverRun
+from raims_node.router.queue_choice import TURNS_LIMIT
 from raims_node.subject import MAX_SUBJECT_LEN, SubjectError, compile_pattern
 from raims_node.wire.batch import PackedRun, Run
 
@@ -322,8 +323,11 @@ class RouterBus:
                     self._hand(owner, sub.sid, internal, reply, headers, payload)
             if groups is not None:
                 for marker, members in groups.items():
-                    turn = self._queue_turn.get(marker, 0)
-                    self._queue_turn[marker] = turn + 1
+                    turns = self._queue_turn
+                    turn = turns.get(marker, 0)
+                    if not turn and len(turns) >= TURNS_LIMIT:  # groups come and go (queue_choice.py)
+                        turns.clear()
+                    turns[marker] = turn + 1
                     owner, sid = members[turn % len(members)]
                     n += 1
                     if type(owner) is _Owner and owner.bus is self:

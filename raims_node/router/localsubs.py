@@ -117,6 +117,7 @@ class LocalSubs:
             return None
         if not mine:
             del self._by_owner[id(owner)]
+            self._queue_owners.discard(id(owner))  # else kept after it leaves (detach finds none)
         return self._drop(sub)
 
     def drop_owner(self, owner: object) -> list[Change]:

@@ -23,6 +23,7 @@ from raims_node.bridges.router_bus import InvalidService, RouterBus
 from raims_node.config.tree import load
 from raims_node.daemon import Daemon
 from raims_node.router.actions import Deliver
+from raims_node.router.queue_choice import TURNS_LIMIT
 from tests.integration.harness import graph_config
 
 WAIT_S = 10.0
@@ -117,6 +118,20 @@ def test_echo_queue_groups_and_introspection(daemon: Daemon) -> None:
     bus.drop_client(loud)
     bus.unsubscribe(m1, "q")
     assert bus.numsub(["jobs"]) == [2] and bus.numpat() == 0
+
+
+def test_queue_groups_that_come_and_go_are_forgotten(daemon: Daemon) -> None:
+    """A group per job: the bus kept the turn of every group it ever delivered to (the
+    router's own QueueTurns forgets them at TURNS_LIMIT, queue_choice.py)."""
+    bus = RouterBus(daemon, "_nats")
+    m1, m2 = Client(), Client()
+    for i in range(TURNS_LIMIT + 100):
+        for m in (m1, m2):
+            bus.subscribe(m, "q", f"job.{i}", f"workers.{i}")
+        assert bus.publish(None, f"job.{i}", None, None, b"x") == 1
+        for m in (m1, m2):
+            bus.unsubscribe(m, "q")
+    assert len(bus._queue_turn) <= TURNS_LIMIT and len(m1.got) + len(m2.got) == TURNS_LIMIT + 100
 
 
 def test_binary_subjects_cross_and_oversized_ones_are_refused(daemon: Daemon) -> None:

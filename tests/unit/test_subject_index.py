@@ -262,3 +262,21 @@ def test_local_table_owners_queues_and_shards() -> None:
     assert [s.owner for s in table.match("x.z")] == [b] and table.match("s.1") == ()
     assert table.remove(b, "2") is not None and table.remove(b, "2") is None
     assert table.remove(b, "1") is not None and len(table) == 0 and table.match("x.y") == ()
+
+
+def test_an_owner_that_unsubscribed_its_queue_members_is_forgotten() -> None:
+    """A client that joins a queue group, leaves it (UNSUB) and then closes: its id was
+    kept in the table's queue owners for ever (6,000 NATS connect/sub/unsub/close
+    cycles: 450 ids per node, growing; churn-leaks)."""
+    from raims_node.router.localsubs import LocalSubs
+
+    table = LocalSubs()
+    owners = []
+    for i in range(200):
+        owner = object()
+        owners.append(owner)  # alive: ids are not reused
+        table.add(owner, "1", f"jobs.{i}", None, queue="workers")
+        table.add(owner, "2", f"x.{i}", None)
+        assert table.remove(owner, "1") is not None and table.remove(owner, "2") is not None
+        assert table.drop_owner(owner) == []
+    assert len(table) == 0 and not table._queue_owners and not table._by_owner
