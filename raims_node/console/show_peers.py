@@ -50,7 +50,7 @@ def _nonzero(value: int) -> int | None:
 
 
 def _bloom_count(peer: Peer) -> int | None:
-    return peer.bloom.count if isinstance(peer.bloom, BloomFilter) else None
+    return peer.bloom.count if isinstance(peer.bloom, BloomFilter) else peer.zombie_subs
 
 
 BRIDGE_VIEWS: dict[str, Callable[[bytes], str]] = {"host": bytes.hex, "ip": lambda b: ".".join(str(x) for x in b)}

@@ -327,8 +327,7 @@ class Links:
         peer = st.peers.pop(b, None)
         if peer is None:
             return
-        peer.zombie_since_ns = now_ns
-        peer.neighbor = False
+        peer.bury(now_ns)
         st.zombies[b] = peer
         if len(st.zombies) > ZOMBIES_KEPT:  # the oldest is forgotten, its uid free again
             st.uids.release(st.zombies.pop(next(iter(st.zombies))).bridge)

@@ -6,7 +6,8 @@ incarnation left on every other node a zero count per link pair and per bridge i
 link-state database, the cached MAC key of its session, its mesh url (on a mesh
 transport), and, per link connection
 closed, the flood batcher's last flush time: 40 restarts of a real node, 26 of each
-on its neighbour."""
+on its neighbour. And each zombie kept its subscription tables (the replica of its
+filter and its subjects: 1.8 MB for 10,000 subjects), now let go but for the count."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def test_a_node_restarted_many_times_leaves_no_state_per_incarnation(
         net.reconnect("bc")
         net.run_until(net.converged, 30 * NS)
         net.run_until(lambda: net.interest_known("A", "churn.x", among=["C"]), 10 * NS)
+        for j in range(20):
+            net.subscribe("C", f"c.{i}.{j}")
         net.publish("C", "churn.x", b"%d" % i)  # A verifies it with the new session's key
         net.run_for(50 * MS)
         if i == 1:
@@ -57,6 +60,9 @@ def test_a_node_restarted_many_times_leaves_no_state_per_incarnation(
     for n in "AB":
         st = net.nodes[n].node.state
         assert len(st.zombies) == 25 and len(st.hs.peers()) <= 27
+        zombies = list(st.zombies.values())[1:]  # (the first died before its subscriptions were known)
+        assert all(z.bloom is None and not z.subjects for z in zombies)  # its tables let go
+        assert all(z.zombie_subs == 20 for z in zombies)  # show peers zombie: its count kept
 
 
 def test_links_that_come_and_go_leave_no_flood_batcher_state(creds: Callable[[str], Credentials]) -> None:
