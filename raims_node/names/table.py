@@ -36,6 +36,7 @@ from raims_node.names.errors import BadRequest, LimitExceeded, PartialOverlap
 MAX_INSTANCE = 0xFFFFFFFF
 MAX_PUBLICATIONS = 1_000_000  # in one table, all nodes together
 NEAREST = "<0.0.0>"
+TURNS_LIMIT = 4096  # round-robin turns kept (names come and go: past it all start again)
 
 
 class Scope(IntEnum):
@@ -258,8 +259,11 @@ class NameTable:
         if len(cands) == 1:
             return cands[0]
         turn_key = (type_, first[0], first[1], kind, node)
-        turn = self._turns.get(turn_key, 0)
-        self._turns[turn_key] = turn + 1
+        turns = self._turns
+        turn = turns.get(turn_key, 0)
+        if not turn and len(turns) >= TURNS_LIMIT:  # one per sequence and node ever looked up
+            turns.clear()
+        turns[turn_key] = turn + 1
         return cands[turn % len(cands)]
 
     def ports(self, type_: int, lower: int, upper: int) -> list[Publication]:

@@ -97,3 +97,18 @@ def test_ranges_are_checked() -> None:
     with pytest.raises(BadRequest):
         Scope.parse("galaxy")
     assert Scope.parse(None) is Scope.CLUSTER and Scope.parse("node") is Scope.NODE and Scope.parse(1) is Scope.ZONE
+
+
+def test_round_robin_turns_of_names_that_come_and_go_are_bounded() -> None:
+    """A turn was kept per sequence (and node) ever looked up, after its publications
+    were withdrawn (a service instance per job): forgotten at TURNS_LIMIT now."""
+    from raims_node.names.table import TURNS_LIMIT
+
+    t = NameTable(ME)
+    for i in range(TURNS_LIMIT + 500):
+        t.add(pub(17, i, i, node=B, key=2 * i))
+        t.add(pub(17, i, i, node=C, key=2 * i + 1))
+        assert {t.lookup(17, i, Domain("cluster")).node for _ in range(2)} == {B, C}  # type: ignore[union-attr]
+        t.remove(B, 2 * i)
+        t.remove(C, 2 * i + 1)
+    assert len(t) == 0 and len(t._turns) <= TURNS_LIMIT
