@@ -233,8 +233,8 @@ class SessionProtocol(asyncio.Protocol):
         if len(data) <= MIN_SLICE_BYTES and session is not None:  # a message alone: one slice, nothing timed
             if not session.closing:
                 session.data_received(data)
+            self.server.hub.gate.flush()  # its subscribers before its own answers (a PONG)
             self.flush()
-            self.server.hub.gate.flush()
             return
         self._feed(data, 0)
 
@@ -260,8 +260,10 @@ class SessionProtocol(asyncio.Protocol):
             if off < n and now - start > SLICE_S:
                 self._backlog = (data, off)
                 break
+        # the subscribers it delivered to, without a loop turn, then its own output: a PONG
+        # follows the deliveries of the PUBs before its PING, as on nats-server
+        self.server.hub.gate.flush()
         self.flush()
-        self.server.hub.gate.flush()  # the subscribers it delivered to, without a loop turn
         if self._backlog is not None:
             self.update_reading()
 

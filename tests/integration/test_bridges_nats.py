@@ -9,6 +9,8 @@ marker that every earlier probe precedes (same source, same subject: same path, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -181,6 +183,52 @@ async def test_flush_and_drain(one: BridgeNet, connect: Clients) -> None:
     assert got == [b"%d" % i for i in range(20)]
     with pytest.raises(NoRespondersError):  # drain unsubscribed in the server
         await pub.request("drain.me", b"?", timeout=WAIT_S)
+
+
+def _raw(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+    _upto(s, b"\r\n")  # INFO
+    s.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n')
+    _upto(s, b"PONG\r\n")
+    return s
+
+
+def _upto(s: socket.socket, end: bytes) -> bytes:
+    got = b""
+    while not got.endswith(end):
+        chunk = s.recv(65536)
+        assert chunk, got
+        got += chunk
+    return got
+
+
+def test_a_pong_follows_the_local_deliveries_of_the_messages_before_its_ping(one: BridgeNet) -> None:
+    """nats-server queues a PUB's local deliveries before it reads the PING after it, so
+    a flush returns with them on their way (nats.py's test_drain_connection counts on it).
+    Before, the publisher's own output (the PONG) was written before its subscribers'."""
+    port = one.port("A")
+    sub, pub = _raw(port), _raw(port)
+    try:
+        sub.sendall(b"SUB pong.order 1\r\nPING\r\n")
+        _upto(sub, b"PONG\r\n")
+        n, short = 201, []
+        for _ in range(10):
+            pub.sendall(b"PUB pong.order 4\r\nhelp\r\n" * n + b"PING\r\n")
+            _upto(pub, b"PONG\r\n")
+            sub.setblocking(False)  # what the subscriber's socket holds at the PONG
+            got = b""
+            with contextlib.suppress(BlockingIOError):
+                while chunk := sub.recv(1 << 20):
+                    got += chunk
+            sub.settimeout(WAIT_S)
+            if got.count(b"MSG ") < n:
+                short.append(got.count(b"MSG "))
+                while got.count(b"MSG ") < n:
+                    got += sub.recv(1 << 20)
+        assert short == []
+    finally:
+        sub.close()
+        pub.close()
 
 
 async def test_user_and_password(one: BridgeNet, connect: Clients) -> None:
