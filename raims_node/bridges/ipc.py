@@ -53,6 +53,9 @@ Server behaviour where the seed lets the server choose:
   cuts (its flood modes' limits, sbus_proto `Outbox`): N deliveries were dropped with
   its queue; it comes behind what the socket holds, if there is room within 1 s
   (ipc_client.CUT_LINGER_S), then the connection closes (the client reports it).
+  `raims/error` with `Server Shutdown` (nats-server's closed reason) is the last packet
+  of every client when the transport stops (console `shutdown T`, the node's exit), if
+  its socket has room: the client reports a lost connection, not a cut.
 
 raims conventions for the manual's shardcast, ack and trace (issue 28; NATS and Redis
 clients have theirs, bridges/router_bus.py):
@@ -104,7 +107,14 @@ from raims_node.bridges import mmsg
 from raims_node.bridges import sbus_proto as sp
 from raims_node.bridges.acks import ACK_PREFIX, TRACE_PREFIX
 from raims_node.bridges.glue import BridgeServer, BridgeSettings, BridgeStartError, parse_network
-from raims_node.bridges.ipc_client import CTL_ERROR, READ_BATCH, SEND_BATCH, IpcClient, Matcher
+from raims_node.bridges.ipc_client import (
+    CTL_ERROR,
+    READ_BATCH,
+    SEND_BATCH,
+    SERVER_SHUTDOWN,
+    IpcClient,
+    Matcher,
+)
 from raims_node.bridges.ipc_net import NetSubs
 from raims_node.bridges.ipc_shard import ShardMatch
 from raims_node.bridges.ipc_socket import bind_socket, socket_dir, socket_path
@@ -252,8 +262,9 @@ class IpcServer(BridgeServer):
             self._sock = None
             with contextlib.suppress(OSError):
                 os.unlink(self.settings.path)
+        notice = sp.encode_cmsg(CTL_ERROR, SERVER_SHUTDOWN)  # not a cut: the client reports a lost connection
         for client in list(self.clients.values()):
-            client.close()
+            client.close(notice)
         for client in list(self.lingering):
             client.end()
 

@@ -29,6 +29,7 @@ _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 CTL_ERROR = b"raims/error"
 MAX_KEY_SHOWN = 256  # of a dropped message's routing key, in its raims/error
 SLOW_CONSUMER = b"Slow Consumer"  # nats-server's words (-ERR 'Slow Consumer')
+SERVER_SHUTDOWN = b"Server Shutdown"  # nats-server's closed reason: the bus stops (console `shutdown`, exit)
 CUT_LINGER_S = 1.0  # a cut client's last word waits this long for room in its socket (NATS: 1 s)
 
 

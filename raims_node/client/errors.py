@@ -11,7 +11,8 @@ client reconnects and restores its subscriptions, then reports once per lost
 connection: `SlowConsumerCut` when the node said so, or when the node that closed the
 connection is the one it reconnected to (same process: only a cut closes a live
 client; `dropped` is None then, the notice having found no room), else
-`ConnectionLost` (the node went away: a restart). Messages published meanwhile, and
+`ConnectionLost` (the node went away: a restart, or it said `Server Shutdown`, its
+bus stopped from the console and started again). Messages published meanwhile, and
 those dropped, are lost: the network keeps nothing.
 """
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from raims_node.client.pending import Pending
 
 SLOW_CONSUMER = b"Slow Consumer"
+SERVER_SHUTDOWN = b"Server Shutdown"  # the node stopped its bus (console `shutdown T`, exit): not a cut
 
 
 class ClientError(RuntimeError):

@@ -80,6 +80,7 @@ from typing import Any
 from raims_node.bridges import sbus_proto as sp
 from raims_node.client.endpoints import Endpoints, NoNode, find
 from raims_node.client.errors import (
+    SERVER_SHUTDOWN,
     SLOW_CONSUMER,
     ClientError,
     ConnectionLost,
@@ -197,6 +198,7 @@ class Client:
         self.dropped = 0  # by all the client's subscriptions, since it started
         self.cuts = self.cut_dropped = 0  # slow-consumer cuts by the node, messages it said it dropped
         self._cut_dropped: int | None = None  # the node's notice of a cut, until the report
+        self._shutdown_said = False  # the node's notice that its bus stops, until the report
         self._node_pid: int | None = None  # the node's process (SO_PEERCRED) on the connection
         self._slow_logged_at: float | None = None
         self._slow_unlogged = 0
@@ -357,6 +359,9 @@ class Client:
             with contextlib.suppress(ValueError):
                 self._cut_dropped = int(rest)
             return
+        if what == SERVER_SHUTDOWN:  # its bus stops: the close that follows is no cut
+            self._shutdown_said = True
+            return
         err = node_error(payload)
         if not self._to_error_cb(err):
             log.warning("%s", err)
@@ -365,8 +370,11 @@ class Client:
         """Report a lost connection once (errors.py): a cut when the node said so or is
         still the one we reconnected to, else the node's going away."""
         dropped, self._cut_dropped = self._cut_dropped, None
+        shutdown, self._shutdown_said = self._shutdown_said, False
         err: ConnectionLost
-        if dropped is not None or (reconnected and node_pid is not None and node_pid == self._node_pid):
+        if shutdown:
+            err = ConnectionLost("the node stopped its bus (Server Shutdown)", reconnected)
+        elif dropped is not None or (reconnected and node_pid is not None and node_pid == self._node_pid):
             err = SlowConsumerCut(reconnected, dropped)
             with self._lock:
                 self.cuts += 1

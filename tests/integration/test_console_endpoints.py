@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from raims_node.client import connect, endpoints
+from raims_node.client import ClientError, ConnectionLost, connect, endpoints
 from tests.integration.harness import TELNET_TPORT, NodeProc, add_transports, graph_config, poll
 from tests.integration.test_console_telnet import TelnetClient
 
@@ -59,3 +59,24 @@ def test_listen_and_shutdown_from_the_console_rewrite_the_endpoints_file(lone_a:
     assert poll(lambda: (ep := _file()) is not None and ep.sbus == [] and ep.web == [web], 5), _file()
     t.command("shutdown web")
     assert poll(lambda: (ep := _file()) is not None and ep.web == [], 5), _file()
+
+
+def test_a_bus_stopped_and_started_from_the_console_is_a_lost_connection_not_a_cut(lone_a: NodeProc) -> None:
+    """The node says `Server Shutdown` before it closes its clients: the client, back on
+    the same node process, reported a slow-consumer cut before (only a cut closes a live
+    client of a running node, client/errors.py)."""
+    port = int(lone_a.wait_for(r"telnet listening on [\d.]+:(\d+)").group(1))
+    t = TelnetClient(port)
+    t.read_until_prompt()
+    t.command("listen bus")
+    assert poll(lambda: (ep := _file()) is not None and ep.sbus != [], 5), _file()
+    errors: list[ClientError] = []
+    with connect(reconnect_s=20, error_cb=errors.append) as c:
+        sub = c.subscribe("rows/*")
+        t.command("shutdown bus")
+        t.command("listen bus")
+        assert poll(lambda: bool(errors), 20)
+        [err] = errors
+        assert type(err) is ConnectionLost and err.reconnected and c.cuts == 0, err
+        c.publish("rows/again", b"back")  # its subscription restored on the bus started again
+        assert sub.next(timeout=5).payload == b"back"
