@@ -420,16 +420,11 @@ def window_check(st: NodeState, source: bytes, subject: str, seqno: int, stamp: 
         return 0
     if verdict is Verdict.FIRST:
         loss = first_lost(st, source, subject, seqno, stamp, subs)
-    if verdict is Verdict.REPEAT or loss:
-        peer = st.peers.get(source)
-        if verdict is Verdict.REPEAT:
-            if peer is not None:
-                peer.loss.repeat += 1
-                peer.loss.repeat_time = now_ns
-            return None
-        if peer is not None:
-            peer.loss.msg_loss += loss
-            peer.loss.loss_time = now_ns
+    if verdict is Verdict.REPEAT:
+        count_against(st, source, 1, 0, now_ns)
+        return None
+    if loss:
+        count_against(st, source, 0, loss, now_ns)
     return loss
 
 
@@ -444,17 +439,23 @@ def run_check(st: NodeState, source: bytes, subject: str, seqno: int, n: int, st
     if verdict is Verdict.FIRST:
         loss = first_lost(st, source, subject, seqno, stamp, subs)
     if skip or loss:
-        peer = st.peers.get(source)
-        if peer is not None:
-            if skip:
-                peer.loss.repeat += skip
-                peer.loss.repeat_time = now_ns
-            if loss:
-                peer.loss.msg_loss += loss
-                peer.loss.loss_time = now_ns
+        count_against(st, source, skip, loss, now_ns)
         if skip >= n:
             return None
     return loss, skip
+
+
+def count_against(st: NodeState, source: bytes, repeats: int, loss: int, now_ns: int) -> None:
+    """Repeated and lost messages counted against their source (show loss)."""
+    peer = st.peers.get(source)
+    if peer is None:
+        return
+    if repeats:
+        peer.loss.repeat += repeats
+        peer.loss.repeat_time = now_ns
+    if loss:
+        peer.loss.msg_loss += loss
+        peer.loss.loss_time = now_ns
 
 
 def first_lost(st: NodeState, source: bytes, subject: str, seqno: int, stamp: int, subs: Sequence[LocalSub]) -> int:
