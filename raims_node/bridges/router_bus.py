@@ -81,8 +81,8 @@ from raims_node.bridges.bus import SHARD_PREFIX, ClientHandle, PatternSyntax
 from raims_node.bridges.errors import BridgeError
 from raims_node.bridges.host import NodeHost
 from raims_node.router.actions import Deliver, DeliverRun
-from raims_node.router.queue_choice import TURNS_LIMIT
 from raims_node.subject import MAX_SUBJECT_LEN, SubjectError, compile_pattern
+from raims_node.turns import Turns
 from raims_node.wire.batch import PackedRun, Run
 
 NAMES_PREFIX = "_NAMES."  # requests to the node's name service, never routed
@@ -149,7 +149,7 @@ class RouterBus:
         self._routes_version = -1
         self._host_lone: Callable[[str, bytes, object | None], int] | None = getattr(host, "publish_lone", None)
         self._carried: str | None = None  # the last node subject publish_lone found carriable
-        self._queue_turn: dict[str, int] = {}
+        self._queue_turn: Turns[str] = Turns()  # groups come and go (turns.py)
         self.refused = 0
         self.bad_patterns = 0
 
@@ -323,12 +323,7 @@ class RouterBus:
                     self._hand(owner, sub.sid, internal, reply, headers, payload)
             if groups is not None:
                 for marker, members in groups.items():
-                    turns = self._queue_turn
-                    turn = turns.get(marker, 0)
-                    if not turn and len(turns) >= TURNS_LIMIT:  # groups come and go (queue_choice.py)
-                        turns.clear()
-                    turns[marker] = turn + 1
-                    owner, sid = members[turn % len(members)]
+                    owner, sid = members[self._queue_turn.next(marker) % len(members)]
                     n += 1
                     if type(owner) is _Owner and owner.bus is self:
                         owner.client.deliver(sid, subject, reply, headers, payload)

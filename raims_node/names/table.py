@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from raims_node.names.errors import BadRequest, LimitExceeded, PartialOverlap
+from raims_node.turns import Turns
 
 MAX_INSTANCE = 0xFFFFFFFF
 MAX_PUBLICATIONS = 1_000_000  # in one table, all nodes together
 NEAREST = "<0.0.0>"
-TURNS_LIMIT = 4096  # round-robin turns kept (names come and go: past it all start again)
 
 
 class Scope(IntEnum):
@@ -153,7 +153,7 @@ class NameTable:
         self._pubs: dict[tuple[bytes, int], Publication] = {}
         self._by_node: dict[bytes, dict[int, Publication]] = {}
         self._types: dict[int, _TypeIndex] = {}
-        self._turns: dict[tuple[int, int, int, str, bytes | None], int] = {}
+        self._turns: Turns[tuple[int, int, int, str, bytes | None]] = Turns()  # names come and go
         self.lookups = 0
         self.lookup_misses = 0
 
@@ -258,13 +258,7 @@ class NameTable:
             return None
         if len(cands) == 1:
             return cands[0]
-        turn_key = (type_, first[0], first[1], kind, node)
-        turns = self._turns
-        turn = turns.get(turn_key, 0)
-        if not turn and len(turns) >= TURNS_LIMIT:  # one per sequence and node ever looked up
-            turns.clear()
-        turns[turn_key] = turn + 1
-        return cands[turn % len(cands)]
+        return cands[self._turns.next((type_, first[0], first[1], kind, node)) % len(cands)]
 
     def ports(self, type_: int, lower: int, upper: int) -> list[Publication]:
         """One publication per distinct port bound to a sequence overlapping [lower, upper]

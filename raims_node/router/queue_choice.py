@@ -19,6 +19,7 @@ import mmh3
 
 from raims_node.router.localsubs import LocalSub
 from raims_node.router.state import NodeState
+from raims_node.turns import Turns
 
 
 def message_key(source: bytes, seqno: int) -> int:
@@ -43,27 +44,21 @@ def queue_chosen(st: NodeState, marker: str, source: bytes, seqno: int) -> bool:
     return True
 
 
-TURNS_LIMIT = 4096  # groups whose turn is kept; past it every group starts again at its first member
 
 
 class QueueTurns:
     """Which of this node's members of a group gets the next message chosen here (in turn).
     A turn is kept per group marker ever used, so a node serving groups that come and go
-    (a queue name per job) forgets them all at TURNS_LIMIT rather than growing."""
+    (a queue name per job) forgets them all at turns.TURNS_LIMIT rather than growing."""
 
     def __init__(self) -> None:
-        self._turn: dict[str, int] = {}
+        self._turn: Turns[str] = Turns()
 
     def pick(self, st: NodeState, marker: str, members: list[LocalSub], source: bytes, seqno: int) -> LocalSub | None:
         """The member that gets a message, or None when another node delivers it."""
         if not queue_chosen(st, marker, source, seqno):
             return None
-        turns = self._turn
-        turn = turns.get(marker, 0)
-        if not turn and len(turns) >= TURNS_LIMIT:
-            turns.clear()
-        turns[marker] = turn + 1
-        return members[turn % len(members)]
+        return members[self._turn.next(marker) % len(members)]
 
 
 def chosen_node(members: list[bytes], source: bytes, seqno: int) -> bytes:

@@ -23,7 +23,7 @@ from raims_node.bridges.router_bus import InvalidService, RouterBus
 from raims_node.config.tree import load
 from raims_node.daemon import Daemon
 from raims_node.router.actions import Deliver
-from raims_node.router.queue_choice import TURNS_LIMIT
+from raims_node.turns import TURNS_LIMIT
 from tests.integration.harness import graph_config
 
 WAIT_S = 10.0

@@ -123,8 +123,9 @@ def test_turns_are_kept_for_at_most_turns_limit_groups() -> None:
     from typing import cast
 
     from raims_node.router.localsubs import LocalSub
-    from raims_node.router.queue_choice import TURNS_LIMIT, QueueTurns
+    from raims_node.router.queue_choice import QueueTurns
     from raims_node.router.state import NodeState
+    from raims_node.turns import TURNS_LIMIT
 
     st = cast(NodeState, SimpleNamespace(bridge=b"me", peers={}))  # no peer has members: ours deliver
     members = [cast(LocalSub, SimpleNamespace(sid=str(i))) for i in range(2)]

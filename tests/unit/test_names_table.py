@@ -102,7 +102,7 @@ def test_ranges_are_checked() -> None:
 def test_round_robin_turns_of_names_that_come_and_go_are_bounded() -> None:
     """A turn was kept per sequence (and node) ever looked up, after its publications
     were withdrawn (a service instance per job): forgotten at TURNS_LIMIT now."""
-    from raims_node.names.table import TURNS_LIMIT
+    from raims_node.turns import TURNS_LIMIT
 
     t = NameTable(ME)
     for i in range(TURNS_LIMIT + 500):
