@@ -65,7 +65,12 @@ class NatsServer(BridgeServer):
     def opened(self, proto: SessionProtocol) -> None:
         super().opened(proto)
         if self.monitor is not None:
-            self.monitor.total_connections += 1
+            self.monitor.opened(proto)
+
+    def closed(self, proto: SessionProtocol, session: BridgeSession) -> None:
+        super().closed(proto, session)
+        if self.monitor is not None:  # its ring of closed connections
+            self.monitor.closed(proto, session)
 
     async def lame_duck(self, grace_s: float, duration_s: float) -> None:
         """nats-server's lame duck mode: stop accepting, tell every client (`ldm`), and
@@ -81,6 +86,8 @@ class NatsServer(BridgeServer):
         conns = sorted(self.conns, key=lambda p: p.session.client_id if p.session else 0)
         step = duration_s / max(1, len(conns))
         for proto in conns:
+            if self.monitor is not None:
+                self.monitor.shutting_down(proto)
             proto.shutdown()  # what the client sent before it noticed is still carried out
             await asyncio.sleep(step)
 

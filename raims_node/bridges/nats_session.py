@@ -191,7 +191,10 @@ class NatsSession(SessionOutput):
             info["client_ip"] = client_ip
         super().__init__(config.limits, wakeup, encode_err(ERR_SLOW_CONSUMER), encode_info(info))
         self._info = info
-        self.started_ns = time.time_ns()
+        self.started_ns = self.last_ns = time.time_ns()  # last_ns: the last PUB, SUB, UNSUB or CONNECT
+        self.rtt_ns = 0  # nats-server's estimate: INFO to CONNECT, then our last PING to its PONG
+        self._ping_ns = 0
+        self._closed_subs: list[_Subscription] = []  # what it had when it closed (/connz?state=closed)
 
     @property
     def input_buffered(self) -> int:
@@ -214,6 +217,7 @@ class NatsSession(SessionOutput):
         if lone is not None and (lone[0] is self._lone_subject or self._plain_pub(lone[0])):  # written on at once
             self.msgs_in += 1
             self.payload_in += len(lone[1])
+            self.last_ns = time.time_ns()
             if self._publish_lone is not None:
                 self._publish_lone(self, lone[0], lone[1])
             else:
@@ -225,6 +229,7 @@ class NatsSession(SessionOutput):
         except NatsProtocolError as exc:
             events, error = exc.events, exc
         guarded = self.config.auth_required
+        msgs_in = self.msgs_in
         run: Run = []  # consecutive plain PUBs on one subject, published together
         run_subject = ""
         for ev in events:
@@ -267,6 +272,8 @@ class NatsSession(SessionOutput):
             self._on_event(ev, guarded)
         if run and not self._closing:
             self._publish_run(run_subject, run)
+        if self.msgs_in != msgs_in:
+            self.last_ns = time.time_ns()
         if error is not None and not self._closing:
             self._close(error.reply, error)
 
@@ -292,6 +299,8 @@ class NatsSession(SessionOutput):
             self._write(PONG)
         elif type(ev) is Pong:
             self._pings_out = 0
+            if self._ping_ns:
+                self.rtt_ns = time.time_ns() - self._ping_ns
         elif type(ev) is Connect:
             self._on_connect(ev.options)
 
@@ -335,6 +344,9 @@ class NatsSession(SessionOutput):
                        ERR_NO_RESPONDERS_NEEDS_HEADERS)
             return
         self.connected = True
+        self.last_ns = time.time_ns()
+        if not self.rtt_ns:
+            self.rtt_ns = self.last_ns - self.started_ns
         if self.verbose:
             self._write(OK)
 
@@ -379,6 +391,7 @@ class NatsSession(SessionOutput):
             self._write(encode_err(ERR_INVALID_SUBJECT))
             return
         sid = ev.sid
+        self.last_ns = time.time_ns()
         if sid not in self._subs:
             self._subs[sid] = _Subscription.of(ev.subject, ev.queue, sid)
             if has_wildcard(ev.subject):
@@ -396,6 +409,7 @@ class NatsSession(SessionOutput):
             self._write(OK)
 
     def _on_unsub(self, ev: Unsub) -> None:
+        self.last_ns = time.time_ns()
         if self.verbose:
             self._write(OK)
         sub = self._subs.get(ev.sid)
@@ -476,6 +490,20 @@ class NatsSession(SessionOutput):
         """The client's subscription subjects (`/connz?subs=1`)."""
         return [s.subject for s in self._subs.values()]
 
+    def subscription_details(self) -> list[tuple[str, str | None, str, int, int]]:
+        """(subject, queue, sid, delivered, max) of each subscription, or of those it had
+        when it closed (nats_monitor.py)."""
+        return [(s.subject, s.queue, s.sid_b.decode("utf-8", "surrogateescape"), s.delivered, s.max_msgs)
+                for s in (self._subs.values() if not self._closing else self._closed_subs)]
+
+    @property
+    def auth_user(self) -> str:
+        """The user its CONNECTs named, as nats-server's `authorized_user` (which shows a
+        token as it is: "[REDACTED]" here)."""
+        if self._credentials.get("user"):
+            return str(self._credentials["user"])
+        return "[REDACTED]" if self._credentials.get("auth_token") else ""
+
     def ping(self) -> None:
         """The glue's ping timer fired."""
         if self._closing:
@@ -484,6 +512,7 @@ class NatsSession(SessionOutput):
             self._fail(StaleConnection(f"{self._pings_out} PINGs unanswered"), ERR_STALE_CONNECTION)
             return
         self._pings_out += 1
+        self._ping_ns = time.time_ns()
         self._write(PING)
 
     # ------------------------------------------------------------ teardown
@@ -494,6 +523,7 @@ class NatsSession(SessionOutput):
         self._release()
 
     def _on_close(self) -> None:
+        self._closed_subs = list(self._subs.values())
         self._subs.clear()
         if self._in_bus:
             self._in_bus = False

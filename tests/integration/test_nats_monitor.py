@@ -137,7 +137,7 @@ async def test_connz_sorts_filters_and_refuses_as_nats_server(ab: BridgeNet) -> 
         assert (await asyncio.to_thread(_get, url + "/connz?state=closed"))["connections"] == []
         for query, text in (("sort=foo", "invalid sorting option: foo"), ("state=weird", "Error decoding state for weird"),
                             ("cid=abc", "Error decoding uint64 for 'cid'"),
-                            ("sort=stop", "Sort by stop only valid on closed connections")):
+                            ("sort=stop", "sort by stop only valid on closed connections")):
             status, body = await asyncio.to_thread(_status, url + "/connz?" + query)
             assert status == 400 and body.startswith(text), (query, status, body)
         status, text = await asyncio.to_thread(_status, url + "/subsz?test=a.*")
