@@ -90,6 +90,10 @@ class MonitoredServer(Protocol):
 
 LIST_LIMIT = 1024  # nats-server's DefaultConnListSize and DefaultSubListSize
 MAX_CLOSED = 10_000  # nats-server's max_closed_clients default
+# subscriptions listed by the closed ring in all: past it the oldest closed connections'
+# lists are let go (their counts stay), so clients that close with many subscriptions
+# over and over cannot make the ring hold 10,000 such lists (nats-server keeps them all)
+CLOSED_SUBS_KEPT = 65_536
 PING_INTERVAL_NS = 120 * 1_000_000_000  # nats.py's PING_INTERVAL_S
 # what nats-server answers for what raims never has (no cluster, gateway, leaf nodes,
 # accounts or JetStream), beside server_id and now
@@ -120,7 +124,9 @@ class NatsMonitor:
         self.server = server
         self.started_ns = time.time_ns()
         self.total_connections = 0
-        self.closed_conns: deque[Conn] = deque(maxlen=MAX_CLOSED)  # oldest first
+        self.closed_conns: deque[Conn] = deque()  # oldest first, at most MAX_CLOSED
+        self._listing: deque[Conn] = deque()  # the closed ones still listing subscriptions, oldest first
+        self._listed = 0  # subscriptions they list
         self.req_stats: dict[str, int] = {}
         self.http_host = ""
         self._peers: dict[SessionProtocol, tuple[str, int]] = {}
@@ -166,7 +172,23 @@ class NatsMonitor:
         conn.stop = time.time_ns()
         conn.reason = close_reason(session.close_error, proto in self._shut_down)
         self._shut_down.discard(proto)
-        self.closed_conns.append(conn)
+        self._keep_closed(conn)
+
+    def _keep_closed(self, conn: Conn) -> None:
+        ring = self.closed_conns
+        if len(ring) >= MAX_CLOSED:
+            gone = ring.popleft()
+            if gone.subs:  # both are oldest first: it is the first that lists
+                self._listing.popleft()
+                self._listed -= len(gone.subs)
+        ring.append(conn)
+        if conn.subs:
+            self._listing.append(conn)
+            self._listed += len(conn.subs)
+        while self._listed > CLOSED_SUBS_KEPT:
+            old = self._listing.popleft()
+            self._listed -= len(old.subs)
+            old.subs = []
 
     # ------------------------------------------------------------ HTTP as nats-server's
 

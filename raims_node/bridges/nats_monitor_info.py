@@ -186,6 +186,11 @@ class Conn:
     subs: list[tuple[str, str | None, str, int, int]] = field(default_factory=list)
     stop: int | None = None
     reason: str = ""
+    nsubs: int = -1  # its subscription count (the list of a closed one may have been let go)
+
+    def __post_init__(self) -> None:
+        if self.nsubs < 0:
+            self.nsubs = len(self.subs)
 
     @classmethod
     def of(cls, session: Any, peer: tuple[str, int], pending: int) -> Conn:
@@ -205,7 +210,7 @@ class Conn:
         out.update({"rtt": go_rtt(self.rtt), "uptime": go_uptime(end - self.start),
                     "idle": go_uptime(end - self.last), "pending_bytes": self.pending,
                     "in_msgs": self.in_msgs, "out_msgs": self.out_msgs, "in_bytes": self.in_bytes,
-                    "out_bytes": self.out_bytes, "subscriptions": len(self.subs)})
+                    "out_bytes": self.out_bytes, "subscriptions": self.nsubs})
         for key, value in (("name", self.name), ("lang", self.lang), ("version", self.version)):
             if value:
                 out[key] = value
@@ -241,7 +246,7 @@ def _up(now: int) -> Callable[[Conn], int]:
 def sort_key(sort: str, now: int) -> tuple[Callable[[Conn], Any], bool] | None:
     return {
         "cid": (lambda c: c.cid, False), "start": (lambda c: c.cid, False),
-        "subs": (lambda c: len(c.subs), True), "pending": (lambda c: c.pending, True),
+        "subs": (lambda c: c.nsubs, True), "pending": (lambda c: c.pending, True),
         "msgs_to": (lambda c: c.out_msgs, True), "msgs_from": (lambda c: c.in_msgs, True),
         "bytes_to": (lambda c: c.out_bytes, True), "bytes_from": (lambda c: c.in_bytes, True),
         "last": (lambda c: c.last, True), "idle": (lambda c: c.last - c.start, True),

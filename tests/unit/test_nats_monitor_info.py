@@ -97,3 +97,30 @@ def test_sorts_as_nats_server() -> None:
 def test_test_subject_matching() -> None:
     assert matches("foo.*", "foo.bar") and matches(">", "a") and matches("a.>", "a.b.c")
     assert not matches("a.>", "a") and not matches("foo.*", "foo.bar.baz") and not matches("foo", "foo.bar")
+
+
+def test_the_closed_ring_bounds_the_connections_and_the_subscriptions_it_lists() -> None:
+    """At most MAX_CLOSED connections, and CLOSED_SUBS_KEPT subscriptions listed in all:
+    the oldest lists are let go first, their counts kept (a client closing with many
+    subscriptions again and again must not make the ring hold them all)."""
+    from raims_node.bridges import nats_monitor
+    from raims_node.bridges.nats_monitor import NatsMonitor
+
+    mon = NatsMonitor(None)  # type: ignore[arg-type]
+    per = nats_monitor.CLOSED_SUBS_KEPT // 4
+    subs = [("s", None, "1", 0, 0)] * per
+    for cid in range(1, nats_monitor.MAX_CLOSED + 11):
+        many = cid <= 6
+        mon._keep_closed(Conn(cid, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, "", "", "", "", list(subs) if many else [], 1, "x"))
+    ring = list(mon.closed_conns)
+    assert len(ring) == nats_monitor.MAX_CLOSED and ring[0].cid == 11  # the first ten went out of the ring
+    assert mon._listed == 0 and not mon._listing  # the listing ones left with them
+    mon._keep_closed(Conn(99_999, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, "", "", "", "", list(subs) * 5, 1, "x"))
+    assert mon._listed == 0  # one list over the bound is not kept ...
+    assert mon.closed_conns[-1].nsubs == per * 5  # ... but its count is
+    mon2 = NatsMonitor(None)  # type: ignore[arg-type]
+    for cid in range(1, 7):
+        mon2._keep_closed(Conn(cid, "", 0, 0, 0, 0, 0, 0, 0, 0, 0, "", "", "", "", list(subs), 1, "x"))
+    kept = [c.cid for c in mon2.closed_conns if c.subs]
+    assert kept == [3, 4, 5, 6] and mon2._listed == nats_monitor.CLOSED_SUBS_KEPT
+    assert [c.nsubs for c in mon2.closed_conns] == [per] * 6
