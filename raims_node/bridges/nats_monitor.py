@@ -252,8 +252,8 @@ class NatsMonitor:
         })
         return self._json(out)
 
-    def _open(self) -> list[Conn]:
-        return [Conn.of(p.session, self._peers.get(p, ("", 0)), p.unsent) for p in self._sessions()]
+    def _open(self, listed: bool) -> list[Conn]:
+        return [Conn.of(p.session, self._peers.get(p, ("", 0)), p.unsent, listed) for p in self._sessions()]
 
     async def connz(self, request: web.Request) -> web.Response:
         q = request.query
@@ -276,7 +276,7 @@ class NatsMonitor:
         if acc and acc != GLOBAL_ACCOUNT:  # no such account: nats-server's empty answer
             return self._json({"server_id": "", "now": head["now"], "num_connections": 0, "total": 0,
                                "offset": offset, "limit": limit, "connections": None})
-        open_ = self._open() if state != "closed" else []
+        open_ = self._open(subs or detail) if state != "closed" else []
         closed = list(self.closed_conns) if state != "open" else []
         total = len(open_) + len(closed)
         if cid > 0:  # as nats-server: with state=any only the closed ones are searched

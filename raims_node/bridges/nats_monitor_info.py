@@ -193,12 +193,13 @@ class Conn:
             self.nsubs = len(self.subs)
 
     @classmethod
-    def of(cls, session: Any, peer: tuple[str, int], pending: int) -> Conn:
-        """From a NatsSession (open, or at its close)."""
+    def of(cls, session: Any, peer: tuple[str, int], pending: int, listed: bool = True) -> Conn:
+        """From a NatsSession (open, or at its close); `listed` False: its subscriptions
+        counted, not listed (a /connz without `subs` walks no subscription)."""
         s = session
         return cls(s.client_id, peer[0], peer[1], s.started_ns, s.last_ns, s.rtt_ns, pending, s.msgs_in,
                    s.msgs_out, s.payload_in, s.payload_out, s.name, s.lang, s.version, s.auth_user,
-                   s.subscription_details())
+                   s.subscription_details() if listed else [], nsubs=-1 if listed else s.subscriptions)
 
     def info(self, now: int, subs: bool, detail: bool, auth: bool) -> dict[str, Any]:
         """The ConnInfo, in nats-server's field order."""
