@@ -17,8 +17,8 @@ session through `ClientView`, so this module imports no session code.
   ID, ADDR, LADDR, USER, TYPE, MAXAGE, SKIPME (answer: how many were killed). A killed
   connection closes after its queued output; killing oneself closes after the reply.
 - CLIENT REPLY ON|OFF|SKIP as redis-server: OFF silences every reply until ON (whose
-  +OK is sent), SKIP silences the next command's; pub/sub messages and (un)subscribe
-  confirmations are pushes and still flow (as redis-server 7.0.15 does). A QUIT under OFF
+  +OK is sent), SKIP silences the next command's (unless that is ON: answered); pub/sub
+  messages and (un)subscribe confirmations are pushes and still flow (as redis-server 7.0.15 does). A QUIT under OFF
   closes at once (redis-server 7.0 leaves that connection open: nothing to write).
 - CLIENT UNBLOCK id [TIMEOUT|ERROR]: a client blocked in a pop answers as if it timed
   out, or `-UNBLOCKED client unblocked via CLIENT UNBLOCK`; 1 if it was blocked.
@@ -87,6 +87,7 @@ class ClientView(Protocol):
     last_cmd: str
     reply_off: bool
     reply_skip_next: bool
+    _reply_skip: bool  # this command's reply is skipped (a SKIP before it)
 
     @property
     def config(self) -> Versioned: ...
@@ -313,8 +314,8 @@ def _kill(victims: Sequence[ClientView]) -> None:
 
 def client_reply(s: ClientView, args: list[bytes]) -> None:
     mode = args[2].lower()
-    if mode == b"on":
-        s.reply_off = s.reply_skip_next = False
+    if mode == b"on":  # clears a SKIP given just before it too, and is answered (as redis-server)
+        s.reply_off = s.reply_skip_next = s._reply_skip = False
         s._write(OK)
     elif mode == b"off":
         s.reply_off = True

@@ -6,8 +6,8 @@ A RedisSession with a key-value engine owns one `DataSide`; its one hook is
 data command the session resolved. Semantics as redis-server 7.0:
 
 - MULTI queues every command but EXEC, DISCARD, MULTI, WATCH, QUIT and RESET, answering
-  +QUEUED; an unknown command or a wrong arity inside MULTI is answered at once and makes
-  EXEC fail with EXECABORT. An EXEC refused itself (its arity, RESP2 subscribed mode)
+  +QUEUED; an unknown command, a wrong arity or SAVE (no-multi) inside MULTI is answered
+  at once and makes EXEC fail with EXECABORT. An EXEC refused itself (its arity, RESP2 subscribed mode)
   discards the transaction and answers `-EXECABORT Transaction discarded because of:
   <the refusal>`, as redis-server's execCommandAbort. EXEC runs the queue (pub/sub and connection commands
   included) and answers an array of their replies, or a null array when a WATCHed key
@@ -53,6 +53,7 @@ class SessionView(Client, Protocol):
 _SCRIPTS = (b"eval", b"evalsha", b"eval_ro", b"evalsha_ro")
 _TX = (b"multi", b"exec", b"discard", b"watch", b"unwatch")
 _NOT_QUEUED = (b"exec", b"discard", b"multi", b"watch", b"quit", b"reset")
+_NO_MULTI = (b"save",)  # redis-server 7.0.15's no-multi commands that raims has (SHUTDOWN, SYNC, PSYNC: not)
 _ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"unwatch": 1}
 
 
@@ -105,6 +106,8 @@ class DataSide:
             return True
         if self.multi is not None and name not in _NOT_QUEUED:
             error = self.session._resolve(args)
+            if not isinstance(error, bytes) and name in _NO_MULTI:  # after its arity, as processCommand
+                error = encode_error("Command not allowed inside a transaction")
             if isinstance(error, bytes):
                 self.multi_error = True
                 self.session._write(error)

@@ -187,9 +187,11 @@ class KVStore:
                     c.watch_dirty = True
 
     def touch_all(self, db: int | None) -> None:
-        """FLUSHDB / FLUSHALL: every watched key of the database(s) is dirty."""
-        for (wdb, _key), clients in self.watchers.items():
-            if db is None or wdb == db:
+        """FLUSHDB / FLUSHALL, before the database(s) empty: every watched key they hold is
+        dirty; a watched key they do not hold is untouched (redis-server 7.0's
+        touchAllWatchedKeysInDb: WATCH x, FLUSHALL, EXEC runs when x did not exist)."""
+        for (wdb, key), clients in self.watchers.items():
+            if (db is None or wdb == db) and key in self.dbs[wdb].data:
                 for c in clients:
                     c.watch_dirty = True
 
@@ -198,11 +200,11 @@ class KVStore:
             self.ready.append((db, key))
 
     def flush(self, db: int | None) -> None:
+        self.touch_all(db)
         targets = self.dbs if db is None else [self.dbs[db]]
         for d in targets:
             d.data.clear()
             d.expires.clear()
-        self.touch_all(db)
         self.ready += [wk for wk in self.blocked if db is None or wk[0] == db]
         self.dirty += 1
 

@@ -129,13 +129,17 @@ CASES: dict[str, bytes] = {
                      b"CLIENT GETNAME\r\nCLIENT ID x\r\nCLIENT GETNAME x\r\nCLIENT SETNAME a b\r\nCLIENT INFO x\r\n"
                      b"CLIENT NO-EVICT on\r\nCLIENT NO-EVICT x\r\nCLIENT NO-TOUCH on\r\nCLIENT FOO\r\n" + Q,
     "quit first": b"QUIT\r\nPING\r\n",
+    # Redis's own suite (tests/unit/introspection.tcl, 7.0.15): ON right after SKIP is answered
+    "client reply on after skip": b"CLIENT REPLY SKIP\r\nCLIENT REPLY ON\r\nPING\r\nCLIENT REPLY SKIP\r\n"
+                                  b"PING\r\nPING a\r\nCLIENT REPLY OFF\r\nCLIENT REPLY SKIP\r\nPING\r\n"
+                                  b"CLIENT REPLY ON\r\nPING b\r\n" + Q,
 }
 
 RESP3 = ["unsubscribe nothing", "duplicates", "empty channel names", "2000 channels and patterns, all dropped",
          "disallowed commands", "exec refused with execabort", "ping with and without argument",
          "reset while subscribed", "pipelined burst with a disallowed command", "hello auth and setname",
          "pattern and channel both match", "spublish and publish apart", "keyspace pattern", "pubsub counts",
-         "client basics", "wrong arity"]
+         "client basics", "wrong arity", "client reply on after skip"]
 
 KV_CASES: dict[str, bytes] = {
     "exec refused unwatches": b"WATCH k\r\nEXEC x\r\nSET k v\r\nMULTI\r\nEXEC\r\n" + Q,
@@ -147,6 +151,14 @@ KV_CASES: dict[str, bytes] = {
                               b'CONFIG SET notify-keyspace-events ""\r\nSET k v\r\n' + Q,
     "keyspace channel": b"CONFIG SET notify-keyspace-events K$\r\nSUBSCRIBE __keyspace@0__:k\r\nHELLO 3\r\n"
                         b'SET k v\r\nSET kk v\r\nCONFIG SET notify-keyspace-events ""\r\n' + Q,
+    # Redis's own suite (tests/unit/multi.tcl, 7.0.15): a flush dirties only the watched keys it removes
+    "flush leaves absent watched keys alone": b"FLUSHALL\r\nWATCH x\r\nFLUSHALL\r\nMULTI\r\nPING\r\nEXEC\r\n"
+                                              b"SET y 1\r\nWATCH x\r\nFLUSHDB\r\nMULTI\r\nPING\r\nEXEC\r\n"
+                                              b"SET x 1\r\nWATCH x\r\nFLUSHDB\r\nMULTI\r\nPING\r\nEXEC\r\n"
+                                              b"SELECT 1\r\nSET x 1\r\nSELECT 0\r\nWATCH x\r\nFLUSHALL\r\n"
+                                              b"MULTI\r\nPING\r\nEXEC\r\n" + Q,
+    "save refused inside multi": b"MULTI\r\nSAVE\r\nEXEC\r\nMULTI\r\nSAVE x\r\nPING\r\nEXEC\r\nMULTI\r\n"
+                                 b"SAVE\r\nDISCARD\r\nPING\r\n" + Q,
 }
 
 
