@@ -31,15 +31,18 @@ session through `ClientView`, so this module imports no session code.
 - AUTH (as HELLO AUTH: the `default` user with any password), TIME and ROLE (a master
   without replicas), REPLICAOF | SLAVEOF NO ONE (+OK: it is one already; another server
   to follow is refused), MONITOR (redis_monitor.py).
-- INFO [section...]: server, clients, memory (the resident set only), stats,
-  replication (a standalone master), cpu, cluster (disabled: tools such as redis-py's
-  own test suite read `cluster_enabled`), and with a map persistence and keyspace (from
-  raims_node.kv.server, which also answers INFO for a map without a transport).
+- INFO [section...]: server, clients, memory (used_memory is the resident set, its peak
+  the process's max resident set), stats, replication (a standalone master: no replicas,
+  no backlog, offset 0, redis-server 7.0.15's fields), cpu, cluster (disabled: tools
+  such as redis-py's own test suite read `cluster_enabled`), and with a map persistence
+  and keyspace (from raims_node.kv.server, which also answers INFO for a map without a
+  transport). Not provided: commandstats, errorstats, latencystats, modules.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -488,6 +491,45 @@ def _rss_bytes() -> int:
         return 0
 
 
+def _human(n: int) -> bytes:
+    """redis-server's bytesToHuman: 512B, 1.50K, 13.45M, 2.00G."""
+    if n < 1024:
+        return b"%dB" % n
+    value = n / 1024
+    for unit in (b"K", b"M", b"G", b"T"):
+        if value < 1024:
+            return b"%.2f%s" % (value, unit)
+        value /= 1024
+    return b"%.2fP" % value
+
+
+def _memory_section(maxmemory: int) -> bytes:
+    """The node process's memory: used_memory is its resident set (Python has no
+    allocator count to give), the peak getrusage's max resident set."""
+    rss = _rss_bytes()
+    peak = max(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    return (b"# Memory\r\nused_memory:%d\r\nused_memory_human:%s\r\nused_memory_rss:%d\r\n"
+            b"used_memory_rss_human:%s\r\nused_memory_peak:%d\r\nused_memory_peak_human:%s\r\n"
+            b"maxmemory:%d\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n" % (
+                rss, _human(rss), rss, _human(rss), peak, _human(peak), maxmemory, _human(maxmemory)))
+
+
+def _cpu_section() -> bytes:
+    t = os.times()
+    main = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))  # INFO runs in the loop
+    return (b"# CPU\r\nused_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\nused_cpu_sys_children:%.6f\r\n"
+            b"used_cpu_user_children:%.6f\r\nused_cpu_sys_main_thread:%.6f\r\nused_cpu_user_main_thread:%.6f\r\n"
+            % (t.system, t.user, t.children_system, t.children_user, main.ru_stime, main.ru_utime))
+
+
+# the replication section of a master without replicas or backlog (the ids are this process's)
+_REPLICATION = (b"# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n"
+                b"master_replid:%s\r\nmaster_replid2:%s\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\n"
+                b"repl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\n"
+                b"repl_backlog_histlen:0\r\n" % (os.urandom(20).hex().encode(), b"0" * 40))
+_RUN_ID = os.urandom(20).hex().encode()
+
+
 def info(s: ClientView, args: list[bytes]) -> None:
     wanted = {a.lower() for a in args[1:]} or {b"default"}
     every = bool(wanted & {b"all", b"everything", b"default"})
@@ -500,10 +542,10 @@ def info(s: ClientView, args: list[bytes]) -> None:
         up = int(now - host.started)
         sections.append(
             b"# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nos:%s\r\narch_bits:64\r\n"
-            b"process_id:%d\r\ntcp_port:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n"
-            b"raims_map:%s\r\n" % (REDIS_VERSION, os.uname().sysname.encode(), os.getpid(), host.port, up,
-                                   up // 86400,
-                                   b"yes" if engine is not None and engine.store.writable else b"no"))
+            b"process_id:%d\r\nrun_id:%s\r\ntcp_port:%d\r\nserver_time_usec:%d\r\nuptime_in_seconds:%d\r\n"
+            b"uptime_in_days:%d\r\nhz:10\r\nconfigured_hz:10\r\nraims_map:%s\r\n" % (
+                REDIS_VERSION, os.uname().sysname.encode(), os.getpid(), _RUN_ID, host.port, int(now * 1e6), up,
+                up // 86400, b"yes" if engine is not None and engine.store.writable else b"no"))
     if every or b"clients" in wanted:
         blocked = sum(1 for c in clients if c.multi_state()[2])
         pubsub = sum(1 for c in clients if any(sub_counts(c)))
@@ -512,8 +554,7 @@ def info(s: ClientView, args: list[bytes]) -> None:
                         b"pubsub_clients:%d\r\nwatching_clients:%d\r\n" % (
                             len(clients), blocked, pubsub, watching))
     if every or b"memory" in wanted:
-        sections.append(b"# Memory\r\nused_memory_rss:%d\r\nmaxmemory:%d\r\nmaxmemory_policy:noeviction\r\n"
-                        % (_rss_bytes(), host.ops.maxmemory))
+        sections.append(_memory_section(host.ops.maxmemory))
     if engine is not None and (every or b"persistence" in wanted):
         sections.append(persistence_section(engine))
     if every or b"stats" in wanted:
@@ -528,10 +569,9 @@ def info(s: ClientView, args: list[bytes]) -> None:
                             engine.store.expired_keys if engine is not None else 0,
                             len(names[0]), len(names[1]), len(names[2])))
     if every or b"replication" in wanted:  # a node's bridge is a standalone master, never a replica
-        sections.append(b"# Replication\r\nrole:master\r\nconnected_slaves:0\r\n")
+        sections.append(_REPLICATION)
     if every or b"cpu" in wanted:
-        t = os.times()
-        sections.append(b"# CPU\r\nused_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n" % (t.system, t.user))
+        sections.append(_cpu_section())
     if every or b"cluster" in wanted:  # tools (redis-py's own test suite) read cluster_enabled
         sections.append(b"# Cluster\r\ncluster_enabled:0\r\n")
     if every or b"keyspace" in wanted:

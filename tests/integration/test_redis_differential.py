@@ -245,3 +245,35 @@ def test_kept_a_multibulk_is_held_to_max_args(pair: Pair) -> None:
     (ref, ref_closed), (us, us_closed) = pair.run(b"*1048577\r\n")
     assert (ref, ref_closed) == (b"", False)
     assert (us, us_closed) == (b"-ERR Protocol error: invalid multibulk length\r\n", True)
+
+
+def _info_fields(reply: bytes) -> dict[bytes, list[bytes]]:
+    """INFO's reply as {section: [field names]}."""
+    body = reply.split(b"\r\n", 1)[1]
+    sections: dict[bytes, list[bytes]] = {}
+    names: list[bytes] = []
+    for line in body.split(b"\r\n"):
+        if line.startswith(b"# "):
+            names = sections.setdefault(line[2:].lower(), [])
+        elif b":" in line:
+            names.append(line.split(b":", 1)[0])
+    return sections
+
+
+def test_info_has_redis_server_fields(pair: Pair) -> None:
+    """Redis's own suite (tests/unit/info-command.tcl) and monitoring tools read INFO's
+    replication offsets, the CPU of children and main thread, used_memory(_human): the
+    replication and cpu sections have redis-server 7.0.15's fields, in its order; memory
+    and server the ones tools read."""
+    (ref, _), (us, _) = pair.run(b"INFO everything\r\n" + Q)
+    theirs, ours = _info_fields(ref), _info_fields(us)
+    assert ours[b"replication"] == theirs[b"replication"] and ours[b"cpu"] == theirs[b"cpu"]
+    for section, names in ((b"memory", [b"used_memory", b"used_memory_human", b"used_memory_rss",
+                                        b"used_memory_rss_human", b"used_memory_peak", b"used_memory_peak_human",
+                                        b"maxmemory", b"maxmemory_human", b"maxmemory_policy"]),
+                           (b"server", [b"redis_version", b"run_id", b"tcp_port", b"server_time_usec",
+                                        b"uptime_in_seconds", b"hz", b"configured_hz"])):
+        assert set(names) <= set(theirs[section]) and set(names) <= set(ours[section]), section
+    (_, _), (us, _) = pair.run(b"INFO cpu all\r\n" + Q)
+    assert b"\r\nmaster_repl_offset:0\r\n" in us and us.count(b"used_cpu_user_children:") == 1
+    assert b"\r\nused_memory_human:" in us and b"\r\nmaxmemory_human:0B\r\n" in us
