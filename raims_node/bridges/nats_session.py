@@ -93,7 +93,7 @@ from raims_node.wire.batch import PackedRun, Run
 
 log = logging.getLogger("raims.bridge.nats")
 
-SERVER_VERSION = "2.10.0"
+SERVER_VERSION = "2.9.10"  # the nats-server release followed and differential-tested
 PROTO_VERSION = 1
 MAX_PINGS_OUT = 2
 

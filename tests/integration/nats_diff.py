@@ -5,7 +5,8 @@ for byte (kv_diff.py is the Redis counterpart).
 wire_diff.exchange sends a script over a raw socket (whole, or cut into given pieces)
 and collects what comes back until the server closes, or, after the last PING's PONG, a
 short quiet time, or a bounded quiet time without one. `normalize` keeps of the INFO
-line only what both servers must agree on (not server_id, ports, version, client id).
+line only what both servers must agree on (the version raims follows and claims, not
+server_id, ports, client id).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tests.integration.wire_diff import WAIT_S, Done, Pair
 
 __all__ = ["WAIT_S", "NatsServer", "Pair", "nats_pair", "normalize", "pongs_done"]
 
-INFO_KEPT = ("proto", "headers", "max_payload", "auth_required", "ldm")
+INFO_KEPT = ("version", "proto", "headers", "max_payload", "auth_required", "ldm")
 
 
 class NatsServer(PeerServer):

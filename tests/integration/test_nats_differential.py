@@ -143,6 +143,14 @@ def test_a_script_read_byte_by_byte_gets_the_same_replies(pair: Pair, name: str)
     assert (us, us_closed) == (expected(ref, kept), ref_closed)
 
 
+def test_info_claims_the_version_raims_follows(pair: Pair) -> None:
+    """INFO's `version` is nats-server's, 2.9.10, the release this bridge is tested
+    against (it claimed 2.10.0, as Redis HELLO claims 7.0.15: clients such as nats.js
+    turn features on by the server's version)."""
+    (ref, _), (us, _) = pair.run(b"PING\r\n")
+    assert b'"version": "2.9.10"' in ref and us == ref
+
+
 def test_a_payload_of_exactly_max_payload_is_delivered(pair: Pair) -> None:
     script = NV + b"SUB a 1\r\nPUB a %d\r\n" % MP + b"x" * MP + b"\r\nPING\r\n"
     (ref, ref_closed), (us, us_closed) = pair.run(script)
