@@ -36,7 +36,8 @@ session through `ClientView`, so this module imports no session code.
   no backlog, offset 0, redis-server 7.0.15's fields), cpu, cluster (disabled: tools
   such as redis-py's own test suite read `cluster_enabled`), and with a map persistence
   and keyspace (from raims_node.kv.server, which also answers INFO for a map without a
-  transport). Not provided: commandstats, errorstats, latencystats, modules.
+  transport), commandstats, errorstats (also in the default INFO, as redis-server 7.0.15's),
+  latencystats (redis_stats.py; per transport, as the rest of INFO). Not provided: modules.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from typing import Protocol
 from raims_node.bridges.redis_docs import command_doc
 from raims_node.bridges.redis_monitor import Client
 from raims_node.bridges.redis_ops import OpsState
+from raims_node.bridges.redis_stats import Stats
 from raims_node.bridges.resp import (
     OK,
     encode_array_header,
@@ -136,6 +138,7 @@ class RedisHost:
     commands: int = 0
     monitors: set[Client] = field(default_factory=set)  # MONITOR's clients (redis_monitor.py)
     ops: OpsState = field(default_factory=OpsState)  # SLOWLOG, CLIENT PAUSE, timeout... (redis_ops.py)
+    stats: Stats = field(default_factory=Stats)  # INFO commandstats, errorstats... (redis_stats.py)
 
     def __post_init__(self) -> None:
         self.ops.clock = self.clock
@@ -533,6 +536,7 @@ _RUN_ID = os.urandom(20).hex().encode()
 def info(s: ClientView, args: list[bytes]) -> None:
     wanted = {a.lower() for a in args[1:]} or {b"default"}
     every = bool(wanted & {b"all", b"everything", b"default"})
+    everything = bool(wanted & {b"all", b"everything"})  # commandstats and latencystats are not default
     host = s.host
     now = host.clock()
     engine = s.engine()
@@ -564,14 +568,20 @@ def info(s: ClientView, args: list[bytes]) -> None:
                 kind.update(held)
         sections.append(b"# Stats\r\ntotal_connections_received:%d\r\ntotal_commands_processed:%d\r\n"
                         b"expired_keys:%d\r\npubsub_channels:%d\r\npubsub_patterns:%d\r\n"
-                        b"pubsub_shardchannels:%d\r\n" % (
+                        b"pubsub_shardchannels:%d\r\ntotal_error_replies:%d\r\n" % (
                             host.connections, host.commands,
                             engine.store.expired_keys if engine is not None else 0,
-                            len(names[0]), len(names[1]), len(names[2])))
+                            len(names[0]), len(names[1]), len(names[2]), host.stats.total_errors))
     if every or b"replication" in wanted:  # a node's bridge is a standalone master, never a replica
         sections.append(_REPLICATION)
     if every or b"cpu" in wanted:
         sections.append(_cpu_section())
+    if everything or b"commandstats" in wanted:
+        sections.append(host.stats.commandstats())
+    if every or b"errorstats" in wanted:
+        sections.append(host.stats.errorstats())
+    if everything or b"latencystats" in wanted:
+        sections.append(host.stats.latencystats())
     if every or b"cluster" in wanted:  # tools (redis-py's own test suite) read cluster_enabled
         sections.append(b"# Cluster\r\ncluster_enabled:0\r\n")
     if every or b"keyspace" in wanted:

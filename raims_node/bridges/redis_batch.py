@@ -13,6 +13,11 @@ A run is timed once for SLOWLOG and LATENCY (redis_ops.py: a run over the thresh
 one entry, attributed to its first command that went through `Engine.execute`); with
 `slowlog-log-slower-than` 0, or a CLIENT PAUSE in force, there are no runs.
 
+INFO commandstats (redis_stats.py): consecutive commands of one name that answered no
+error are counted with one addition, when the run ends; one with an error (or a
+container's subcommand) is counted alone. The run's time is split evenly among its
+commands (no clock read per command).
+
 A run of PUBLISHes to one channel is routed once (`Bus.publish_run`, one delivery of
 the whole run to a local subscriber); each is answered with the run's receivers divided
 by its length (decision: exact unless a delivery of the run drops a subscriber, a slow
@@ -29,14 +34,15 @@ from raims_node.bridges.bus import Bus, ClientHandle
 from raims_node.bridges.redis_admin import RedisHost
 from raims_node.bridges.redis_data import DataSide
 from raims_node.bridges.redis_monitor import Client, feed
+from raims_node.bridges.redis_stats import Stats, bucket, data_name, data_refused
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, load_families
 from raims_node.kv.fast import FAST, FastHandler
-from raims_node.kv.reply import encode
+from raims_node.kv.reply import Err, encode
 
 PUBLISH = object()  # the table's mark for PUBLISH
 SESSION_OWN = (b"info", b"config", b"multi", b"exec", b"discard", b"watch", b"unwatch")  # never batched here
 
-Entry = tuple[FastHandler | None, Cmd | object]
+Entry = tuple[FastHandler | None, Cmd | object, str]  # (fast form, command, commandstats name)
 
 
 class Limits(Protocol):
@@ -73,16 +79,19 @@ class RedisSession(ClientHandle, Client, Protocol):
 
     def _command(self, args: list[bytes]) -> None: ...
 
+    def _send(self, data: bytes) -> bool: ...
+
 
 def _tables() -> tuple[dict[bytes, Entry], dict[bytes, Entry]]:
     """(with the key-value engine, without): spelled name -> (fast form, command). Names
     are looked up as sent, in lower and upper case; other spellings are lowered first."""
     load_families()
-    publish: dict[bytes, Entry] = {b"publish": (None, PUBLISH), b"PUBLISH": (None, PUBLISH)}
+    entry: Entry = (None, PUBLISH, "publish")
+    publish: dict[bytes, Entry] = {b"publish": entry, b"PUBLISH": entry}
     data = dict(publish)
     for name, cmd in COMMANDS.items():
         if name not in SESSION_OWN:
-            data[name] = data[name.upper()] = (FAST.get(name), cmd)
+            data[name] = data[name.upper()] = (FAST.get(name), cmd, cmd.name)
     return data, publish
 
 
@@ -150,6 +159,35 @@ def _fitting(commands: list[list[bytes]], i: int, j: int, max_payload: int) -> i
     return i + next(n for n, size in enumerate(sizes) if size > max_payload)
 
 
+def _alone(s: RedisSession, cmd: Cmd, args: list[bytes], reply: object, counted: list[tuple[str, int]]) -> None:
+    """Count data command `args` that answered `reply` by itself: an error, or a subcommand."""
+    stats = s.host.stats
+    if type(reply) is Err:
+        stats.error(b"-" + reply.text)
+    name = data_name(args, cmd)
+    if name is None:
+        return  # an unknown subcommand: errorstats only
+    if data_refused(cmd, args, reply):
+        stats.reject(name)
+        return
+    if type(reply) is Err:
+        stats.stat(name).failed += 1
+    counted.append((name, 1))
+
+
+def _count(stats: Stats, counted: list[tuple[str, int]], run: int, elapsed: int) -> None:
+    """The calls of a batch's run of `run` commands that took `elapsed`, split evenly."""
+    cmds = stats.cmds
+    each = elapsed // run
+    b = bucket(each)
+    for name, k in counted:
+        st = cmds.get(name) or stats.stat(name)
+        st.calls += k
+        st.ns += each * k
+        hist = st.hist
+        hist[b] = hist.get(b, 0) + k
+
+
 def fast_ok(s: RedisSession) -> bool:
     ops = s.host.ops
     if s._capture is not None or s.reply_off or s.reply_skip_next or s.subscribed or ops.every \
@@ -173,6 +211,10 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
         table = _PUBLISH_ONLY
     s._reply_skip = False
     slow: list[bytes] | None = None  # the run's first command run by Engine.execute
+    stats = s.host.stats
+    counted: list[tuple[str, int]] = []  # commandstats: (name, calls), a run of one name each
+    same: Entry | None = None  # the entry of commands[since:i], all answered without error
+    since = i
     t0 = perf_counter_ns()
     parts: list[bytes] = []
     start, n = i, len(commands)
@@ -183,7 +225,11 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
             entry = table.get(args[0].lower())
             if entry is None:
                 break
-        fast, cmd = entry
+        if entry is not same:
+            if same is not None and i > since:
+                counted.append((same[2], i - since))
+            same, since = entry, i
+        fast, cmd, _ = entry
         if fast is not None:
             out = fast(engine, client, args)
             if out is not None:
@@ -213,20 +259,35 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
         if s.host.monitors and cmd.handler.__module__ == _SCRIPTING:
             break  # MONITOR shows a script before the commands it runs: the general dispatch
         reply = engine.execute(client, args, cmd)
-        if slow is None and reply is not BLOCKED:
+        if reply is BLOCKED:
+            assert data is not None
+            if i > since:
+                counted.append((cmd.name, i - since))
+            same = None
+            data.blocked(cmd.name, 0)  # counted when it answers
+            i += 1
+            break  # the pop answers later; what follows is held (redis_data.DataSide)
+        if type(reply) is Err or cmd.subcommands:  # counted alone
+            if i > since:
+                counted.append((cmd.name, i - since))
+            same = None
+            _alone(s, cmd, args, reply, counted)
+        if slow is None:
             slow = args
         i += 1
-        if reply is BLOCKED:
-            break  # the pop answers later; what follows is held (redis_data.DataSide)
         parts.append(encode(reply, resp))
     if i > start:
         elapsed = perf_counter_ns() - t0
+        if same is not None and i > since:
+            counted.append((same[2], i - since))
+        run = i - start
+        _count(stats, counted, run, elapsed)
         if elapsed >= s.host.ops.record_ns:  # the run is timed once (redis_ops.py)
             s.host.ops.record(s, slow if slow is not None else commands[start], elapsed)
         if s.host.monitors:
             feed(s, commands[start:i])
-        s.host.commands += i - start
+        s.host.commands += run
         s.last_cmd = commands[i - 1][0].lower().decode("utf-8", "replace")
         if parts:
-            s._write(b"".join(parts))
+            s._send(b"".join(parts))  # its errors counted above
     return i

@@ -15,22 +15,33 @@ data command the session resolved. Semantics as redis-server 7.0:
 - A blocked client (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH) sends nothing and its further
   commands wait, unparsed beyond the RESP framing, until the engine wakes it with the
   reply (a push served it or its deadline passed); the node's loop never waits.
+- INFO commandstats (redis_stats.py): `intercept` and `run` answer the name a command is
+  counted under as a call, "" when it did not run (a refusal is counted here as
+  rejected); a blocked pop is counted when it answers.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from raims_node.bridges.redis_monitor import Client, feed, feed_script
+from raims_node.bridges.redis_monitor import Client, Monitors, feed, feed_script
+from raims_node.bridges.redis_stats import Stats, data_outcome
 from raims_node.bridges.resp import OK, encode_error, encode_subscribed_refusal
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
 from raims_node.kv.reply import NULL_ARRAY, Err, encode
+
+
+class DataHost(Monitors, Protocol):
+    stats: Stats
 
 
 class SessionView(Client, Protocol):
     """What the data side uses of its RedisSession (redis_session.py)."""
 
     resp: int
+
+    @property
+    def host(self) -> DataHost: ...
 
     @property
     def subscribed(self) -> bool: ...
@@ -46,7 +57,7 @@ class SessionView(Client, Protocol):
 
     def _captured(self, args: list[bytes]) -> bytes: ...
 
-    def _execute(self, args: list[bytes]) -> None: ...
+    def _execute(self, args: list[bytes]) -> str: ...
 
     def _command(self, args: list[bytes]) -> None: ...
 
@@ -76,37 +87,43 @@ class DataSide:
         self.multi: list[list[bytes]] | None = None
         self.multi_error = False
         self.held: list[list[bytes]] = []
+        self.blocked_name = ""  # the blocked pop's name and time so far, counted when it answers
+        self.blocked_ns = 0
 
     @property
     def holding(self) -> bool:
         """Blocked in a pop, or replaying what arrived meanwhile: commands wait."""
         return self.client.blocked is not None or bool(self.held)
 
-    def intercept(self, args: list[bytes]) -> bool:
-        """Handle `args` here (True) or leave it to the session's dispatch (False)."""
+    def intercept(self, args: list[bytes]) -> str | None:
+        """Handle `args` here (the name it ran as, "" when it did not run) or leave it to the
+        session's dispatch (None)."""
         if self.client.blocked is not None or self.held:
             self.held.append(args)
-            return True
+            return ""
         name = args[0].lower()
         cmd = COMMANDS.get(name)
         if name == b"info" or name == b"config":
             cmd = None  # the session's INFO (redis_admin.py) and CONFIG (redis_ops.py) add their own
         if cmd is not None and self.multi is None and not (self.session.resp == 2 and self.session.subscribed):
-            self.run(args, cmd)  # the fast path: a data command outside a transaction
-            return True
+            return self.run(args, cmd)  # the fast path: a data command outside a transaction
+        stats = self.session.host.stats
         if name in _TX:
             if self.session.resp == 2 and self.session.subscribed and self.multi is None and _arity_ok(name, args):
+                stats.reject(name.decode())
                 if name == b"exec":  # the arity first, then the context, as redis-server
                     self._exec_abort(encode_subscribed_refusal("exec"))
                 else:
                     self.session._write(encode_subscribed_refusal(name.decode()))
-                return True
-            if self._transaction(name, args) and self.session.host.monitors:
+                return ""
+            ran = self._transaction(name, args)
+            if ran and self.session.host.monitors:
                 feed(self.session, (args,))
-            return True
+            return name.decode() if ran else ""
         if self.multi is not None and name not in _NOT_QUEUED:
             error = self.session._resolve(args)
             if not isinstance(error, bytes) and name in _NO_MULTI:  # after its arity, as processCommand
+                stats.reject(name.decode())
                 error = encode_error("Command not allowed inside a transaction")
             if isinstance(error, bytes):
                 self.multi_error = True
@@ -114,17 +131,17 @@ class DataSide:
             else:
                 self.multi.append(args)
                 self.session._write(b"+QUEUED\r\n")
-            return True
+            return ""
         if name == b"reset":
             self.reset()
         elif name == b"select" and len(args) == 2 and args[1].isdigit() \
                 and self.session.databases > int(args[1]) >= len(self.engine.store.dbs):
             self.session._error("DB index is out of range")  # a map with fewer databases
-            return True
-        return False
+            return "select"
+        return None
 
-    def run(self, args: list[bytes], cmd: Cmd | None = None) -> None:
-        """A data command, with the session's database and protocol."""
+    def run(self, args: list[bytes], cmd: Cmd | None = None) -> str:
+        """A data command, with the session's database and protocol: the name it ran as."""
         s = self.session
         client = self.client
         client.db = s.db
@@ -132,11 +149,22 @@ class DataSide:
         first = bool(s.host.monitors) and args[0].lower() in _SCRIPTS  # shown before what it runs
         if first:
             feed(s, (args,))
+        if cmd is None:
+            cmd = COMMANDS[args[0].lower()]
         reply = self.engine.execute(client, args, cmd)
+        outcome = data_outcome(s.host.stats, cmd, args, reply)
         if reply is not BLOCKED:
             s._write(encode(reply, s.resp))
+        else:
+            self.blocked(outcome, 0)
+            outcome = ""
         if s.host.monitors and not first:
             feed(s, (args,))
+        return outcome
+
+    def blocked(self, name: str, ns: int) -> None:
+        """The pop `name` blocked: counted when it answers (`_wake`)."""
+        self.blocked_name, self.blocked_ns = name, ns
 
     def reset(self) -> None:
         self.engine.drop_client(self.client)
@@ -151,9 +179,10 @@ class DataSide:
 
     def _transaction(self, name: bytes, args: list[bytes]) -> bool:
         """MULTI, EXEC, DISCARD, WATCH or UNWATCH; False when it did not run (its arity
-        refused, or UNWATCH queued), for MONITOR."""
+        refused, or UNWATCH queued), for MONITOR and INFO commandstats."""
         s = self.session
         if not _arity_ok(name, args):
+            s.host.stats.reject(name.decode())
             if name == b"exec":
                 self._exec_abort(encode_error(f"wrong number of arguments for '{name.decode()}' command"))
                 return False
@@ -225,6 +254,7 @@ class DataSide:
             for args in queue:
                 if args[0].lower() == b"unwatch":
                     parts.append(OK)
+                    s.host.stats.call("unwatch", 0)
                     continue
                 parts.append(s._captured(args))
         finally:
@@ -249,7 +279,12 @@ class DataSide:
         s = self.session
         if s.closing:
             return
+        stats = s.host.stats
+        before = stats.total_errors
         s._write(encode(reply, s.resp))
+        if self.blocked_name:  # counted now, as redis-server's updateStatsOnUnblock
+            stats.aside(self.blocked_name, self.blocked_ns, stats.total_errors - before)
+            self.blocked_name = ""
         held, self.held = self.held, []
         for args in held:
             if s.closing:

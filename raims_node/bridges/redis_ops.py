@@ -446,10 +446,11 @@ def config_set(s: OpsClient, args: list[bytes]) -> None:
 
 
 def config_resetstat(s: OpsClient, args: list[bytes]) -> None:
-    """The transport's counters (connections, commands) and the map's (kv/server.py)."""
+    """The transport's counters (connections, commands, commandstats, errorstats) and the map's (kv/server.py)."""
     host = s.host
     host.commands = 0
     host.connections = 0
+    host.stats.reset()
     engine = s.engine()
     if engine is not None:
         reset_stats(engine)

@@ -18,6 +18,7 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
 - A parsed batch goes to redis_batch.run_batch: data commands and PUBLISH run with their
   replies joined into one write while no state of the connection needs the general
   dispatch below (`_command`).
+- Every command is counted for INFO commandstats / errorstats (redis_stats.py).
 - Any other command gets `-ERR unknown command 'x', with args beginning with: 'a' 'b' `
   (at most 128 bytes of arguments, as redis-server) and the connection stays usable;
   an unknown subcommand gets `-ERR unknown subcommand 'x'. Try CLIENT HELP.`.
@@ -29,7 +30,7 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
 - RESP2 subscribed mode allows only (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING, QUIT,
   RESET; anything else gets redis-server's "Can't execute ..." error. PING there
   answers `["pong", arg or ""]`. RESP3 has no such mode.
-- PUBLISH/SPUBLISH answer the bus's count of receivers reached (local plus remote).
+- PUBLISH/SPUBLISH (redis_pubsub.py) answer the bus's count of receivers reached (local plus remote).
   PUBLISH takes an optional third argument, raims' extension: the message's reply
   subject (NATS subscribers see it; `_ACK.<inbox>` / `_TRACE.<inbox>` ask for acks or a
   trace, bridges/acks.py).
@@ -58,18 +59,18 @@ from raims_node.bridges import redis_command_info as cmdinfo
 from raims_node.bridges import redis_monitor as monitor
 from raims_node.bridges import redis_ops as ops
 from raims_node.bridges import redis_ops_mem as ops_mem
+from raims_node.bridges import redis_pubsub as pubsub
 from raims_node.bridges.bus import Bus, shard_subject
 from raims_node.bridges.flow import SessionOutput
 from raims_node.bridges.redis_batch import deliver_channel_run, run_batch
 from raims_node.bridges.redis_config import RedisConfig
 from raims_node.bridges.redis_data import DataSide
+from raims_node.bridges.redis_stats import data_name
 from raims_node.bridges.resp import (
     OK,
     RespParser,
     RespProtocolError,
-    encode_array_header,
     encode_bulk,
-    encode_bulks,
     encode_countdown,
     encode_error,
     encode_int,
@@ -168,11 +169,13 @@ class RedisSession(SessionOutput):
         self.last_active = self.host.clock()  # input counts as activity, as a command
         run_batch(self, commands)
         if error is not None and not self._closing:
+            self.host.stats.error(error.reply)  # an error reply, as redis-server counts it
             self._close(error.reply, error)
 
     def _command(self, args: list[bytes]) -> None:
-        """A command, or one held while blocked or paused, replayed; timed for SLOWLOG (redis_ops.py).
-        CLIENT REPLY SKIP silences the next one run and a blocked pop's reply too (as redis-server 7.0.15)."""
+        """A command, or one held while blocked or paused, replayed; timed for SLOWLOG (redis_ops.py)
+        and INFO commandstats (redis_stats.py). CLIENT REPLY SKIP silences the next one run and a
+        blocked pop's reply too (as redis-server 7.0.15)."""
         data, host_ops = self._data, self.host.ops
         if (host_ops.pause_end and host_ops.pauses(self, args)) or self._pause_held:
             ops.hold(self, args)
@@ -182,31 +185,42 @@ class RedisSession(SessionOutput):
             return
         self._reply_skip, self.reply_skip_next = self.reply_skip_next, False
         queued = data is not None and data.multi is not None
+        stats = self.host.stats
+        stats.mark = stats.total_errors
         t0 = perf_counter_ns()
-        self._execute(args)
+        name = self._execute(args)
+        ns = perf_counter_ns() - t0
+        if name:
+            stats.call(name, ns)
         if not queued and (data is None or data.client.blocked is None):
-            host_ops.record(self, args, perf_counter_ns() - t0)
+            host_ops.record(self, args, ns)
+        elif not queued and data is not None:
+            data.blocked_ns = ns  # counted when it answers
 
-    def _execute(self, args: list[bytes]) -> None:
+    def _execute(self, args: list[bytes]) -> str:
+        """Run `args`: the name it is counted under as a call (redis_stats.py), or "" when it
+        did not run (refused, queued, held, blocked, unknown)."""
         self.last_cmd = args[0].lower().decode("utf-8", "replace")
         data = self._data
-        if data is not None and data.intercept(args):
-            return
+        if data is not None and (outcome := data.intercept(args)) is not None:
+            return outcome
         cmd = self._resolve(args)
         if isinstance(cmd, bytes):
             self._write(cmd)
-        elif cmd is _DATA:
+            return ""
+        if cmd is _DATA:
             assert data is not None
-            data.run(args)
-        else:
-            assert cmd.handler is not None  # containers are only reached with a subcommand
-            self.last_cmd = cmd.fullname
-            cmd.handler(self, args)
-            if self.host.monitors and type(args) is not ops.Continued:  # after: in the db it leaves (SELECT)
-                monitor.feed(self, (args,))
+            return data.run(args)
+        assert cmd.handler is not None  # containers are only reached with a subcommand
+        self.last_cmd = cmd.fullname
+        cmd.handler(self, args)
+        if self.host.monitors and type(args) is not ops.Continued:  # after: in the db it leaves (SELECT)
+            monitor.feed(self, (args,))
+        return cmd.fullname
 
     def _resolve(self, args: list[bytes]) -> _Command | bytes:
-        """The command `args` names, or the encoded error that refuses it."""
+        """The command `args` names, or the encoded error that refuses it (a known command's
+        refusal counted as a rejected call)."""
         name = args[0].lower()
         cmd = _COMMANDS.get(name)
         if cmd is None and self._data is not None and is_data_command(name):
@@ -223,26 +237,37 @@ class RedisSession(SessionOutput):
                     break
                 quoted += b"'%s' " % arg[:128 - len(quoted)]
             return encode_error(b"unknown command '%s', with args beginning with: %s" % (args[0][:128], quoted))
+        fullname = data_name(args) if cmd is _DATA else cmd.fullname
         if cmd is _DATA:
             arity = arity_error(args)
             if arity is not None:
+                self.host.stats.reject(fullname or name.decode())
                 return arity
         elif (cmd.arity > 0 and cmd.arity != len(args)) or len(args) < -cmd.arity:
+            self.host.stats.reject(cmd.fullname)
             return encode_error(f"wrong number of arguments for '{cmd.fullname}' command")
         if self.resp == 2 and not cmd.pubsub_ok and self.subscribed and self._capture is None:  # EXEC runs all
+            if fullname:
+                self.host.stats.reject(fullname)
             return encode_subscribed_refusal(name.decode("utf-8", "replace") if cmd is _DATA else cmd.fullname)
         return cmd
 
     def _captured(self, args: list[bytes]) -> bytes:
-        """Run `args` and return its reply instead of sending it (EXEC)."""
+        """Run `args` and return its reply instead of sending it (EXEC); counted as a call of its own."""
         capture: list[bytes] = []
         self._capture = capture
+        stats = self.host.stats
+        stats.mark = stats.total_errors
         t0 = perf_counter_ns()
         try:
-            self._execute(args)
+            name = self._execute(args)
         finally:
             self._capture = None
-        self.host.ops.record(self, args, perf_counter_ns() - t0)  # EXEC's commands one by one
+        ns = perf_counter_ns() - t0
+        self.host.ops.record(self, args, ns)  # EXEC's commands one by one
+        if name:
+            stats.call(name, ns)
+        stats.mark = stats.total_errors  # EXEC fails only of its own errors
         return b"".join(capture)
 
     def pending_output(self, max_bytes: int | None = None) -> bytes:
@@ -251,13 +276,17 @@ class RedisSession(SessionOutput):
         return super().pending_output(max_bytes)
 
     def _write(self, data: bytes) -> bool:
-        """Queue a reply (none while CLIENT REPLY OFF or SKIP holds)."""
+        """Queue a reply (none while CLIENT REPLY OFF or SKIP holds); an error counted (errorstats)."""
+        if data[:1] == b"-":
+            self.host.stats.error(data)
         if self._capture is not None:
             self._capture.append(data)
             return True
         if self.reply_off or self._reply_skip:
             return True
         return super()._write(data)
+
+    _send = SessionOutput._write  # the batch path's replies: its errors already counted
 
     def _push(self, data: bytes) -> bool:
         """Queue a push: a message or (un)subscribe confirmation, sent whatever CLIENT REPLY says."""
@@ -406,49 +435,6 @@ class RedisSession(SessionOutput):
     def _sunsubscribe(self, args: list[bytes]) -> None:
         self._unsubscribe_from(args, self._shards, _SHARD, b"sunsubscribe")
 
-    def _oversized(self, message: bytes) -> bool:
-        """A PUBLISH message over max_payload (only a map's larger bulks let one through):
-        refused with an error, counted."""
-        if len(message) <= self.config.max_payload:
-            return False
-        self.oversized += 1
-        self._error(b"message of %d bytes exceeds max_payload %d" % (len(message), self.config.max_payload))
-        return True
-
-    def _publish(self, args: list[bytes]) -> None:
-        if self._oversized(args[2]):
-            return
-        self.msgs_in += 1
-        self._write(encode_int(self.bus.publish(self, _text(args[1]), None, None, args[2])))
-
-    def _spublish(self, args: list[bytes]) -> None:
-        if self._oversized(args[2]):
-            return
-        self.msgs_in += 1
-        self._write(encode_int(self.bus.publish(self, shard_subject(_text(args[1])), None, None, args[2])))
-
-    def _pubsub_channels(self, args: list[bytes], shard: bool = False) -> None:
-        if len(args) > 3:
-            self._error(b"unknown subcommand or wrong number of arguments for '%s'. Try PUBSUB HELP."
-                        % args[1][:128])
-            return
-        names = self.bus.channels(_text(args[2]) if len(args) == 3 else None, shard)
-        self._write(encode_bulks(_wire(n) for n in names))
-
-    def _pubsub_numsub(self, args: list[bytes], shard: bool = False) -> None:
-        counts = self.bus.numsub([_text(a) for a in args[2:]], shard)
-        self._write(encode_array_header(2 * len(counts)) + b"".join(
-            encode_bulk(a) + encode_int(c) for a, c in zip(args[2:], counts, strict=True)))
-
-    def _pubsub_numpat(self, args: list[bytes]) -> None:
-        self._write(encode_int(self.bus.numpat()))
-
-    def _pubsub_shardchannels(self, args: list[bytes]) -> None:
-        self._pubsub_channels(args, shard=True)
-
-    def _pubsub_shardnumsub(self, args: list[bytes]) -> None:
-        self._pubsub_numsub(args, shard=True)
-
     # ------------------------------------------------------------ output
 
     def deliver(self, sid: str, subject: str, reply: str | None,
@@ -528,17 +514,6 @@ def session_command_tree() -> dict[str, list[str]]:
             for c in _COMMANDS.values()}
 
 
-def _publish_with_reply(session: RedisSession, args: list[bytes]) -> None:
-    """PUBLISH channel message [reply]: raims' optional third argument is the message's
-    reply subject (`_ACK.<inbox>` / `_TRACE.<inbox>` ask for acks or a trace, acks.py)."""
-    if len(args) == 3:
-        session._publish(args)
-    elif len(args) > 4:
-        session._arity_error("publish")
-    elif not session._oversized(args[2]):
-        session.msgs_in += 1
-        session._write(encode_int(session.bus.publish(session, _text(args[1]), _text(args[3]), None, args[2])))
-
 _DATA = _Command("data", -1, None)  # a data command: the DataSide runs it
 _COMMANDS = _table(
     _Command("ping", -1, _S._ping, pubsub_ok=True),
@@ -553,8 +528,8 @@ _COMMANDS = _table(
     _Command("punsubscribe", -1, _S._punsubscribe, pubsub_ok=True),
     _Command("ssubscribe", -2, _S._ssubscribe, pubsub_ok=True),
     _Command("sunsubscribe", -1, _S._sunsubscribe, pubsub_ok=True),
-    _Command("publish", -3, _publish_with_reply),
-    _Command("spublish", 3, _S._spublish),
+    _Command("publish", -3, pubsub.publish_with_reply),
+    _Command("spublish", 3, pubsub.spublish),
     _Command("client", -2, None, subcommands=_table(
         _Command("client|id", 2, admin.client_id),
         _Command("client|setname", 3, admin.client_setname),
@@ -586,11 +561,11 @@ _COMMANDS = _table(
     _Command("slaveof", 3, admin.replicaof),
     _Command("monitor", 1, monitor.start),
     _Command("pubsub", -2, None, subcommands=_table(
-        _Command("pubsub|channels", -2, _S._pubsub_channels),
-        _Command("pubsub|numsub", -2, _S._pubsub_numsub),
-        _Command("pubsub|numpat", 2, _S._pubsub_numpat),
-        _Command("pubsub|shardchannels", -2, _S._pubsub_shardchannels),
-        _Command("pubsub|shardnumsub", -2, _S._pubsub_shardnumsub),
+        _Command("pubsub|channels", -2, pubsub.pubsub_channels),
+        _Command("pubsub|numsub", -2, pubsub.pubsub_numsub),
+        _Command("pubsub|numpat", 2, pubsub.pubsub_numpat),
+        _Command("pubsub|shardchannels", -2, pubsub.pubsub_shardchannels),
+        _Command("pubsub|shardnumsub", -2, pubsub.pubsub_shardnumsub),
     )),
     *ops.command_table(_Command, _table),
     *ops_mem.command_table(_Command, _table),

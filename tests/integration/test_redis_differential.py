@@ -9,6 +9,7 @@ node has no key-value map (a write is refused), except for KV_CASES.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 
@@ -277,3 +278,85 @@ def test_info_has_redis_server_fields(pair: Pair) -> None:
     (_, _), (us, _) = pair.run(b"INFO cpu all\r\n" + Q)
     assert b"\r\nmaster_repl_offset:0\r\n" in us and us.count(b"used_cpu_user_children:") == 1
     assert b"\r\nused_memory_human:" in us and b"\r\nmaxmemory_human:0B\r\n" in us
+
+
+# INFO commandstats / errorstats (redis_stats.py): after the same script on one connection, the
+# same commands with the same calls, rejected_calls and failed_calls, the same error prefixes
+# and counts, the same total_error_replies (usec excluded). Sent whole, so pipelined runs take
+# the batch path; subscribed mode, MULTI and CLIENT REPLY take the general dispatch.
+STATS_CASES: dict[str, bytes] = {
+    "refusals and failures": b"PING\r\nPING a b\r\nFOO a\r\nCLIENT FOO\r\nCLIENT SETNAME\r\nCLIENT\r\nCLIENT LIST\r\n"
+                             b"CLIENT LIST x\r\nECHO\r\nSELECT 99\r\nHELLO 4\r\nAUTH x\r\nAUTH a b\r\nPUBLISH c x\r\n"
+                             b"PUBLISH c y\r\nPUBLISH d z\r\nSPUBLISH s x\r\nSUBSCRIBE c\r\nPUBLISH c x\r\nGET k\r\n"
+                             b"PING\r\nHELLO 3\r\nINFO x\r\nUNSUBSCRIBE\r\nPUBSUB NUMSUB c\r\nPUBSUB FOO\r\n"
+                             b"CONFIG GET timeout\r\nCONFIG SET foo 1\r\nCLIENT REPLY OFF\r\nGET\r\nFOO\r\n"
+                             b"CLIENT REPLY ON\r\n",
+    "transactions": b"MULTI\r\nPING\r\nECHO\r\nGET\r\nEXEC\r\nEXEC\r\nDISCARD\r\nMULTI\r\nMULTI\r\nWATCH x\r\n"
+                    b"PING a\r\nUNWATCH\r\nPUBLISH c m\r\nEXEC\r\nEXEC x\r\nMULTI\r\nEXEC x\r\nSUBSCRIBE c\r\nEXEC\r\n"
+                    b"MULTI\r\nWATCH k\r\nRESET\r\nMULTI\r\nSELECT 99\r\nEXEC\r\n",
+    "protocol error": b"PING\r\n*1\r\n$x\r\n",
+}
+KV_STATS_CASES: dict[str, bytes] = {
+    "pipelined data commands": b"SET k v\r\nSET k2 v\r\nGET k\r\nGET k\r\nget k\r\nINCR k\r\nLPUSH k a\r\nGET\r\n"
+                               b"HSET h a 1\r\nHSET h b 2\r\nHGET h a\r\nOBJECT ENCODING k\r\nOBJECT FOO\r\n"
+                               b"OBJECT ENCODING\r\nOBJECT\r\nPUBLISH c x\r\nPUBLISH c x\r\npublish c y\r\nMSET a\r\n"
+                               b"MSET a b c\r\nBLPOP l 0.01\r\nRPUSH l2 x\r\nBLPOP l2 0\r\nINCR n\r\nINCR n\r\n"
+                               b"SET k v EX -1\r\nPING\r\nGET k\r\n",
+    "data commands in transactions": b"MULTI\r\nINCR k\r\nSET k v\r\nINCR k\r\nGET\r\nEXEC\r\nSET k 1\r\nMULTI\r\n"
+                                     b"INCR k\r\nLPUSH k x\r\nGET k\r\nEXEC\r\nWATCH k\r\nSET k 2\r\nMULTI\r\nGET k\r\n"
+                                     b"EXEC\r\nMULTI\r\nSAVE\r\nEXEC\r\n",
+    "data commands while subscribed": b"HELLO 3\r\nSUBSCRIBE c\r\nSET k v\r\nGET\r\nINCR k\r\nGET k\r\nPUBLISH c x\r\n"
+                                      b"UNSUBSCRIBE\r\nHELLO 2\r\nSUBSCRIBE c\r\nSET k v\r\nMULTI\r\nRESET\r\nSET k v\r\n",
+    "replies off": b"CLIENT REPLY OFF\r\nSET k v\r\nINCR k\r\nGET\r\nCLIENT REPLY ON\r\nSET k v\r\n"
+                   b"CLIENT REPLY SKIP\r\nINCR k\r\nGET k\r\n",
+    "subcommands of the map": b"SET k v\r\nXADD s * a 1\r\nXINFO STREAM s\r\nXINFO FOO\r\nXGROUP CREATE s g $\r\n"
+                              b"XGROUP CREATE s g $\r\nSCRIPT FLUSH\r\nSCRIPT LOAD\r\nTYPE k\r\nDEL k\r\nEXPIRE k x\r\n",
+}
+_CMDSTAT = re.compile(rb"cmdstat_(\S+?):calls=(\d+),usec=\d+,usec_per_call=\d+\.\d\d,rejected_calls=(\d+),"
+                      rb"failed_calls=(\d+)\r\n")
+_ERRSTAT = re.compile(rb"errorstat_(\S+?):count=(\d+)\r\n")
+_LATENCY = re.compile(rb"latency_percentiles_usec_(\S+?):p50=\d+\.\d{3},p99=\d+\.\d{3},p99\.9=\d+\.\d{3}\r\n")
+
+Counts = tuple[dict[bytes, tuple[int, ...]], dict[bytes, int], bytes, set[bytes]]
+
+
+def _stats(port: int, script: bytes) -> Counts:
+    """(commandstats {name: (calls, rejected, failed)}, errorstats, total_error_replies, the
+    latencystats names) after CONFIG RESETSTAT, then `script` on a connection of its own."""
+    assert exchange(port, b"CONFIG RESETSTAT\r\n" + Q) == (b"+OK\r\n+OK\r\n", True)
+    exchange(port, script + Q)
+    reply, _ = exchange(port, b"INFO commandstats errorstats latencystats stats\r\n" + Q)
+    total = re.search(rb"\r\ntotal_error_replies:(\d+)\r\n", reply)
+    assert total is not None
+    return ({m[1]: tuple(map(int, m.groups()[1:])) for m in _CMDSTAT.finditer(reply)},
+            {m[1]: int(m[2]) for m in _ERRSTAT.finditer(reply)}, total[1], set(_LATENCY.findall(reply)))
+
+
+@pytest.mark.parametrize("name", list(STATS_CASES))
+def test_commandstats_and_errorstats_match_redis_server(pair: Pair, name: str) -> None:
+    ref = _stats(pair.ref_port, STATS_CASES[name])
+    assert ref[0] and _stats(pair.raims_port, STATS_CASES[name]) == ref
+
+
+@pytest.mark.parametrize("name", list(KV_STATS_CASES))
+def test_with_a_map_commandstats_and_errorstats_match_redis_server(kv_pair: Pair, name: str) -> None:
+    ref = _stats(kv_pair.ref_port, KV_STATS_CASES[name])
+    assert ref[0] and _stats(kv_pair.raims_port, KV_STATS_CASES[name]) == ref
+
+
+def test_info_default_and_everything_have_redis_servers_stats_sections(pair: Pair) -> None:
+    """INFO (default) has errorstats but not commandstats nor latencystats; INFO everything
+    has the three after cpu, as redis-server 7.0.15 (whose modules section raims has not)."""
+    for section in (b"", b" everything"):
+        (ref, _), (us, _) = pair.run(b"INFO%s\r\n" % section + Q)
+        theirs = [h for h in re.findall(rb"# (\w+)\r\n", ref) if h != b"Modules"]
+        assert re.findall(rb"# (\w+)\r\n", us) == theirs
+
+
+def test_kept_commands_a_script_runs_are_not_counted_apart(kv_pair: Pair) -> None:
+    """redis-server counts the commands a script runs (redis.call) as calls of their own;
+    raims counts the script command only (redis_stats.py)."""
+    script = b"SET k v\r\nEVAL \"return redis.call('incr','k')\" 0\r\n"
+    ref, us = _stats(kv_pair.ref_port, script), _stats(kv_pair.raims_port, script)
+    assert ref[0].pop(b"incr") == (1, 0, 1) and b"incr" not in us[0]
+    assert us[:3] == ref[:3]
