@@ -177,6 +177,18 @@ def parse_int(b: bytes, err: bytes = NOT_INTEGER) -> int:
     return v
 
 
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def parse_ranged(b: bytes, lo: int, hi: int) -> int:
+    """An integer in [lo, hi] as redis-server's getRangeLongFromObjectOrReply reads it
+    without a message of its own (getIntFromObjectOrReply for a DB index: INT32)."""
+    v = parse_int(b)
+    if not lo <= v <= hi:
+        raise CommandError(b"ERR value is out of range, value must between %d and %d" % (lo, hi))
+    return v
+
+
 _HEX_FLOAT = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from raims_node.kv.commands import (
+    INT32_MAX,
+    INT32_MIN,
     INT64_MAX,
     INT64_MIN,
     N_GENERIC,
@@ -22,6 +24,7 @@ from raims_node.kv.commands import (
     apply_deadline,
     command,
     parse_int,
+    parse_ranged,
     syntax_error,
 )
 from raims_node.kv.errors import CommandError
@@ -306,7 +309,7 @@ def flushall(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 
 @command("move", 3, write=True)
 def move(e: Engine, c: KVClient, a: list[bytes]) -> Any:
-    dst = parse_int(a[2])
+    dst = parse_ranged(a[2], INT32_MIN, INT32_MAX)
     store = e.store
     if not 0 <= dst < len(store.dbs):
         raise CommandError(b"ERR DB index is out of range")

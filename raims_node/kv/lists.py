@@ -13,6 +13,7 @@ from collections import deque
 from typing import Any
 
 from raims_node.kv.commands import (
+    INT64_MIN,
     N_GENERIC,
     N_LIST,
     Engine,
@@ -231,7 +232,7 @@ def lpos(e: Engine, c: KVClient, a: list[bytes]) -> Any:
             raise syntax_error()
         if opt == b"rank":
             rank = parse_int(a[i + 1])
-            if rank == 0 or rank < -(1 << 63) + 1:
+            if rank == 0:
                 raise CommandError(b"ERR RANK can't be zero: use 1 to start from the first match, "
                                    b"2 from the second ... or use negative to start from the end of the list")
         elif opt == b"count":
@@ -250,7 +251,10 @@ def lpos(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         return None if count is None else []
     n = len(lst)
     order = range(n) if rank > 0 else range(n - 1, -1, -1)
-    skip = abs(rank) - 1
+    # redis-server 7.0.15 negates a negative rank in a long: RANK -2^63 stays negative, so
+    # every match from the tail ranks and COUNT never ends the scan (7.2 refuses it)
+    wrapped = rank == INT64_MIN
+    skip = 0 if wrapped else abs(rank) - 1
     found: list[int] = []
     for checked, j in enumerate(order):
         if maxlen and checked >= maxlen:
@@ -260,7 +264,7 @@ def lpos(e: Engine, c: KVClient, a: list[bytes]) -> Any:
                 skip -= 1
                 continue
             found.append(j)
-            if count is None or (count and len(found) >= count):
+            if count is None or (count and not wrapped and len(found) >= count):
                 break
     if count is None:
         return found[0] if found else None

@@ -31,7 +31,16 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from raims_node.kv.commands import N_GENERIC, Engine, KVClient, command, parse_int
+from raims_node.kv.commands import (
+    INT32_MAX,
+    INT32_MIN,
+    N_GENERIC,
+    Engine,
+    KVClient,
+    command,
+    parse_int,
+    parse_ranged,
+)
 from raims_node.kv.errors import SYNTAX, CommandError
 from raims_node.kv.hll import is_hll
 from raims_node.kv.reply import OK
@@ -65,7 +74,7 @@ def copy(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         if opt == b"replace":
             replace = True
         elif opt == b"db" and j + 1 < len(a):
-            dst_db = parse_int(a[j + 1])
+            dst_db = parse_ranged(a[j + 1], INT32_MIN, INT32_MAX)
             if not 0 <= dst_db < len(store.dbs):
                 raise CommandError(b"ERR DB index is out of range")
             j += 1

@@ -52,7 +52,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from raims_node.kv.commands import COMMANDS, Engine, KVClient, command, parse_int
+from raims_node.kv.commands import (
+    COMMANDS,
+    INT32_MAX,
+    INT32_MIN,
+    Engine,
+    KVClient,
+    command,
+    parse_int,
+    parse_ranged,
+)
 from raims_node.kv.errors import CommandError
 from raims_node.kv.lua_convert import LuaConverter, finish, lua_size
 from raims_node.kv.lua_libs import BIT_NAMES, SETUP, ScriptRaise, make_bit, make_decode
@@ -381,7 +390,7 @@ class Scripts:
     def _session(self, name: bytes, argv: list[bytes]) -> Any:
         """The connection commands a script may run."""
         if name == b"select":
-            db = parse_int(argv[1])
+            db = parse_ranged(argv[1], INT32_MIN, INT32_MAX)
             if not 0 <= db < len(self.engine.store.dbs):
                 return Err(b"ERR DB index is out of range")
             self.client.db = db

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from raims_node.kv.commands import (
+    INT64_MAX,
     N_GENERIC,
     N_SET,
     Engine,
@@ -16,6 +17,7 @@ from raims_node.kv.commands import (
     parse_card_limit,
     parse_count,
     parse_int,
+    parse_ranged,
 )
 from raims_node.kv.errors import CommandError
 from raims_node.kv.glob import glob_match
@@ -119,11 +121,12 @@ def spop(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 def srandmember(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     if len(a) > 3:
         raise CommandError(b"ERR syntax error")
-    s = _set(e, c, a[1])
     rng = e.store.rng
     if len(a) == 2:
+        s = _set(e, c, a[1])
         return rng.choice(list(s)) if s else None
-    count = parse_int(a[2], b"ERR value is out of range")
+    count = parse_ranged(a[2], -INT64_MAX, INT64_MAX)  # before the key, as redis-server
+    s = _set(e, c, a[1])
     if not s:
         return []
     members = list(s)

@@ -215,6 +215,7 @@ ERRORS = [
     ev("return redis.call('lpush', 's', 'x')"),
     ev("return redis.call('select', 99)"),
     ev("return redis.call('select', 'x')"),
+    ev("return redis.call('select', '2147483648')"),
     ev("return redis.setresp()"),
     ev("return redis.setresp(4)"),
     ev("return redis.sha1hex()"),
