@@ -19,7 +19,10 @@ Flow control (decisions; flow.py describes the session's side):
   next turn of the loop, so one connection's large batch (a megabyte of PUBs, 50,000
   SUBs in one write) does not stall the other connections, the links or the heartbeats.
   (uvloop reads a ready socket up to 32 times per turn: without this, one turn could
-  process 8 MB from one client.)
+  process 8 MB from one client.) The SLICE_S is per turn, over all the reads of that
+  turn: a read that comes after it is spent waits whole for the next turn (2026-11-27,
+  edge-adversary: an RV client's flood of small messages came in 256 KB reads of 4 ms
+  each, each under the slice, and held the node's other clients 250 ms a turn).
 - A connection whose session is `paused` (its output above the high-water mark) stops
   being read.
 - A congested consumer also closes the hub's `FlowGate` (gate.py): every bridge
@@ -197,6 +200,7 @@ class SessionProtocol(asyncio.Protocol):
         self._backlog: tuple[bytes, int] | None = None  # a read not fed yet, from its offset
         self._continuing = False  # _continue is scheduled
         self._slice = SLICE_BYTES
+        self._spent = 0.0  # work fed this loop turn, over all its reads (reset by the next turn)
 
     def new_session(self, client_id: int, client_ip: str | None) -> BridgeSession:
         raise NotImplementedError
@@ -229,6 +233,10 @@ class SessionProtocol(asyncio.Protocol):
             rest, off = self._backlog
             self._backlog = (rest[off:] + data, 0)
             return
+        if self._spent > SLICE_S:  # this turn's share is taken by the reads before (uvloop reads on)
+            self._backlog = (data, 0)
+            self.update_reading()
+            return
         session = self.session
         if len(data) <= MIN_SLICE_BYTES and session is not None:  # a message alone: one slice, nothing timed
             if not session.closing:
@@ -246,6 +254,9 @@ class SessionProtocol(asyncio.Protocol):
         session = self.session
         assert session is not None
         start = last = time.perf_counter()
+        if not self._spent:
+            self._loop.call_soon(self._new_turn)
+        start -= self._spent
         n = len(data)
         while off < n and not session.closing:
             end = off + self._slice
@@ -260,6 +271,7 @@ class SessionProtocol(asyncio.Protocol):
             if off < n and now - start > SLICE_S:
                 self._backlog = (data, off)
                 break
+        self._spent = max(time.perf_counter() - start, 1e-9)
         # the subscribers it delivered to, without a loop turn, then its own output: a PONG
         # follows the deliveries of the PUBs before its PING, as on nats-server
         self.server.hub.gate.flush()
@@ -267,9 +279,13 @@ class SessionProtocol(asyncio.Protocol):
         if self._backlog is not None:
             self.update_reading()
 
+    def _new_turn(self) -> None:
+        self._spent = 0.0
+
     def _continue(self) -> None:
         """The next turn of the loop: feed what waits, unless flow control holds it."""
         self._continuing = False
+        self._spent = 0.0
         if self._backlog is None or self._flow_paused():
             return
         data, off = self._backlog
