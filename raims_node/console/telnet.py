@@ -13,6 +13,19 @@ Negotiation at connect: the server offers `WILL ECHO`, `WILL SUPPRESS-GO-AHEAD` 
 `DO TERMINAL-TYPE`; refusals leave the connection in line mode. Input is capped
 (MAX_LINE per line, a longer line is refused with an error) so a client cannot grow the
 server's memory. `cancel` runs as it arrives, not after the command it cancels.
+
+Output is bounded (2026-11-27, edge-adversary), as redis-server bounds a client's
+output buffer: a client that does not read its output is not read either (its socket
+paused while the transport holds more than asyncio's high-water mark, and no further
+command line is run until it drains); at most MAX_QUEUED_LINES lines wait to run (more
+are dropped, said in one error line), each in a loop turn of its own, and none once the
+client has gone (a pasted batch of 43,000 `help` lines ran on for a minute after its
+client closed, holding the loop: a new telnet client waited for its greeting).
+Output the client did not ask for (log lines, messages of its `sub`s) is not held
+back: past MAX_UNSENT bytes unsent the connection is aborted and logged, as a slow
+consumer. What one read of input answers (echo, option refusals) is written at once, in
+one write: a client that sent 10 MB of `IAC DO x` and read nothing held ~100 MB in 3-byte
+writes until the transport failed (writev EINVAL past 1,024 buffers, not logged).
 """
 
 from __future__ import annotations
@@ -34,6 +47,8 @@ NOP, GA, IP, EOR = 241, 249, 244, 239
 ECHO, SGA, TTYPE, NAWS = 1, 3, 24, 31
 MAX_LINE = 4096
 HISTORY = 100
+MAX_QUEUED_LINES = 1024  # command lines read and not run yet: more pauses reading
+MAX_UNSENT = 8 * 1024 * 1024  # unsent output that makes the client a slow consumer (web/admin.py's too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +220,12 @@ class TelnetProtocol(asyncio.Protocol):
         self._lines: asyncio.Queue[str | None] = asyncio.Queue()
         self._busy = False  # a line is running: its end gives the prompt back
         self._task: asyncio.Task[None] | None = None
+        self._writable = asyncio.Event()  # clear while the transport holds too much (pause_writing)
+        self._writable.set()
+        self._read_paused = False
+        self.cut = False  # aborted as a slow consumer
+        self.dropped = 0  # command lines past MAX_QUEUED_LINES waiting, not run
+        self._asked = 0  # unsent bytes of the answers the client asked for (not held against it)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -218,39 +239,95 @@ class TelnetProtocol(asyncio.Protocol):
         assert self.transport is not None
         self.bytes_in += len(data)
         self.rd_peak = max(self.rd_peak, len(data))
+        out = bytearray()  # this read's echo and option answers, written once
         for ev in self.parser.feed(data):
             if isinstance(ev, Option):
-                self._negotiate(ev)
+                out += self._negotiate(ev)
                 continue
             lines, echo = self.editor.feed(ev)
-            if echo:
-                self.bytes_out += len(echo)
-                self.transport.write(echo)
+            out += echo
             for line in lines:
-                if line is not None and self.session is not None and session_verb(line.split()) == ("cancel", []):
+                if line is not None and self.session is not None and _may_cancel(line) \
+                        and session_verb(line.split()) == ("cancel", []):
+                    self._flush_out(out)
                     self._write(render_text(self.session.cancel()))  # now: not behind what it cancels
                     if not self._busy and self._lines.empty():
                         self._prompt()  # nothing ran to give the prompt back
                     continue
-                self._lines.put_nowait(line)
+                if self._lines.qsize() < MAX_QUEUED_LINES:
+                    self._lines.put_nowait(line)
+                else:
+                    self.dropped += 1
+        self._flush_out(out)
+        if self._lines.qsize() >= MAX_QUEUED_LINES:
+            self._update_reading()
 
-    def _negotiate(self, ev: Option) -> None:
-        assert self.transport is not None
+    def _flush_out(self, out: bytearray) -> None:
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.bytes_out += len(out)
+            self.transport.write(bytes(out))
+            self._check_unsent(len(out))
+            out.clear()
+
+    def _negotiate(self, ev: Option) -> bytes:
         if ev.verb == DO and ev.option == ECHO:
             self.editor.char_mode = True
         elif ev.verb == DONT and ev.option == ECHO:
             self.editor.char_mode = False
         elif ev.verb == DO and ev.option not in (ECHO, SGA):
-            self.transport.write(bytes([IAC, WONT, ev.option]))  # nothing else offered
+            return bytes([IAC, WONT, ev.option])  # nothing else offered
         elif ev.verb == WILL and ev.option not in (TTYPE, NAWS):
-            self.transport.write(bytes([IAC, DONT, ev.option]))
+            return bytes([IAC, DONT, ev.option])
+        return b""
+
+    # ------------------------------------------------------------ flow control
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read the client only while its output drains and few of its lines wait."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        waiting = self._lines.qsize()
+        want = not self._writable.is_set() or waiting >= MAX_QUEUED_LINES or \
+            self._read_paused and waiting > MAX_QUEUED_LINES // 2
+        if want != self._read_paused:
+            self._read_paused = want
+            if want:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def _check_unsent(self, wrote: int) -> None:
+        """Abort a client that has left MAX_UNSENT bytes unread (a slow consumer), past
+        the answers to its commands (one answer may be larger: it is not run before the
+        ones before it are read)."""
+        transport = self.transport
+        assert transport is not None
+        unsent = transport.get_write_buffer_size()
+        self.wr_peak = max(self.wr_peak, unsent)
+        if self._busy:  # the answer of the command running
+            self._asked = unsent
+            return
+        self._asked = min(self._asked, max(0, unsent - wrote))
+        if unsent > self._asked + MAX_UNSENT and not self.cut:
+            self.cut = True
+            log.warning("telnet client closed: slow consumer, %d bytes unsent", unsent)
+            transport.abort()
 
     def _write(self, text: str) -> None:
         if self.transport is not None and not self.transport.is_closing():
             out = text.replace("\r\n", "\n").replace("\n", "\r\n").encode() + b"\r\n"
             self.bytes_out += len(out)
             self.transport.write(out)
-            self.wr_peak = max(self.wr_peak, self.transport.get_write_buffer_size())
+            self._check_unsent(len(out))
 
     def _prompt(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -264,7 +341,15 @@ class TelnetProtocol(asyncio.Protocol):
         self._prompt()
         try:
             while not self.session.quit:
+                await self._writable.wait()  # a client that does not read runs nothing more
                 line = await self._lines.get()
+                if self.transport is None or self.transport.is_closing():
+                    break  # gone: what it queued is not run
+                if self._read_paused:
+                    self._update_reading()
+                if self.dropped:
+                    self._write(f"error: {self.dropped} command lines not run: more than {MAX_QUEUED_LINES} waited")
+                    self.dropped = 0
                 self._busy = True
                 self.count += 1
                 if line is None:
@@ -274,6 +359,7 @@ class TelnetProtocol(asyncio.Protocol):
                 if not self.session.quit:
                     self._prompt()
                 self._busy = False
+                await asyncio.sleep(0)  # a turn for the others between two queued lines
         finally:
             if self.transport is not None:
                 self.transport.close()
@@ -286,6 +372,13 @@ class TelnetProtocol(asyncio.Protocol):
             self.session.close()
         if self._task is not None:
             self._task.cancel()
+
+
+def _may_cancel(line: str) -> bool:
+    """Whether `line` may be `cancel` (abbreviated): the command table is asked only then
+    (resolving every line cost ~0.1 ms: 4 s for one 256 KB read of pasted lines)."""
+    words = line.split(None, 2)
+    return len(words) == 1 and "cancel".startswith(words[0])
 
 
 async def start_telnet(host: ConsoleHost, on_log: list[Callable[[str], None]], bind: str | None,
