@@ -1,12 +1,12 @@
 """Hostile and broken clients on the node's less-travelled client edges (2026-11-27,
-branch edge-adversary; DESIGN-NOTES "Client edges"): an RV client's flood of small
-messages, telnet clients that never read. Real ms_server processes, raw sockets."""
+branch edge-adversary; DESIGN-NOTES "Client edges"): telnet clients that never read.
+Real ms_server processes, raw sockets. (The RV flood's fix, a slice per loop turn, is
+tests/unit/test_glue_slices.py's.)"""
 
 from __future__ import annotations
 
 import select
 import socket
-import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -14,61 +14,12 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.harness import TELNET_TPORT, poll
-from tests.integration.rv_client import encode
 from tests.integration.test_bridges_net import BridgeNet, start_network
-
-RV = {"tport": "rv", "type": "rv", "route": {"port": 0}}
-MAGIC = 0x9955EEAA
-
-
-@pytest.fixture(scope="module")
-def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeNet]:
-    n = start_network(tmp_path_factory.mktemp("edge"), "node A\n", extra=[RV])
-    yield n
-    n.stop()
 
 
 def _rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS"))
-
-
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return out
-
-
-def _rv_session(port: int) -> socket.socket:
-    """An RV client past its two inits (rv_client.py's conversation, blocking)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    _recv_exactly(s, 12)
-    s.sendall(struct.pack(">III", 0, 4, 0))
-    _recv_exactly(s, 64)
-    s.sendall(struct.pack(">7I", 3, 2, 0, 1, 0, 4 << 24, 4 << 24) + bytes(36))
-    _recv_exactly(s, 64)
-    init = {"mtype": "I", "userid": "t", "service": "7500", "network": "", "vmaj": 5, "vmin": 4, "vupd": 2}
-    s.sendall(encode(init))
-    head = _recv_exactly(s, 8)
-    _recv_exactly(s, struct.unpack(">I", head[:4])[0] - 8)  # INITRESP
-    s.sendall(encode({**init, "session": "7F000001.X", "control": "_INBOX.7F000001.X.1"}))
-    head = _recv_exactly(s, 8)
-    _recv_exactly(s, struct.unpack(">I", head[:4])[0] - 8)  # RVD.CONNECTED
-    return s
-
-
-def _nats(port: int) -> socket.socket:
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.recv(4096)  # INFO
-    s.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
-    buf = b""
-    while b"PONG" not in buf:
-        buf += s.recv(4096)
-    return s
 
 
 def _telnet(port: int, rcvbuf: int = 4096) -> socket.socket:
