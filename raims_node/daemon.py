@@ -50,7 +50,6 @@ from raims_node.config.keyset import credentials, read_secrets
 from raims_node.config.params import log_stamp
 from raims_node.config.tree import ConfigTree, TransportConfig
 from raims_node.handover import hand_over
-from raims_node.kv import KVError, NodeKV
 from raims_node.names.glue import NamesGlue
 from raims_node.nstats import NodeStats
 from raims_node.router.actions import (
@@ -79,7 +78,6 @@ from raims_node.transports.name import (
     NameServiceError,
     resolve_device,
 )
-from raims_node.transports.pgm import PgmError, start_pgm
 from raims_node.transports.poll_stats import PollStats
 from raims_node.transports.ports import link_port_row
 from raims_node.transports.tcp import LinkProtocol
@@ -119,7 +117,6 @@ class Daemon:
     def __init__(self, tree: ConfigTree, user: str, svc: str | None = None, map_file: str | None = None) -> None:
         self.tree = tree
         self.map_file = map_file or tree.parameters.text("map_file")  # -m wins over the parameter
-        self.kv: NodeKV | None = None
         self.creds = credentials(tree, user, svc)
         self.kdf = read_secrets(tree).kdf()
         self.node = Node(self.creds, now_ns=time.time_ns(), params=params_from(tree))
@@ -139,6 +136,7 @@ class Daemon:
         self.console_ports: ConsolePorts | None = None  # telnet and web, served above us (server.py)
         self.idle = IdleBusy(tree.parameters.count("idle_busy"))  # turns before the loop blocks
         self.bridges = BridgeHub(self, self.idle)
+        self.bridges.map_args = (self.map_file, tree.parameters.text("db_num"))
         self.flow = Backpressure(self.links, self.bridges.gate, self.node)
         self.discovery = DeviceDiscovery(self)
         self.extra_ports.append(self.discovery.port_rows)
@@ -155,11 +153,11 @@ class Daemon:
         """Start transports by name: listeners first, then connectors."""
         self.say(f"session {self.creds.user}.{self.creds.svc}[{self._b64()}] started, "
                   f"start time {self.node.start_ns / NS:.9f}")
-        try:
-            self.kv = NodeKV(self.map_file, self.tree.parameters.text("db_num"))
-        except KVError as exc:
-            raise DaemonError(str(exc)) from None
-        self.bridges.kv = self.kv.engine
+        if self.map_file is not None:  # else opened with the first Redis transport (BridgeHub.open_kv)
+            try:
+                self.bridges.open_kv()
+            except BridgeStartError as exc:
+                raise DaemonError(str(exc)) from None
         for name in listen:
             await self.start_transport(name, listen=True)
         # routes' imports, loaded while links come up (a daemon thread: a stop must not wait for it)
@@ -234,6 +232,8 @@ class Daemon:
 
     async def _start_pgm(self, cfg: TransportConfig) -> Running:
         """A PGM multicast transport (transports/pgm.py); listen and connect are alike."""
+        from raims_node.transports.pgm import PgmError, start_pgm  # loaded for the first only
+
         run = self.running.get(cfg.tport)
         if run is None:
             tid = self.node.add_transport(cfg.tport, cfg.type, cfg.cost)
@@ -271,8 +271,6 @@ class Daemon:
         if self._ticker is not None:
             self._ticker.cancel()
         self.wake.close()
-        if self.kv is not None:
-            self.kv.close()
         for link in list(self.links.values()):
             if link.transport is not None:
                 link.flush()  # the BYE frames
@@ -295,8 +293,8 @@ class Daemon:
             self._apply(self.node.tick(time.time_ns()))
             self.nstats.publish(time.time_ns(), self.running, self.links, self._apply)
             self._answer_acks()
-            if self.kv is not None:
-                self.kv.tick()
+            if self.bridges.node_kv is not None:
+                self.bridges.node_kv.tick()
             self.naming.tick()
             now = time.monotonic()
             for link in list(self.links.values()):

@@ -32,20 +32,23 @@ import logging
 import re
 import socket
 import time
+from typing import TYPE_CHECKING
 
 from raims_node.bridges.capacity import client_capacity
 from raims_node.bridges.flow import OutputLedger, SessionOutput
 from raims_node.bridges.gate import FlowGate
 from raims_node.bridges.glue import BadNetwork, BridgeServer, BridgeStartError, ClientNetwork
 from raims_node.bridges.host import NodeHost
-from raims_node.bridges.registry import CLIENT_PROTOCOLS
+from raims_node.bridges.registry import server_class
 from raims_node.bridges.router_bus import InvalidService, RouterBus
 from raims_node.config.errors import ConfigError
 from raims_node.config.tree import TransportConfig
-from raims_node.kv.commands import Engine
 from raims_node.transports.idle_busy import IdleBusy
-from raims_node.transports.pgm import DEFAULT_PORT as PGM_PORT
 from raims_node.wire.subjects import bridge_b64
+
+if TYPE_CHECKING:
+    from raims_node.kv import NodeKV
+    from raims_node.kv.commands import Engine
 
 log = logging.getLogger("raims.bridge")
 
@@ -71,7 +74,21 @@ class BridgeHub:
         self._soft_timer: asyncio.TimerHandle | None = None
         self._ids = itertools.count(1)
         self.kv: Engine | None = None  # the node's key-value map (the Redis data commands)
+        self.node_kv: NodeKV | None = None  # its file and clock (open_kv)
+        self.map_args: tuple[str | None, str | None] = (None, None)  # the daemon's map file and db_num
         self._kv_buses: dict[str, RouterBus] = {}
+
+    def open_kv(self) -> None:
+        """The node's key-value map (`-m`, at the daemon's start) or, without one, its empty
+        read-only store (at the first Redis transport): a node with neither never imports
+        the map (bench/startup_bench.py); BridgeStartError."""
+        from raims_node.kv import KVError, NodeKV
+
+        try:
+            self.node_kv = NodeKV(*self.map_args)
+        except KVError as exc:
+            raise BridgeStartError(str(exc)) from None
+        self.kv = self.node_kv.engine
 
     def kv_notifications(self, bus: RouterBus) -> None:
         """Publish the map's keyspace notifications into `bus`'s service as well."""
@@ -146,6 +163,8 @@ class BridgeHub:
         if self._soft_timer is not None:
             self._soft_timer.cancel()
             self._soft_timer = None
+        if self.node_kv is not None:  # the map's log synced and closed
+            self.node_kv.close()
 
     def next_client_id(self) -> int:
         return next(self._ids)
@@ -161,7 +180,9 @@ class BridgeHub:
 
     async def start(self, cfg: TransportConfig) -> BridgeServer:
         """Start transport `cfg` (of a type in CLIENT_PROTOCOLS) listening; raise BridgeStartError."""
-        cls = CLIENT_PROTOCOLS[cfg.type]
+        cls = server_class(cfg.type)
+        if cfg.type == "redis" and self.node_kv is None:
+            self.open_kv()
         try:
             server = cls(self, cfg.tport, cls.settings_of(self, cfg))
         except (InvalidService, ConfigError, BadNetwork) as exc:
@@ -187,6 +208,8 @@ class BridgeHub:
             return
         device = network.device or socket.gethostname()
         if network.kind == "pgm":  # the group on the device; the service's number is the UDP port
+            from raims_node.transports.pgm import DEFAULT_PORT as PGM_PORT
+
             digits = re.search(r"\d+$", service)
             cfg = TransportConfig(name, "pgm", {"listen": f"{network.device};{network.group}",
                                                 "port": int(digits.group()) if digits else PGM_PORT})
