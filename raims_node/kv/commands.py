@@ -93,6 +93,7 @@ class BlockState:
     deadline_ms: int | None  # None: for ever
     args: list[bytes]
     db: int
+    timeout_reply: Any = NULL_ARRAY  # the answer at the deadline (WAIT's: 0)
 
 
 class KVClient:
@@ -344,6 +345,8 @@ class Engine:
         if v is None:
             v = typ()
             self.store.dbs[db].data[key] = v
+            if self.store.on_new is not None:
+                self.store.on_new(db, key)
             return v, True
         return v, False
 
@@ -352,6 +355,20 @@ class Engine:
         return v
 
     # ------------------------------------------------------------ notifications
+
+    def set_notify_flags(self, flags: int) -> None:
+        """notify-keyspace-events; with `n` the store tells each key it creates."""
+        self.notify_flags = flags
+        self.store.on_new = self._new_key if flags & N_NEW else None
+
+    def _new_key(self, db: int, key: bytes) -> None:
+        """redis-server's dbAdd: the "new" event, before the command's own."""
+        self.notify(N_NEW, "new", db, key)
+
+    def created(self, db: int, key: bytes) -> None:
+        """A command made `key` without `put` / `get_or_new` (a sorted set, a stream)."""
+        if self.store.on_new is not None:
+            self.store.on_new(db, key)
 
     def notify(self, flag: int, event: str, db: int, key: bytes) -> None:
         flags = self.notify_flags
@@ -371,13 +388,15 @@ class Engine:
 
     # ------------------------------------------------------------ blocking pops
 
-    def block(self, client: KVClient, keys: Iterable[bytes], timeout_ms: int, args: list[bytes]) -> Any:
-        """Park `client` on `keys` (0: no deadline); in MULTI the command answers null."""
+    def block(self, client: KVClient, keys: Iterable[bytes], timeout_ms: int, args: list[bytes],
+              timeout_reply: Any = NULL_ARRAY) -> Any:
+        """Park `client` on `keys` (0: no deadline; no keys: only the deadline or CLIENT
+        UNBLOCK answers it, with `timeout_reply`); in MULTI the command answers null."""
         if client.in_multi:
             return NULL_ARRAY
         keys = list(dict.fromkeys(keys))
         deadline = self.store.now_ms() + timeout_ms if timeout_ms else None
-        client.blocked = BlockState(keys, deadline, args, client.db)
+        client.blocked = BlockState(keys, deadline, args, client.db, timeout_reply)
         for k in keys:
             self.store.blocked.setdefault((client.db, k), deque()).append(client)
         self.blocked_clients.add(client)
@@ -400,10 +419,11 @@ class Engine:
                     del self.store.blocked[(state.db, k)]
 
     def time_out(self, client: KVClient) -> None:
-        """A blocked client answers as its timeout would have it (nil)."""
+        """A blocked client answers as its timeout would have it (nil; WAIT 0)."""
+        state = client.blocked
         self.unblock(client)
         if client.wake is not None:
-            client.wake(NULL_ARRAY)
+            client.wake(NULL_ARRAY if state is None else state.timeout_reply)
 
     def serve_ready(self) -> None:
         """Answer the clients blocked on keys that received elements (or were deleted:

@@ -180,11 +180,11 @@ def _rename(e: Engine, c: KVClient, a: list[bytes], nx: bool) -> Any:
         raise CommandError(b"ERR no such key")
     if src == dst:
         return 0 if nx else OK
-    if nx and store.lookup(c.db, dst) is not None:
+    if store.lookup(c.db, dst) is not None and nx:  # an expired dst goes first, as in redis-server
         return 0
     when = store.ttl_ms(c.db, src)
     store.delete(c.db, src)
-    store.put(c.db, dst, value)
+    store.put(c.db, dst, value, fresh=True)  # redis-server deletes dst and adds it: "new"
     if when is not None:
         store.set_expire(c.db, dst, when)
     store.signal_ready(c.db, dst)

@@ -275,17 +275,19 @@ def _move(e: Engine, c: KVClient, src: bytes, dst: bytes, from_left: bool, to_le
     lst = _list(e, c, src)
     if lst is None:
         return None
-    _list(e, c, dst)  # WRONGTYPE before anything moves
+    target = _list(e, c, dst)  # WRONGTYPE before anything moves
     value = lst.popleft() if from_left else lst.pop()
-    _removed(e, c, src, "lpop" if from_left else "rpop")
-    target, _ = e.get_or_new(c.db, dst, deque)
+    if target is None:  # never src: it held `value`
+        target, _ = e.get_or_new(c.db, dst, deque)
     if to_left:
         target.appendleft(value)
     else:
         target.append(value)
     e.store.touch(c.db, dst)
     e.store.signal_ready(c.db, dst)
+    # redis-server's order: the destination's events ("new", the push), then the source's
     e.notify(N_LIST, "lpush" if to_left else "rpush", c.db, dst)
+    _removed(e, c, src, "lpop" if from_left else "rpop")
     return value
 
 

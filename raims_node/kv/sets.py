@@ -183,11 +183,10 @@ def _op(e: Engine, c: KVClient, a: list[bytes], kind: str) -> Any:
 def _store(e: Engine, c: KVClient, a: list[bytes], kind: str) -> Any:
     result = _combine(kind, _operands(e, c, a[2:]))
     dst = a[1]
-    existed = e.store.delete(c.db, dst)
-    if result:
+    if result:  # an overwrite of an existing dst (redis-server's setKey): no "new"
         e.store.put(c.db, dst, result)
         e.notify(N_SET, f"s{kind}store", c.db, dst)
-    elif existed:
+    elif e.store.delete(c.db, dst):
         e.notify(N_GENERIC, "del", c.db, dst)
     return len(result)
 

@@ -94,6 +94,9 @@ class KVStore:
         self.default_db = default_db
         self.writable = True
         self.on_expired: Callable[[int, bytes], None] | None = None
+        # set only while the `n` keyspace event is on (Engine.set_notify_flags): `put`
+        # then tells a created key (redis-server's dbAdd), else it costs nothing
+        self.on_new: Callable[[int, bytes], None] | None = None
         self.watchers: dict[tuple[int, bytes], set[Client]] = {}
         self.blocked: dict[tuple[int, bytes], deque[Any]] = {}  # commands.KVClient, first come first
         self.ready: list[tuple[int, bytes]] = []
@@ -138,9 +141,15 @@ class KVStore:
 
     # ------------------------------------------------------------ changes
 
-    def put(self, db: int, key: bytes, value: Any, keep_ttl: bool = False) -> None:
+    def put(self, db: int, key: bytes, value: Any, keep_ttl: bool = False, fresh: bool = False) -> None:
+        """Set `key` to `value`; `fresh`: redis-server deletes the old key and adds this
+        one (RENAME), so it is a new key even over an existing one."""
         d = self.dbs[db]
-        d.data[key] = value
+        if self.on_new is not None and (fresh or self.lookup(db, key) is None):
+            d.data[key] = value
+            self.on_new(db, key)
+        else:
+            d.data[key] = value
         if not keep_ttl:
             d.expires.pop(key, None)
         self.touch(db, key)

@@ -156,6 +156,7 @@ def xadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
             return None
         s = Stream()
         e.store.dbs[c.db].data[key] = s
+        e.created(c.db, key)
     if s.last_id == MAX_ID:
         raise CommandError(b"ERR The stream has exhausted the last possible ID, unable to add more items")
     if t.auto:

@@ -134,6 +134,7 @@ def xgroup(e: Engine, c: KVClient, a: list[bytes]) -> Any:
             s = Stream()
             e.store.dbs[c.db].data[key] = s
             e.store.touch(c.db, key)
+            e.created(c.db, key)
         if name in s.groups:
             raise CommandError(b"BUSYGROUP Consumer Group name already exists")
         s.groups[name] = Group(sid, entries_read)

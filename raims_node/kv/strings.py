@@ -165,7 +165,8 @@ def msetnx(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     return 1
 
 
-def _incr(e: Engine, c: KVClient, key: bytes, by: int, event: str = "incrby") -> Any:
+def _incr(e: Engine, c: KVClient, key: bytes, by: int) -> Any:
+    """INCR, INCRBY, DECR, DECRBY: redis-server 7.0.15 notifies "incrby" for all four."""
     old = e.get_string(c.db, key)
     cur = 0
     if old is not None:
@@ -175,7 +176,7 @@ def _incr(e: Engine, c: KVClient, key: bytes, by: int, event: str = "incrby") ->
         raise CommandError(b"ERR increment or decrement would overflow")
     e.store.put(c.db, key, b"%d" % new, keep_ttl=True)
     if e.notify_flags:
-        e.notify(N_STRING, event, c.db, key)
+        e.notify(N_STRING, "incrby", c.db, key)
     return new
 
 
@@ -186,7 +187,7 @@ def incr(e: Engine, c: KVClient, a: list[bytes]) -> Any:
 
 @command("decr", 2, write=True)
 def decr(e: Engine, c: KVClient, a: list[bytes]) -> Any:
-    return _incr(e, c, a[1], -1, "decrby")
+    return _incr(e, c, a[1], -1)
 
 
 @command("incrby", 3, write=True)
@@ -199,7 +200,7 @@ def decrby(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     by = parse_int(a[2])
     if by == INT64_MIN:
         raise CommandError(b"ERR decrement would overflow")
-    return _incr(e, c, a[1], -by, "decrby")
+    return _incr(e, c, a[1], -by)
 
 
 def parse_long_double(b: bytes, err: bytes) -> np.longdouble:

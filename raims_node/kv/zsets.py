@@ -66,6 +66,7 @@ def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
             z = ZSet()
             e.store.dbs[c.db].data[a[1]] = z
             e.store.signal_ready(c.db, a[1])
+            e.created(c.db, a[1])
         member = a[3]
         old = z.scores.get(member)
         if old == score:
@@ -109,6 +110,7 @@ def zadd(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         z = ZSet()
         e.store.dbs[c.db].data[a[1]] = z
         e.store.signal_ready(c.db, a[1])
+        e.created(c.db, a[1])
     added = changed = 0
     result: Any = None
     for j, score in enumerate(scores):
@@ -154,6 +156,7 @@ def zincrby(e: Engine, c: KVClient, a: list[bytes]) -> Any:
         z = ZSet()
         e.store.dbs[c.db].data[a[1]] = z
         e.store.signal_ready(c.db, a[1])
+        e.created(c.db, a[1])
     z.add(a[3], new)
     _changed(e, c, a[1], "zincr")
     return new

@@ -98,14 +98,14 @@ def _combine(e: Engine, c: KVClient, a: list[bytes], op: str, first: int, store:
 def store_zset(e: Engine, c: KVClient, dst: bytes, items: list[tuple[float, bytes]], event: str) -> bool:
     """Replace `dst` by a sorted set of `items` (score, member), deleted when there are
     none, with the keyspace event; whether `dst` existed before."""
-    existed = e.store.delete(c.db, dst)
-    if items:
+    existed = e.store.lookup(c.db, dst) is not None
+    if items:  # an overwrite of an existing dst (redis-server's setKey): no "new"
         z = ZSet()
         for s, m in items:
             z.add(m, s)
         e.store.put(c.db, dst, z)
         e.notify(N_ZSET, event, c.db, dst)
-    elif existed:
+    elif e.store.delete(c.db, dst):
         e.notify(N_GENERIC, "del", c.db, dst)
     return existed
 
@@ -192,13 +192,12 @@ def zrangestore(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     pairs = [(z.scores[m] if z is not None else 0.0, m) for m in flat] if bylex else \
         [(flat[i + 1], flat[i]) for i in range(0, len(flat), 2)]
     dst = a[1]
-    existed = e.store.delete(c.db, dst)
-    if pairs:
+    if pairs:  # an overwrite of an existing dst (redis-server's setKey): no "new"
         out = ZSet()
         for s, m in pairs:
             out.add(m, s)
         e.store.put(c.db, dst, out)
         e.notify(N_ZSET, "zrangestore", c.db, dst)
-    elif existed:
+    elif e.store.delete(c.db, dst):
         e.notify(N_GENERIC, "del", c.db, dst)
     return len(pairs)
