@@ -9,7 +9,8 @@ redis-server 7 sends them, in RESP2 or RESP3 (switched by `HELLO 2|3`):
   | SETINFO (redis-py sends SETINFO on connect) | LIST | INFO | KILL | REPLY, COMMAND
   [COUNT | DOCS | INFO | LIST | GETKEYS | GETKEYSANDFLAGS], INFO (the introspection
   ones in redis_admin.py and redis_command_info.py), QUIT, RESET; SLOWLOG, LATENCY,
-  CONFIG, CLIENT PAUSE | UNPAUSE (redis_ops.py), MEMORY, LOLWUT (redis_ops_mem.py). Names are
+  CONFIG, CLIENT PAUSE | UNPAUSE (redis_ops.py), MEMORY, LOLWUT (redis_ops_mem.py),
+  READONLY, READWRITE, ASKING, CLUSTER (cluster disabled: redis_cluster.py). Names are
   case-insensitive; arity is checked as redis-server does (`wrong number of arguments
   for 'client|setname' command`).
 - With the node's key-value engine (`kv`), the data commands, MULTI / EXEC / DISCARD /
@@ -55,6 +56,7 @@ from time import perf_counter_ns
 from types import MappingProxyType
 
 from raims_node.bridges import redis_admin as admin
+from raims_node.bridges import redis_cluster as cluster
 from raims_node.bridges import redis_command_info as cmdinfo
 from raims_node.bridges import redis_monitor as monitor
 from raims_node.bridges import redis_ops as ops
@@ -569,4 +571,5 @@ _COMMANDS = _table(
     )),
     *ops.command_table(_Command, _table),
     *ops_mem.command_table(_Command, _table),
+    *cluster.command_table(_Command, _table),
 )

@@ -67,7 +67,7 @@ from raims_node.kv.lua_convert import LuaConverter, finish, lua_size
 from raims_node.kv.lua_libs import BIT_NAMES, SETUP, ScriptRaise, make_bit, make_decode
 from raims_node.kv.lua_msgpack import MsgpackError, make_pack, make_unpack
 from raims_node.kv.reply import OK, Err, Map, SetReply, Simple
-from raims_node.kv.server import REDIS_VERSION
+from raims_node.kv.server import CLUSTER_DISABLED, CLUSTER_SUBCOMMANDS, REDIS_VERSION
 
 try:
     import lupa.lua51 as lua51
@@ -87,7 +87,8 @@ NOSCRIPT_ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"watch": -2, b"unwatc
                   b"sunsubscribe": -1, b"hello": -1, b"reset": 1, b"quit": -1, b"monitor": 1, b"auth": -2,
                   b"role": 1, b"save": 1, b"bgsave": -1, b"blpop": -3, b"brpop": -3, b"brpoplpush": 4,
                   b"blmove": 6, b"bzpopmin": -3, b"bzpopmax": -3, b"eval": -3, b"evalsha": -3,
-                  b"eval_ro": -3, b"evalsha_ro": -3, b"script": -2, b"module": -2, b"client": -2}
+                  b"eval_ro": -3, b"evalsha_ro": -3, b"script": -2, b"module": -2, b"client": -2,
+                  b"wait": 3}
 _LOG_LEVELS = (logging.DEBUG, logging.INFO, logging.INFO, logging.WARNING)
 _SHEBANG_FLAGS = (b"no-writes", b"allow-oom", b"allow-stale", b"no-cluster", b"allow-cross-slot-keys")
 _VERSION_NUM = sum(int(p) << s for p, s in zip(REDIS_VERSION.split(b"."), (16, 8, 0), strict=True))
@@ -369,6 +370,8 @@ class Scripts:
         name = argv[0].lower()
         cmd = COMMANDS.get(name)
         arity = cmd.arity if cmd is not None else NOSCRIPT_ARITY.get(name, _SESSION_ARITY.get(name))
+        if name == b"cluster" and len(argv) > 1:  # a container: its subcommand's arity
+            arity = CLUSTER_SUBCOMMANDS.get(argv[1].lower())
         if arity is None:
             return Err(b"ERR Unknown Redis command called from script")
         n = len(argv)
@@ -389,6 +392,8 @@ class Scripts:
 
     def _session(self, name: bytes, argv: list[bytes]) -> Any:
         """The connection commands a script may run."""
+        if name in _CLUSTER:
+            return Err(CLUSTER_DISABLED)
         if name == b"select":
             db = parse_ranged(argv[1], INT32_MIN, INT32_MAX)
             if not 0 <= db < len(self.engine.store.dbs):
@@ -508,7 +513,8 @@ def _lua_type_name(v: Any) -> bytes:
     return str(lua51.lua_type(v) if lua51 is not None else "userdata").encode()
 
 
-_SESSION_ARITY = {b"select": 2, b"ping": -1, b"echo": 2, b"time": 1, b"publish": 3}
+_CLUSTER = {b"readonly": 1, b"readwrite": 1, b"asking": 1, b"cluster": -2}  # cluster support disabled
+_SESSION_ARITY = {b"select": 2, b"ping": -1, b"echo": 2, b"time": 1, b"publish": 3, **_CLUSTER}
 
 
 def scripts_of(e: Engine) -> Scripts:

@@ -1,6 +1,6 @@
 """Server commands of the data side: INFO (keyspace, server, stats, persistence),
 CONFIG GET / SET for the parameters the map has (notify-keyspace-events, databases),
-SAVE / BGSAVE / LASTSAVE on the map file, and MODULE LIST (none).
+SAVE / BGSAVE / LASTSAVE on the map file, MODULE LIST (none), and WAIT.
 
 Decisions: CONFIG GET knows the parameters that describe what the map does (its
 databases, notifications, OBJECT ENCODING's size limits, no eviction, the log as
@@ -14,6 +14,14 @@ log) in the node's loop, so BGSAVE has finished when it answers redis-server's "
 saving started" and `rdb_bgsave_in_progress` is always 0; BGSAVE SCHEDULE does the same.
 Without a map they get the map's error; LASTSAVE then answers the node's start. A failed
 save answers `ERR saving the map failed: <cause>` and INFO shows `rdb_last_bgsave_status:err`.
+
+WAIT numreplicas timeout: as redis-server 7.0.15 without replicas (the map has none):
+0 at once when numreplicas <= 0 or inside MULTI, else the client blocks until the timeout
+(0: until CLIENT UNBLOCK) and answers 0 (also without a map: the engine is there). Its
+arguments are read as redis-server reads them; a timeout so large that redis-server's
+deadline overflows (it then answers at its next check) waits for ever here. The session's READONLY / READWRITE / ASKING / CLUSTER answer redis-server's error
+for cluster support disabled (CLUSTER_DISABLED, with CLUSTER's subcommands' arities
+here for scripts and the Redis bridge alike).
 """
 
 
@@ -53,6 +61,33 @@ _FIXED = {
     b"list-max-listpack-size": b"-2", b"list-max-ziplist-size": b"-2",
     b"maxmemory": b"0", b"maxmemory-policy": b"noeviction", b"appendfsync": b"everysec", b"save": b"",
 }
+
+
+CLUSTER_DISABLED = b"ERR This instance has cluster support disabled"
+# redis-server 7.0.15's CLUSTER subcommands and their arities (COMMAND INFO cluster)
+CLUSTER_SUBCOMMANDS = {
+    b"addslots": -3, b"addslotsrange": -4, b"bumpepoch": 2, b"count-failure-reports": 3,
+    b"countkeysinslot": 3, b"delslots": -3, b"delslotsrange": -4, b"failover": -2, b"flushslots": 2,
+    b"forget": 3, b"getkeysinslot": 4, b"help": 2, b"info": 2, b"keyslot": 3, b"links": 2, b"meet": -4,
+    b"myid": 2, b"nodes": 2, b"replicas": 3, b"replicate": 3, b"reset": -2, b"saveconfig": 2,
+    b"set-config-epoch": 3, b"setslot": -4, b"shards": 2, b"slaves": 3, b"slots": 2}
+
+
+def wait_args(a: list[bytes]) -> tuple[int, int]:
+    """WAIT's numreplicas and timeout (ms) with redis-server's errors, in its order."""
+    numreplicas = parse_int(a[1])
+    timeout = parse_int(a[2], b"ERR timeout is not an integer or out of range")
+    if timeout < 0:
+        raise CommandError(b"ERR timeout is negative")
+    return numreplicas, timeout
+
+
+@command("wait", 3)
+def wait(e: Engine, c: KVClient, a: list[bytes]) -> Any:
+    numreplicas, timeout = wait_args(a)
+    if numreplicas <= 0 or c.in_multi:  # no replica ever acknowledges
+        return 0
+    return e.block(c, (), timeout, a, timeout_reply=0)
 
 
 SETTABLE = (b"notify-keyspace-events", b"busy-reply-threshold", b"lua-time-limit")  # the map's, by CONFIG SET
@@ -103,7 +138,7 @@ def config_setter(e: Engine, name: bytes, value: bytes) -> Callable[[], None]:
         raise CommandError(b"ERR CONFIG SET failed (possibly related to argument "
                            b"'notify-keyspace-events') - Invalid event class character. "
                            b"Use 'Ag$lshzxeKEtmdn'.")
-    return lambda: setattr(e, "notify_flags", flags)
+    return lambda: e.set_notify_flags(flags)
 
 
 def reset_stats(e: Engine) -> None:

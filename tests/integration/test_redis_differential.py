@@ -142,7 +142,35 @@ RESP3 = ["unsubscribe nothing", "duplicates", "empty channel names", "2000 chann
          "pattern and channel both match", "spublish and publish apart", "keyspace pattern", "pubsub counts",
          "client basics", "wrong arity", "client reply on after skip"]
 
+CASES.update({
+    # redis-server 7.0.15 without cluster support or replicas (redis_cluster.py)
+    "cluster support disabled": b"READONLY\r\nREADONLY x\r\nREADWRITE\r\nREADWRITE x\r\nASKING\r\nASKING x\r\n"
+                                b"CLUSTER\r\nCLUSTER INFO\r\ncluster info x\r\nCLUSTER HELP\r\nCLUSTER HELP x\r\n"
+                                b"CLUSTER NoSuch\r\nCLUSTER KEYSLOT foo\r\nCLUSTER KEYSLOT\r\nCLUSTER SLOTS\r\n"
+                                b"CLUSTER SHARDS\r\nCLUSTER NODES\r\nCLUSTER MYID\r\nCLUSTER SETSLOT 1\r\n"
+                                b"CLUSTER GETKEYSINSLOT 1 2\r\nCLUSTER RESET HARD\r\nSUBSCRIBE a\r\nCLUSTER INFO\r\n"
+                                b"READONLY\r\nWAIT 0 0\r\n" + Q,
+    "wait without replicas": b"WAIT 0 0\r\nWAIT -1 0\r\nWAIT 0 100\r\nWAIT\r\nWAIT 1\r\nWAIT 0 0 0\r\nWAIT x 0\r\n"
+                             b"WAIT x -1\r\nWAIT 0 x\r\nWAIT 0 -1\r\nWAIT 0 1.5\r\nWAIT 99999999999999999999 0\r\n"
+                             b"WAIT 1 20\r\nPING\r\n" + Q,
+})
+
 KV_CASES: dict[str, bytes] = {
+    "wait and cluster with a map": b"WAIT 0 0\r\nWAIT 1 20\r\nPING\r\nWAIT x 0\r\nWAIT 0 -1\r\nMULTI\r\nWAIT 1 0\r\n"
+                                   b"WAIT -1 x\r\nCLUSTER INFO\r\nREADONLY\r\nEXEC\r\nMULTI\r\nWAIT 1\r\nEXEC\r\n"
+                                   b"MULTI\r\nCLUSTER NoSuch\r\nEXEC\r\nMULTI\r\nCLUSTER INFO x\r\nEXEC\r\n" + Q,
+    "wait and cluster in scripts": b"EVAL \"return redis.pcall('wait',0,0)\" 0\r\n"
+                                   b"EVAL \"return redis.pcall('wait',0)\" 0\r\n"
+                                   b"EVAL \"return redis.pcall('readonly')\" 0\r\n"
+                                   b"EVAL \"return redis.pcall('readwrite')\" 0\r\n"
+                                   b"EVAL \"return redis.pcall('asking')\" 0\r\n"
+                                   b"EVAL \"return redis.pcall('readonly', 'x')\" 0\r\n"
+                                   b"EVAL \"return redis.pcall('cluster','info')\" 0\r\n"
+                                   b"EVAL \"return redis.pcall('cluster','INFO','x')\" 0\r\n"
+                                   b"EVAL \"return redis.pcall('cluster','nosuch')\" 0\r\n"
+                                   b"EVAL \"return redis.pcall('cluster')\" 0\r\n"
+                                   b"EVAL \"return redis.call('cluster','slots')\" 0\r\n"
+                                   b"EVAL \"return redis.call('wait',0,0)\" 0\r\n" + Q,
     "exec refused unwatches": b"WATCH k\r\nEXEC x\r\nSET k v\r\nMULTI\r\nEXEC\r\n" + Q,
     "exec refused while subscribed unwatches": b"WATCH k\r\nSET k v\r\nSUBSCRIBE a\r\nEXEC\r\nUNSUBSCRIBE\r\n"
                                                b"MULTI\r\nEXEC\r\n" + Q,

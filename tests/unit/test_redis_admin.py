@@ -122,8 +122,9 @@ def test_command_count_and_docs() -> None:
     _, (a, _b) = pair()
     count = int(ask(a, b"COMMAND COUNT\r\n")[1:-2])
     # ping echo select quit reset hello, 6 (un)subscribes, 2 publishes, client pubsub command info, auth time
-    # role replicaof slaveof monitor, slowlog latency memory config lolwut (redis_ops.py, redis_ops_mem.py)
-    assert count == 29
+    # role replicaof slaveof monitor, slowlog latency memory config lolwut (redis_ops.py, redis_ops_mem.py),
+    # readonly readwrite asking cluster (redis_cluster.py)
+    assert count == 33
     docs = ask(a, b"COMMAND DOCS ping nosuch client\r\n")
     assert docs.startswith(b"*4\r\n$4\r\nping\r\n*10\r\n$7\r\nsummary\r\n$15\r\nPing the server\r\n")
     assert b"$11\r\nsubcommands\r\n" in docs and b"$11\r\nclient|kill\r\n" in docs
