@@ -41,5 +41,10 @@ class StaleConnection(BridgeError):
     """The client stopped answering the server's PINGs."""
 
 
+class HandshakeTimeout(BridgeError):
+    """The client did not complete its protocol's handshake within the transport's
+    deadline (glue.py: an RV client's version, info and `I` messages)."""
+
+
 class BadLimits(BridgeError):
     """Flow-control limits that cannot work (low > high > hard, or negative)."""

@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from raims_node.bridges.errors import BadLimits, BridgeError, SlowConsumer
+from raims_node.bridges.errors import BadLimits, BridgeError, HandshakeTimeout, SlowConsumer
 
 HIGH_WATER = 1024 * 1024
 LOW_WATER = 256 * 1024
@@ -220,6 +220,20 @@ class SessionOutput:
             self._soft_since = now
         elif now - self._soft_since >= self.limits.soft_seconds:
             self._close(self._overflow_reply, SlowConsumer(len(self._buf), soft))
+
+    @property
+    def established(self) -> bool:
+        """Whether the client completed its protocol's handshake (a protocol without one:
+        at once). The glue's handshake deadline closes a session that has not."""
+        return True
+
+    def expire_handshake(self, reason: str) -> bool:
+        """The handshake deadline passed: close the session unless it is established or
+        closing already; True when it closes."""
+        if self._closing or self.established:
+            return False
+        self._close(b"", HandshakeTimeout(reason))
+        return True
 
     def _on_close(self) -> None:
         """Subclasses release their subscriptions here."""

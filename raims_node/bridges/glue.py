@@ -40,6 +40,10 @@ Flow control (decisions; flow.py describes the session's side):
   whose unread output was dropped). Closes with an error are counted per
   transport (slow consumers, other errors) and logged. Lame duck shuts a client down
   instead (`SessionProtocol.shutdown`), losing nothing it sent before it saw the close.
+- A transport with a `handshake_timeout_s` (RV: `tcp_auth_timeout`, rv.py) closes a
+  client that has not completed its handshake that long after connecting (one timer per
+  connection, as nats-server's auth timer); counted in `error_closes` and
+  `handshake_timeouts`, logged rate-limited. An established client may stay idle.
 
 Transport fields (manual "NATS", "Redis"): `listen` (default 127.0.0.1 here, where the
 manual says `*`: a bridge on every interface must be asked for), `port` (0 or absent: an
@@ -69,7 +73,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from raims_node.bridges.capacity import LOG_EVERY_S
-from raims_node.bridges.errors import BridgeError, SlowConsumer
+from raims_node.bridges.errors import BridgeError, HandshakeTimeout, SlowConsumer
 from raims_node.bridges.flow import OutputLedger, SessionOutput
 from raims_node.bridges.gate import BridgeSession, FlowGate
 from raims_node.lograte import RateLimitedLog
@@ -201,6 +205,7 @@ class SessionProtocol(asyncio.Protocol):
         self._continuing = False  # _continue is scheduled
         self._slice = SLICE_BYTES
         self._spent = 0.0  # work fed this loop turn, over all its reads (reset by the next turn)
+        self._deadline: asyncio.TimerHandle | None = None  # the handshake's
 
     def new_session(self, client_id: int, client_ip: str | None) -> BridgeSession:
         raise NotImplementedError
@@ -219,8 +224,17 @@ class SessionProtocol(asyncio.Protocol):
         if isinstance(self.session, SessionOutput):
             self.session.share_ledger(self.server.hub.ledger)
         self.server.opened(self)
+        if self.server.handshake_timeout_s > 0:
+            self._deadline = self._loop.call_later(self.server.handshake_timeout_s, self._handshake_due)
         self.update_reading()
         self.flush()
+
+    def _handshake_due(self) -> None:
+        self._deadline = None
+        session, server = self.session, self.server
+        if self.transport is not None and isinstance(session, SessionOutput) and session.expire_handshake(
+                f"no handshake within {server.handshake_timeout_name} {server.handshake_timeout_s:g} s"):
+            self.flush()
 
     def data_received(self, data: bytes) -> None:
         if self.session is None:  # refused (connection_made)
@@ -325,6 +339,8 @@ class SessionProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        if self._deadline is not None:
+            self._deadline.cancel()
         session = self.session
         if session is not None:
             session.connection_lost()
@@ -434,6 +450,8 @@ class BridgeServer:
     default_service: ClassVar[str] = ""
     full_reply: ClassVar[bytes] = b""  # to a client refused for the node's capacity
     protocol: ClassVar[type[SessionProtocol]] = SessionProtocol
+    handshake_timeout_s = 0.0  # > 0: a client not `established` this long after connecting is closed
+    handshake_timeout_name = ""  # the parameter it comes from, for the log line
 
     @classmethod
     def settings_of(cls, hub: HubView, cfg: TransportConfig) -> BridgeSettings:
@@ -452,7 +470,10 @@ class BridgeServer:
         self.accepts = 0  # connections accepted on its listeners (show fds `ac`)
         self.slow_consumers = 0
         self.error_closes = 0  # closed for another error: protocol, authorization, stale, capacity
+        self.handshake_timeouts = 0  # of those, closed by the handshake deadline
         self._full_log = RateLimitedLog(self.log.log, window_s=LOG_EVERY_S, burst=1)
+        self._deadline_log = RateLimitedLog(self.log.log)
+        self._deadline_flush: asyncio.TimerHandle | None = None
         # totals of the connections already closed
         self._closed = dict.fromkeys(("bytes_in", "bytes_out", "msgs_in", "msgs_out", "payload_in", "payload_out"), 0)
 
@@ -518,9 +539,22 @@ class BridgeServer:
             self.slow_consumers += 1
         else:
             self.error_closes += 1
+        if isinstance(error, HandshakeTimeout):  # a flood of half-open clients: a few lines and a count
+            self.handshake_timeouts += 1
+            limited = self._deadline_log
+            if not limited.log("handshake", logging.INFO, f"{self.name} client {session.client_id} closed: {error}") \
+                    and self._deadline_flush is None:  # the "... and N more" line once the window ends
+                self._deadline_flush = asyncio.get_running_loop().call_later(limited.window_s, self._flush_deadlines)
+            return
         self.log.info("%s client %d closed: %s", self.name, session.client_id, error)
 
+    def _flush_deadlines(self) -> None:
+        self._deadline_flush = None
+        self._deadline_log.flush()
+
     def close(self) -> None:
+        if self._deadline_flush is not None:
+            self._deadline_flush.cancel()
         for server in self.servers:
             server.close()
         for proto in list(self.conns):

@@ -31,6 +31,18 @@ Services and networks (decisions):
   SESSION, LISTEN, RVD.CONNECTED and DATALOSS ones).
 - `no_permanent`: the daemon exits once its last RV client has gone (rvd's
   `-no-permanent`); `on_idle` is the server's hook for that.
+- Handshake deadline (2026-11-27, half-open): a client must complete its handshake
+  (version and info records, both `I` messages: RvSession.established) within the
+  `tcp_auth_timeout` parameter (default 10 s, the bound of the node's own links that
+  have not authenticated), or it is closed, counted (`handshake_timeouts`, and in
+  `error_closes`) and logged (rate-limited: 5 lines per 10 s, then a count). Measured
+  before: 500 clients that connected and sent nothing, or only a version record, were
+  held indefinitely (500 descriptors, nothing logged; the only bound the descriptor
+  reserve of capacity.py). An RV library sends its handshake at once, in milliseconds.
+  The reference (sassrv's EvRvService) has no such deadline, nor does TIBCO's rvd
+  documentation name one; nats-server's auth timer is the model. Once established a
+  client is never timed out for being idle: an rvd keeps idle listeners (a subscriber
+  may hear nothing for hours), and the daemon side of RV has no ping to ask it with.
 """
 
 from __future__ import annotations
@@ -61,6 +73,7 @@ from raims_node.config.tree import TransportConfig
 RV_TPORT_PREFIX = "rv_"
 NAMESPACE_PREFIX = "_rv_"
 MAX_SERVICE_LEN = 255  # a port number or a name from the services database, far shorter
+HANDSHAKE_PARAMETER = "tcp_auth_timeout"  # the handshake deadline (module docstring)
 
 
 def _flag(value: object) -> bool:
@@ -109,6 +122,7 @@ class RvServer(BridgeServer):
     kind = "rv"
     default_service = "_rv"
     protocol = RvProtocol
+    handshake_timeout_name = HANDSHAKE_PARAMETER
 
     settings: RvSettings
 
@@ -139,6 +153,7 @@ class RvServer(BridgeServer):
                           no_permanent=_flag(route.get("no_permanent", False)))
 
     async def listen(self) -> list[str]:
+        self.handshake_timeout_s = self.hub.host.tree.parameters.time(HANDSHAKE_PARAMETER)
         bound = await super().listen()
         if self.servers and self.servers[0].sockets:
             addr = self.servers[0].sockets[0].getsockname()

@@ -170,6 +170,12 @@ class RvSession(SessionOutput):
         return self._reader.buffered
 
     @property
+    def established(self) -> bool:
+        """Past the handshake: the version and info records and both `I` messages (the
+        glue's deadline, `tcp_auth_timeout`, closes a client that has not got there)."""
+        return self._state == "data"
+
+    @property
     def iphex(self) -> str:
         return self.host.ipaddr.hex().upper()
 

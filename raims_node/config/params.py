@@ -91,7 +91,8 @@ MANUAL_PARAMETERS: tuple[ParamSpec, ...] = (
 )
 # Not in the manual's table, named in its style (issue 18: unauthenticated link sockets).
 HARDENING_PARAMETERS: tuple[ParamSpec, ...] = (
-    ParamSpec("tcp_auth_timeout", Kind.TIME, "10 secs", "Close a TCP/mesh link not authenticated in this time"),
+    ParamSpec("tcp_auth_timeout", Kind.TIME, "10 secs",
+              "Close a TCP/mesh link not authenticated, or an RV client not past its handshake, in this time"),
     ParamSpec("tcp_pending_max", Kind.COUNT, "1024", "Inbound TCP/mesh links waiting to authenticate, at most"),
     ParamSpec("tcp_pending_per_host", Kind.COUNT, "64", "Of those, from one source address, at most"),
 )

@@ -26,6 +26,14 @@ back: past MAX_UNSENT bytes unsent the connection is aborted and logged, as a sl
 consumer. What one read of input answers (echo, option refusals) is written at once, in
 one write: a client that sent 10 MB of `IAC DO x` and read nothing held ~100 MB in 3-byte
 writes until the transport failed (writev EINVAL past 1,024 buffers, not logged).
+
+No idle or first-line deadline (2026-11-27, half-open, decided after measuring: 100
+connections that sent half a line were held, the console still answering): a console
+operator may connect and think before typing, and a client in line mode (nc) sends
+nothing until its first line, so a silent connection is not a broken one here. Whoever
+reaches the port may run any command (`die` included), so holding a socket open gains
+an attacker nothing; the listener is 127.0.0.1 unless configured otherwise. The bound
+is the process's descriptor limit (bridges/capacity.py raises it at start).
 """
 
 from __future__ import annotations

@@ -17,6 +17,22 @@ Additions the Spark collector and tests rely on:
   authentication on everything but `/healthz` (web/digest.py).
 
 Listens on 127.0.0.1 unless the transport says otherwise.
+
+Slow and half-open clients (2026-11-27, half-open; aiohttp has no request-header
+deadline, and its keep-alive timer defaults to 3,630 s outside `run_app`): measured
+before, 500 connections that sent nothing or half a request were all held (500
+descriptors, nothing logged). Now, as nginx's `client_header_timeout` (60 s), Apache's
+`RequestReadTimeout header=20` and Go's `ReadHeaderTimeout`:
+- a connection must complete its first request (line and headers) within the
+  transport's `header_timeout` (raims's field, default HEADER_TIMEOUT_S): otherwise it
+  is closed, counted (`header_timeouts`, /metrics `raims_web_header_timeouts_total`) and
+  logged, rate-limited (lograte.py). A request that reached a handler counts as done.
+- an idle keep-alive connection is closed after KEEPALIVE_S (aiohttp's `run_app` default
+  and nginx's `keepalive_timeout`); its timer runs from the last response and only while
+  no handler runs, so a later request trickled on a kept-alive connection is bounded by
+  it too (not counted).
+- a websocket is a handler that runs until it closes: neither deadline applies (its
+  heartbeat, 30 s, finds a dead peer).
 """
 
 from __future__ import annotations
@@ -32,7 +48,10 @@ from urllib.parse import unquote_plus
 
 from aiohttp import WSMsgType, web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Handler
+from aiohttp.web_protocol import RequestHandler
 
+from raims_node.config.params import parse_time
 from raims_node.config.records import TransportConfig
 from raims_node.console import CommandResult, ConsoleContext, execute
 from raims_node.console.session import command_of
@@ -58,6 +77,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("raims.web")
 
 WS_BACKLOG_BYTES = 8 * 1024 * 1024  # unsent deliveries that make a websocket a slow consumer
+HEADER_TIMEOUT_S = 20.0  # to complete the first request's line and headers (`header_timeout`)
+KEEPALIVE_S = 75.0  # an idle keep-alive connection
 
 
 class _BadRequestLines(logging.Filter):
@@ -88,7 +109,12 @@ class WebAdmin:
         base = getattr(daemon.tree, "base_dir", None)
         self.auth = DigestAuth.from_route(route, base)
         self.http_dir = Path(str(route["http_dir"])) if route.get("http_dir") else None
-        self.app = web.Application(middlewares=[self.auth.middleware] if self.auth else [])
+        self.header_timeout_s = parse_time(route.get("header_timeout", HEADER_TIMEOUT_S))
+        self.header_timeouts = 0
+        self._waiting: set[object] = set()  # connections in their header deadline, no request yet
+        self._deadline_log = RateLimitedLog(lambda level, text: log.log(level, "%s", text))
+        self._flush_due = False
+        self.app = web.Application(middlewares=[self._mark_served, *([self.auth.middleware] if self.auth else [])])
         self.app.router.add_get("/", self.command)
         self.app.router.add_get("/healthz", self.healthz)
         self.app.router.add_get("/metrics", self.metrics)
@@ -97,6 +123,7 @@ class WebAdmin:
         self.app.router.add_get("/show/{words:.*}", self.show_page)
         self.app.router.add_get("/{name:[^/]+}", self.file_page)
         self.runner: web.AppRunner | None = None
+        self.listener: asyncio.AbstractServer | None = None
         self.bound: list[str] = []
         self.sockets: list[object] = []  # the listening sockets (show fds)
 
@@ -104,17 +131,49 @@ class WebAdmin:
         return self.daemon.console_context()
 
     async def start(self, host: str, port: int) -> list[str]:
-        self.runner = web.AppRunner(self.app, access_log=None)
+        self.runner = web.AppRunner(self.app, access_log=None, keepalive_timeout=KEEPALIVE_S)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, host, port)
-        await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.sockets = list(sockets)  # show fds
-        for sock in sockets:
+        loop = asyncio.get_running_loop()
+        self.listener = await loop.create_server(self._connection, host, port, reuse_address=True)
+        self.sockets = list(self.listener.sockets)  # show fds
+        for sock in self.listener.sockets:
             name = sock.getsockname()
             self.bound.append(f"{name[0]}:{name[1]}")
         return self.bound
+
+    def _connection(self) -> asyncio.BaseProtocol:
+        """aiohttp's protocol for a new connection, its header deadline started."""
+        assert self.runner is not None and self.runner.server is not None
+        handler = self.runner.server()
+        self._waiting.add(handler)
+        asyncio.get_running_loop().call_later(self.header_timeout_s, self._header_due, handler)
+        return handler
+
+    def _header_due(self, handler: RequestHandler) -> None:
+        if handler not in self._waiting:  # it completed a request
+            return
+        self._waiting.discard(handler)
+        transport = handler.transport
+        if transport is None or transport.is_closing():
+            return
+        self.header_timeouts += 1
+        peer = transport.get_extra_info("peername")
+        handler.force_close()
+        limited = self._deadline_log
+        if not limited.log("web.header_timeout", logging.INFO, f"web: closed a connection from "
+                           f"{peer[0] if peer else '?'} without a complete request within header_timeout "
+                           f"{self.header_timeout_s:g} s") and not self._flush_due:
+            self._flush_due = True  # the "... and N more" line once the window ends
+            asyncio.get_running_loop().call_later(limited.window_s, self._flush_deadlines)
+
+    def _flush_deadlines(self) -> None:
+        self._flush_due = False
+        self._deadline_log.flush()
+
+    @web.middleware
+    async def _mark_served(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        self._waiting.discard(request.protocol)
+        return await handler(request)
 
     def connections(self) -> list[object]:
         """The open HTTP and websocket connections, each with its `transport` (show fds)."""
@@ -122,6 +181,8 @@ class WebAdmin:
         return list(server.connections) if server is not None else []
 
     async def stop(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
         if self.runner is not None:
             await self.runner.cleanup()
 
@@ -217,6 +278,8 @@ class WebAdmin:
                 if name.endswith("buffered") else f"raims_links_{name}"
             lines.append(f"# TYPE {metric} {kind}")
             lines.append(f'{metric}{{user="{node.user}"}} {value}')
+        lines.append("# TYPE raims_web_header_timeouts_total counter")
+        lines.append(f'raims_web_header_timeouts_total{{user="{node.user}"}} {self.header_timeouts}')
         lines.append("# TYPE raims_peers gauge")
         lines.append(f'raims_peers{{user="{node.user}"}} {len(node.peers)}')
         lines.append("# TYPE raims_converged gauge")
