@@ -221,6 +221,8 @@ class SessionOutput:
         elif now - self._soft_since >= self.limits.soft_seconds:
             self._close(self._overflow_reply, SlowConsumer(len(self._buf), soft))
 
+    handshake_timeout_reply = b""  # what a client late with its handshake is told before the close
+
     @property
     def established(self) -> bool:
         """Whether the client completed its protocol's handshake (a protocol without one:
@@ -232,7 +234,7 @@ class SessionOutput:
         closing already; True when it closes."""
         if self._closing or self.established:
             return False
-        self._close(b"", HandshakeTimeout(reason))
+        self._close(self.handshake_timeout_reply, HandshakeTimeout(reason))
         return True
 
     def _on_close(self) -> None:

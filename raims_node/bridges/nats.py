@@ -4,7 +4,12 @@ Manual "NATS": a listener whose clients share the `service` namespace (default `
 The protocol is nats_session's; this module adds what needs a clock or a socket: the
 INFO fields only known once bound (host, port, server id), and nats-server's ping timer
 (PING_INTERVAL_S, one timer per transport rather than per connection; a client with
-`max_pings_out` PINGs unanswered is closed as a stale connection).
+`max_pings_out` PINGs unanswered is closed as a stale connection), and its auth timer:
+with credentials configured, a client that has not CONNECTed AUTH_TIMEOUT_S after
+connecting gets `-ERR 'Authentication Timeout'` and is closed (the glue's handshake
+deadline; /connz reason "Authentication Timeout"; nats-server 2.9.10 measured: 2 s, for
+a silent client and for one whose CONNECT line never ends). Without credentials there is
+no such timer, as on nats-server.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from raims_node.bridges.glue import BridgeServer, BridgeStartError, SessionProto
 
 if TYPE_CHECKING:
     from raims_node.bridges.nats_monitor import NatsMonitor
-from raims_node.bridges.nats_session import NatsConfig, NatsSession
+from raims_node.bridges.nats_session import AUTH_TIMEOUT_S, NatsConfig, NatsSession
 
 PING_INTERVAL_S = 120.0
 
@@ -35,6 +40,7 @@ class NatsServer(BridgeServer):
     default_service = "_nats"
     full_reply = b"-ERR 'maximum connections exceeded'\r\n"
     protocol = NatsProtocol
+    handshake_timeout_name = "auth_timeout"
 
     config: NatsConfig
     _pinger: asyncio.TimerHandle | None = None
@@ -49,6 +55,8 @@ class NatsServer(BridgeServer):
             server_id=self.hub.server_id(), server_name=f"{node.user}.{node.service}",
             host=host.strip("[]"), port=int(port), user=s.user, password=s.password, token=s.token,
             max_payload=self.hub.max_payload)
+        if self.config.auth_required:  # nats-server's auth timer: CONNECT within AUTH_TIMEOUT_S
+            self.handshake_timeout_s = AUTH_TIMEOUT_S
         self._pinger = asyncio.get_running_loop().call_later(PING_INTERVAL_S, self._ping)
         if s.http_port is not None:
             from raims_node.bridges.nats_monitor import NatsMonitor  # aiohttp only when asked for

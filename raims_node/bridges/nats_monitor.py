@@ -34,7 +34,7 @@ nats_monitor_info.py's.
 Kept differences: no system account (`system_account` absent, nor the `$SYS`
 subscriptions nats-server counts in `subscriptions`/`num_subscriptions`); the sublist
 cache fields of /subsz are 0 (no such cache); `go` is "raims", `gomaxprocs` 1 (one event
-loop), `auth_timeout`, `tls_timeout` and `write_deadline` 0 (none: slow consumers are
+loop), `tls_timeout` and `write_deadline` 0 (none: slow consumers are
 cut on bytes); a token's `authorized_user` is "[REDACTED]" (nats-server 2.9.10 shows the
 token); connections refused for the node's capacity never had a session and are not in
 the closed ring; subscription order within a list is raims's (Go's map order is random);
@@ -70,7 +70,7 @@ from raims_node.bridges.nats_monitor_info import (
     sort_key,
     sub_detail,
 )
-from raims_node.bridges.nats_session import NatsConfig
+from raims_node.bridges.nats_session import AUTH_TIMEOUT_S, NatsConfig
 
 
 class MonitoredServer(Protocol):
@@ -237,7 +237,7 @@ class NatsMonitor:
         out.update({
             "max_connections": s.hub.max_clients, "ping_interval": PING_INTERVAL_NS, "ping_max": cfg.max_pings_out,
             "http_host": self.http_host, "http_port": s.settings.http_port, "http_base_path": "", "https_port": 0,
-            "auth_timeout": 0, "max_control_line": cfg.max_control_line, "max_payload": cfg.max_payload,
+            "auth_timeout": AUTH_TIMEOUT_S, "max_control_line": cfg.max_control_line, "max_payload": cfg.max_payload,
             "max_pending": cfg.limits.hard_limit, "cluster": {}, "gateway": {}, "leaf": {}, "mqtt": {},
             "websocket": {}, "jetstream": {}, "tls_timeout": 0, "write_deadline": 0,
             "start": go_time(self.started_ns), "now": go_time(now), "uptime": go_uptime(now - self.started_ns),

@@ -12,7 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raims_node.bridges.errors import AuthorizationViolation, SlowConsumer, StaleConnection
+from raims_node.bridges.errors import (
+    AuthorizationViolation,
+    HandshakeTimeout,
+    SlowConsumer,
+    StaleConnection,
+)
 from raims_node.bridges.nats_proto import (
     ClientError,
     ControlLineTooLong,
@@ -145,6 +150,8 @@ def close_reason(error: BaseException | None, shut_down: bool = False) -> str:
         return "Client Closed"
     if isinstance(error, AuthorizationViolation):
         return "Authentication Failure"
+    if isinstance(error, HandshakeTimeout):
+        return "Authentication Timeout"
     if isinstance(error, SlowConsumer):
         return "Slow Consumer (Pending Bytes)"
     if isinstance(error, StaleConnection):

@@ -58,6 +58,7 @@ ERR_INVALID_SUBJECT = "Invalid Subject"
 ERR_INVALID_PUBLISH_SUBJECT = "Invalid Publish Subject"
 ERR_SLOW_CONSUMER = "Slow Consumer"
 ERR_STALE_CONNECTION = "Stale Connection"
+ERR_AUTH_TIMEOUT = "Authentication Timeout"
 ERR_BAD_CLIENT_PROTOCOL = "invalid client protocol"
 ERR_NO_RESPONDERS_NEEDS_HEADERS = "no responders requires headers support"
 

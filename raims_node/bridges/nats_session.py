@@ -52,6 +52,7 @@ from raims_node.bridges.bus import Bus
 from raims_node.bridges.errors import AuthorizationViolation, BridgeError, StaleConnection
 from raims_node.bridges.flow import FlowLimits, SessionOutput
 from raims_node.bridges.nats_proto import (
+    ERR_AUTH_TIMEOUT,
     ERR_AUTHORIZATION,
     ERR_BAD_CLIENT_PROTOCOL,
     ERR_INVALID_PUBLISH_SUBJECT,
@@ -96,6 +97,7 @@ log = logging.getLogger("raims.bridge.nats")
 SERVER_VERSION = "2.9.10"  # the nats-server release followed and differential-tested
 PROTO_VERSION = 1
 MAX_PINGS_OUT = 2
+AUTH_TIMEOUT_S = 2.0  # nats-server's default auth_timeout: with credentials, CONNECT within it (nats.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +205,14 @@ class NatsSession(SessionOutput):
     @property
     def subscriptions(self) -> int:
         return len(self._subs)
+
+    handshake_timeout_reply = encode_err(ERR_AUTH_TIMEOUT)
+
+    @property
+    def established(self) -> bool:
+        """Past its CONNECT where credentials are required (the glue's `auth_timeout`
+        closes it otherwise, as nats-server's auth timer)."""
+        return self.connected or not self.config.auth_required
 
     # ------------------------------------------------------------ input
 

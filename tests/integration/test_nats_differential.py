@@ -12,10 +12,13 @@ from __future__ import annotations
 import shutil
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.integration.nats_diff import WAIT_S, Pair, nats_pair
+from raims_node.bridges.nats_session import AUTH_TIMEOUT_S
+from tests.integration.nats_diff import WAIT_S, Pair, nats_pair, normalize
+from tests.integration.wire_diff import exchange
 
 pytestmark = pytest.mark.skipif(shutil.which("nats-server") is None, reason="nats-server not installed")
 
@@ -216,3 +219,21 @@ def test_a_client_that_never_reads_its_pongs_is_held_back_not_cut(pair: Pair) ->
             assert data, f"closed after {lines} lines"
             lines += data.count(b"\n")
     assert held and lines == 1 + sent // 6
+
+
+def test_a_client_that_does_not_connect_in_time_is_told_and_closed(auth_pair: Pair, pair: Pair) -> None:
+    """nats-server's auth timer: with credentials required, a client that has not sent
+    its CONNECT (none, or a line that never ends) AUTH_TIMEOUT_S after connecting gets
+    `-ERR 'Authentication Timeout'` and is closed; without credentials a silent client
+    stays. All eight exchanges at once: one timeout's wait in all."""
+    quiet = AUTH_TIMEOUT_S + 1.0
+    runs = {(kind, side, name): (port, script)
+            for kind, p in (("auth", auth_pair), ("open", pair))
+            for side, port in (("ref", p.ref_port), ("raims", p.raims_port))
+            for name, script in (("silent", b""), ("unended", b'CONNECT {"user":"alice"'))}
+    with ThreadPoolExecutor(len(runs)) as pool:
+        futures = {key: pool.submit(exchange, port, script, quiet=quiet) for key, (port, script) in runs.items()}
+        got = {key: (normalize(f.result()[0]).split(b"\r\n", 1)[1], f.result()[1]) for key, f in futures.items()}
+    for name in ("silent", "unended"):
+        assert got["auth", "raims", name] == got["auth", "ref", name] == (b"-ERR 'Authentication Timeout'\r\n", True)
+        assert got["open", "raims", name] == got["open", "ref", name] == (b"", False)

@@ -67,6 +67,22 @@ def test_close_reasons_of_the_sessions_refusals() -> None:
     assert close_reason(None) == "Client Closed" and close_reason(None, shut_down=True) == "Server Shutdown"
 
 
+def test_a_session_late_with_its_connect_is_told_and_closed_as_nats_server_does() -> None:
+    """The glue's deadline (nats.py AUTH_TIMEOUT_S) on a session that requires credentials:
+    `-ERR 'Authentication Timeout'`, /connz reason "Authentication Timeout"; one that
+    CONNECTed, or needs no credentials, is established and stays."""
+    late = NatsSession(MemoryBus(), 1, NatsConfig(server_id="T", user="u", password="p"))  # type: ignore[arg-type]
+    late.pending_output()  # its INFO
+    assert not late.established and late.expire_handshake("no CONNECT within auth_timeout 2 s")
+    assert late.pending_output() == b"-ERR 'Authentication Timeout'\r\n" and late.closing
+    assert close_reason(late.close_error) == "Authentication Timeout"
+    done = NatsSession(MemoryBus(), 2, NatsConfig(server_id="T", user="u", password="p"))  # type: ignore[arg-type]
+    done.data_received(b'CONNECT {"user":"u","pass":"p"}\r\n')
+    free = NatsSession(MemoryBus(), 3, NatsConfig(server_id="T"))  # type: ignore[arg-type]
+    for s in (done, free):
+        assert s.established and not s.expire_handshake("late") and not s.closing
+
+
 def test_a_closed_session_keeps_its_subscriptions_for_the_ring() -> None:
     s = NatsSession(MemoryBus(), 7, NatsConfig(server_id="T"))  # type: ignore[arg-type]
     s.data_received(b'CONNECT {"verbose":false,"name":"n"}\r\nSUB a.* q 1\r\nSUB b 2\r\nUNSUB 2 3\r\n')
