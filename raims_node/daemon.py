@@ -160,7 +160,7 @@ class Daemon:
                 raise DaemonError(str(exc)) from None
         for name in listen:
             await self.start_transport(name, listen=True)
-        # routes' imports, loaded while links come up (a daemon thread: a stop must not wait for it)
+        # numpy, scipy (first route, bloom resize), loaded while links come up; a stop must not wait
         threading.Thread(target=importlib.import_module, args=("scipy.sparse.csgraph",), daemon=True).start()
         for name in connect:
             await self.start_transport(name, listen=False)

@@ -28,18 +28,21 @@ Decoding checks every count and bound and is canonical: `encode(decode(b)) == b`
 `FilterImage.probe_hashes` is the vectorized membership test the Spark audit uses.
 """
 
+from __future__ import annotations
+
 import struct
 from dataclasses import dataclass
-from typing import Final, NamedTuple
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from raims_node.bloom.entry import FULL, Detail
 from raims_node.bloom.errors import BloomDecodeError, BloomError, InvalidGeometry
 from raims_node.bloom.hashing import MAX_HASHED_LEN
 from raims_node.bloom.positions import MAX_NUM_HASHES, MAX_SIZE_SHIFT, bit_positions
 from raims_node.bloom.shard import Shard
+
+if TYPE_CHECKING:  # numpy is imported by the functions that use it (ms_server's start, issue 23)
+    import numpy as np
+    import numpy.typing as npt
 
 FORMAT_VERSION: Final = 1
 MAX_VARINT_BYTES: Final = 10
@@ -71,6 +74,8 @@ class FilterImage:
 
     def probe_hashes(self, hashes: npt.NDArray[np.uint32]) -> npt.NDArray[np.bool_]:
         """For each hash, whether all its bit positions are set (the plain-entry test)."""
+        import numpy as np
+
         wanted = bit_positions(self.size_bits, self.seed, self.num_hashes, hashes)
         return np.asarray(np.isin(wanted, self.positions).all(axis=1), dtype=np.bool_)
 
@@ -95,6 +100,8 @@ def _encode_positions(values: npt.NDArray[np.uint64], size_bits: int) -> bytes:
     n = len(values)
     if n == 0:
         return b""
+    import numpy as np
+
     low = _low_bits(size_bits, n)
     high = np.zeros(_high_bits(size_bits, n, low), dtype=np.uint8)
     high[(values >> np.uint64(low)) + np.arange(n, dtype=np.uint64)] = 1
@@ -173,6 +180,8 @@ class _Reader:
 
 
 def _decode_positions(r: _Reader, n: int, size_bits: int) -> npt.NDArray[np.uint64]:
+    import numpy as np
+
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
     low = _low_bits(size_bits, n)

@@ -46,8 +46,6 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Final, TypeVar
 
-import numpy as np
-
 from raims_node.bloom.codec import DetailRecord, FilterImage, decode_image, encode_image
 from raims_node.bloom.entry import FULL, Detail, Entry, pattern_entry, subject_entry
 from raims_node.bloom.errors import (
@@ -367,6 +365,8 @@ class BloomFilter:
         if not plain:
             self._positions = {}
             return
+        import numpy as np  # on first use, not at ms_server's start (issue 23)
+
         hashes = np.fromiter(plain.values(), dtype=np.uint32, count=len(plain))
         counts = np.fromiter((subs[k] for k in plain), dtype=np.int64, count=len(plain))
         positions = bit_positions(self._size_bits, seed, self._num_hashes, hashes).ravel()
@@ -398,6 +398,8 @@ class BloomFilter:
     # -- bytes ---------------------------------------------------------------------------
 
     def image(self) -> FilterImage:
+        import numpy as np
+
         keys = np.fromiter(self._positions.keys(), dtype=np.uint64, count=len(self._positions))
         counts = np.fromiter(self._positions.values(), dtype=np.int64, count=len(keys))
         order = np.argsort(keys)
@@ -429,6 +431,8 @@ class BloomFilter:
 
     @classmethod
     def from_image(cls, image: FilterImage) -> "BloomFilter":
+        import numpy as np
+
         f = cls._replica(image.size_bits, image.seed, image.num_hashes)
         values, counts = np.unique(image.positions, return_counts=True)
         f._positions = dict(zip(values.tolist(), counts.tolist(), strict=True))

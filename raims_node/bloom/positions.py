@@ -18,12 +18,15 @@ chance). `bit_positions` is the numpy kernel and `bit_positions_of` its scalar t
 by the filter and tested equal to it.
 """
 
-from typing import Final
+from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Final
 
 from raims_node.bloom.errors import InvalidGeometry
+
+if TYPE_CHECKING:  # numpy is imported by the vectorized kernel only (ms_server's start, issue 23)
+    import numpy as np
+    import numpy.typing as npt
 
 MASK32: Final = 0xFFFFFFFF
 HASH_SEED_STEP: Final = 0x9E3779B9
@@ -66,6 +69,8 @@ def bit_positions(
     size_bits: int, seed: int, num_hashes: int, hashes: npt.NDArray[np.uint32]
 ) -> npt.NDArray[np.uint64]:
     """Positions of many hashes, shape (len(hashes), num_hashes), dtype uint64."""
+    import numpy as np
+
     check_geometry(size_bits, seed, num_hashes)
     h = np.asarray(hashes, dtype=np.uint32)
     seeds = np.array(hash_seeds(seed, num_hashes), dtype=np.uint32)

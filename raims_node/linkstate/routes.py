@@ -22,17 +22,20 @@ Decisions where the manual is vague:
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from raims_node.linkstate.db import LinkStateDB
 from raims_node.linkstate.errors import InvalidPath, UnknownPeer
 from raims_node.linkstate.records import NUM_PATHS, LinkRecord
-from raims_node.linkstate.spf import IntArray, LinkGraph, Tree
+from raims_node.linkstate.spf import LinkGraph, Tree
+
+if TYPE_CHECKING:  # numpy is imported on the first route computed (spf.py)
+    from raims_node.linkstate.spf import IntArray
 
 MAX_CACHED_TREES = 1024
 
@@ -126,6 +129,8 @@ class RouteTable:
 
     def routes(self, path: int) -> tuple[Route, ...]:
         """The route to every reachable peer, nearest first (`show path`)."""
+        import numpy as np
+
         _check_path(path)
         g = self._graph()
         hops = self._first_hops(path)
@@ -145,7 +150,7 @@ class RouteTable:
         if s is None or d is None:
             return None
         cost = self._entry(s, path).tree.dist[d]
-        return int(cost) if np.isfinite(cost) else None
+        return int(cost) if math.isfinite(cost) else None
 
     def tree(self, source: bytes, path: int) -> tuple[TreeEdge, ...]:
         """The edges of T(source, path), by cost reached, then forwarder and receiver age."""
@@ -154,6 +159,8 @@ class RouteTable:
         s = g.index.get(source)
         if s is None:
             return ()
+        import numpy as np
+
         t = self._entry(s, path).tree
         dests = np.flatnonzero(t.parent_edge >= 0)
         edges = t.parent_edge[dests]
@@ -186,6 +193,8 @@ class RouteTable:
         if peer_matches is None:
             return tuple(g.links[e] for e in entry.forward)
         if entry.subtrees is None:
+            import numpy as np
+
             label = g.branches(entry.tree, self._me)
             entry.subtrees = {
                 e: tuple(g.bridges[v] for v in np.flatnonzero(label == e).tolist())
@@ -203,6 +212,8 @@ class RouteTable:
         _check_path(path)
         g = self._graph()
         if path not in self._fwd:
+            import numpy as np
+
             srcs, edges = g.forward_all(self._me, path)
             table: dict[bytes, tuple[LinkRecord, ...]] = dict.fromkeys(g.bridges, ())
             s_list, e_list = srcs.tolist(), edges.tolist()

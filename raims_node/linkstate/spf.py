@@ -26,21 +26,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
-
 from raims_node.linkstate.db import LinkStateDB
-
-if TYPE_CHECKING:
-    from scipy.sparse import csr_array
-
-# scipy is imported when the first route is computed (about half a second of imports a
-# node does not need to start accepting clients; the daemon warms it up after start).
 from raims_node.linkstate.records import NUM_PATHS, LinkRecord
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
+# numpy and scipy are imported when the first route is computed (numpy ~60 ms, scipy about
+# half a second of imports a node does not need to start accepting clients, issue 23; the
+# daemon warms both up in a thread after its listeners start).
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    from scipy.sparse import csr_array
+
+    IntArray = npt.NDArray[np.int64]
+    FloatArray = npt.NDArray[np.float64]
+    BoolArray = npt.NDArray[np.bool_]
 
 NO_NODE = -1
 
@@ -58,6 +57,8 @@ class LinkGraph:
     """Edge arrays of one database snapshot, edges sorted by (head, forwarder, tport id)."""
 
     def __init__(self, db: LinkStateDB) -> None:
+        import numpy as np
+
         peers = db.peers()
         self.bridges: tuple[bytes, ...] = tuple(p.bridge for p in peers)
         self.index: dict[bytes, int] = {b: i for i, b in enumerate(self.bridges)}
@@ -92,19 +93,21 @@ class LinkGraph:
     def _matrix(self, p: int, reverse: bool = False) -> csr_array:
         """Adjacency matrix of path p; parallel links collapse to their lowest cost."""
         if p not in self._matrices:
+            import numpy as np
+            from scipy.sparse import csr_array
+
             n, c = self.n, self.cost[:, p]
             key = self.eu * n + self.ev
             order = np.lexsort((c, key))
             first = np.ones(order.size, dtype=bool)
             first[1:] = key[order][1:] != key[order][:-1]
             sel = order[first]
-            from scipy.sparse import csr_array
-
             m = csr_array((c[sel], (self.eu[sel], self.ev[sel])), shape=(n, n))
             self._matrices[p] = (m, csr_array(m.T))
         return self._matrices[p][1 if reverse else 0]
 
     def tree(self, source: int, p: int) -> Tree:
+        import numpy as np
         from scipy.sparse.csgraph import dijkstra
 
         dist = np.asarray(dijkstra(self._matrix(p), directed=True, indices=source))
@@ -118,6 +121,8 @@ class LinkGraph:
 
     def parents(self, tree: Tree) -> IntArray:
         """Parent node of each node in the tree, NO_NODE for its root and unreached nodes."""
+        import numpy as np
+
         pe = tree.parent_edge
         parent = np.full(self.n, NO_NODE, dtype=np.int64)
         has = pe >= 0
@@ -127,6 +132,8 @@ class LinkGraph:
     def branches(self, tree: Tree, root: int) -> IntArray:
         """For every node below `root` in the tree, the edge from `root` it descends
         through; NO_NODE elsewhere. Pointer jumping: log(depth) vectorized rounds."""
+        import numpy as np
+
         anc = self.parents(tree)
         label = np.where(anc == root, tree.parent_edge, NO_NODE)
         while True:
@@ -141,6 +148,9 @@ class LinkGraph:
         """The child edges of `me` in T(s, p) for every source s, as parallel arrays
         (sources, edges) sorted by source then edge. Needs one reverse Dijkstra per node
         around `me` instead of one per source."""
+        import numpy as np
+        from scipy.sparse.csgraph import dijkstra
+
         out = np.flatnonzero(self.eu == me)
         heads = np.unique(self.ev[out])
         spans = [(int(self.vstart[v]), int(self.vstart[v + 1])) for v in heads]
@@ -148,8 +158,6 @@ class LinkGraph:
         if needed.size == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
-        from scipy.sparse.csgraph import dijkstra
-
         to = np.atleast_2d(dijkstra(self._matrix(p, reverse=True), directed=True, indices=needed))
         row = {int(x): i for i, x in enumerate(needed)}
         srcs: list[IntArray] = []
@@ -175,6 +183,8 @@ class LinkGraph:
 def _pick(tight: BoolArray, lo: IntArray, hi: IntArray, p: int) -> BoolArray:
     """Which edge (last axis) path p takes as the parent link of its head: candidate
     p mod k of the k tight edges of its group [lo, hi), counted in rank order."""
+    import numpy as np
+
     t = tight.astype(np.int64)
     incl = np.cumsum(t, axis=-1)
     excl = incl - t
