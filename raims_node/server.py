@@ -417,7 +417,7 @@ async def _start_telnet(daemon: Daemon, cfg: TransportConfig, config: str) -> _C
     sessions: set[TelnetProtocol] = set()
     try:
         server = await start_telnet(operator, daemon.on_log, None if host in ("*", "") else host, cfg.port or 0,
-                                    sessions)
+                                    sessions, daemon.tree.parameters.time("tcp_keepalive"))
     except OSError as exc:
         raise DaemonError(f"transport {cfg.tport!r} listen {host}:{cfg.port} failed: {exc.strerror}") from None
     closer = _Closer(server, sessions)

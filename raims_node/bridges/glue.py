@@ -44,6 +44,10 @@ Flow control (decisions; flow.py describes the session's side):
   client that has not completed its handshake that long after connecting (one timer per
   connection, as nats-server's auth timer); counted in `error_closes` and
   `handshake_timeouts`, logged rate-limited. An established client may stay idle.
+- Every accepted client socket gets TCP keepalive (`BridgeServer.keepalive_s`, the
+  `tcp_keepalive` parameter when the transport starts, default 300 s, 0 off; redis-server's
+  idle / idle/3 / 3 probes, raims_node/keepalive.py has the decision), so a client whose
+  host vanished without a FIN is closed (~2x the value) instead of held for ever.
 
 Transport fields (manual "NATS", "Redis"): `listen` (default 127.0.0.1 here, where the
 manual says `*`: a bridge on every interface must be asked for), `port` (0 or absent: an
@@ -76,6 +80,7 @@ from raims_node.bridges.capacity import LOG_EVERY_S
 from raims_node.bridges.errors import BridgeError, HandshakeTimeout, SlowConsumer
 from raims_node.bridges.flow import OutputLedger, SessionOutput
 from raims_node.bridges.gate import BridgeSession, FlowGate
+from raims_node.keepalive import set_keepalive
 from raims_node.lograte import RateLimitedLog
 
 if TYPE_CHECKING:
@@ -90,6 +95,7 @@ SLICE_BYTES = 1024  # input is fed to the session in slices of this size at firs
 MIN_SLICE_BYTES = 256
 MAX_SLICE_BYTES = 256 * 1024
 SLICE_S = 0.005  # ... and the loop is given back after this much work
+KEEPALIVE_PARAMETER = "tcp_keepalive"
 CLOSE_GRACE_S = 5.0
 SLOW_GRACE_S = 1.0  # a slow consumer's last bytes: it reads nothing, its memory is wanted back
 
@@ -223,6 +229,7 @@ class SessionProtocol(asyncio.Protocol):
                                         peer[0] if isinstance(peer, tuple) else None)
         if isinstance(self.session, SessionOutput):
             self.session.share_ledger(self.server.hub.ledger)
+        set_keepalive(self.transport.get_extra_info("socket"), self.server.keepalive_s)
         self.server.opened(self)
         if self.server.handshake_timeout_s > 0:
             self._deadline = self._loop.call_later(self.server.handshake_timeout_s, self._handshake_due)
@@ -452,6 +459,7 @@ class BridgeServer:
     protocol: ClassVar[type[SessionProtocol]] = SessionProtocol
     handshake_timeout_s = 0.0  # > 0: a client not `established` this long after connecting is closed
     handshake_timeout_name = ""  # the parameter it comes from, for the log line
+    keepalive_s = 0.0  # the TCP keepalive of accepted clients: `tcp_keepalive` (listen); 0 off
 
     @classmethod
     def settings_of(cls, hub: HubView, cfg: TransportConfig) -> BridgeSettings:
@@ -491,6 +499,7 @@ class BridgeServer:
         """Bind every listen address; the bound "host:port" strings."""
         loop = asyncio.get_running_loop()
         port = self.settings.port
+        self.keepalive_s = self.hub.host.tree.parameters.time(KEEPALIVE_PARAMETER)
         for host in self.settings.hosts:
             bind = None if host in ("*", "") else host
             try:

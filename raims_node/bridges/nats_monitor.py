@@ -71,6 +71,7 @@ from raims_node.bridges.nats_monitor_info import (
     sub_detail,
 )
 from raims_node.bridges.nats_session import AUTH_TIMEOUT_S, NatsConfig
+from raims_node.keepalive import set_keepalive
 
 
 class MonitoredServer(Protocol):
@@ -82,6 +83,7 @@ class MonitoredServer(Protocol):
     conns: set[SessionProtocol]
     slow_consumers: int
     lame_duck_mode: bool
+    keepalive_s: float
 
     def port_row(self, label: str) -> dict[str, Any]: ...
 
@@ -141,13 +143,15 @@ class NatsMonitor:
         routes.update((path, self._nothing(fields)) for path, fields in NOTHING_CONFIGURED.items())
         for path, handler in routes.items():
             app.router.add_route("*", path, handler)  # any method, as Go's ServeMux
-        self._runner = web.AppRunner(app, access_log=None)
+        keepalive = self.server.keepalive_s  # the transport's (raims_node/keepalive.py), on the listener
+        self._runner = web.AppRunner(app, access_log=None, tcp_keepalive=keepalive > 0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
         self.http_host = host
         server = cast(asyncio.Server | None, site._server)
         for sock in server.sockets if server is not None else ():
+            set_keepalive(sock, keepalive)  # its accepted sockets take these options (Linux)
             name = sock.getsockname()
             self.bound.append(f"{name[0]}:{name[1]}")
         return self.bound

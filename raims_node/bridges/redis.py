@@ -69,6 +69,15 @@ class RedisServer(BridgeServer):
         self.host = RedisHost(sessions=self._sessions)
         self._tick: asyncio.TimerHandle | None = None
 
+    @property
+    def keepalive_s(self) -> float:
+        """The transport's CONFIG `tcp-keepalive` (the parameter at listen; redis_ops.py)."""
+        return float(self.host.ops.tcp_keepalive)
+
+    @keepalive_s.setter
+    def keepalive_s(self, value: float) -> None:
+        self.host.ops.tcp_keepalive = round(value)
+
     def _sessions(self) -> list[RedisSession]:
         """The live sessions, for CLIENT LIST / KILL and INFO."""
         return [p.session for p in self.conns if isinstance(p.session, RedisSession)]

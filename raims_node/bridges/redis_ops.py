@@ -30,6 +30,9 @@ asks `pauses()` before running one. Decisions:
   connection closes, as redis-server closes a client over its query buffer limit).
 - CONFIG SET maxmemory takes redis-server's memory values and is shown by CONFIG GET and
   INFO; nothing is evicted (maxmemory-policy stays noeviction, read-only).
+- tcp-keepalive (0..INT_MAX, as redis-server) is the transport's TCP keepalive, the
+  `tcp_keepalive` parameter when it starts; a change applies to the clients accepted
+  after it, as redis-server's (past Linux's 32767 s limit the idle time is 32767 s).
 - timeout: every second, a client idle longer than `timeout` seconds is closed, unless
   it is subscribed, blocked in a pop, held by a pause or a MONITOR.
 """
@@ -135,6 +138,7 @@ _PARAMS: dict[bytes, tuple[str, Callable[[bytes], int]]] = {
     b"slowlog-max-len": ("max_len", _bounded(0, LLONG_MAX)),
     b"latency-monitor-threshold": ("latency_ms", _bounded(0, LLONG_MAX)),
     b"maxmemory": ("maxmemory", parse_memory),
+    b"tcp-keepalive": ("tcp_keepalive", _bounded(0, INT_MAX)),
 }
 
 
@@ -148,6 +152,7 @@ class OpsState:
     latency_ms: int = 0  # 0 off
     timeout: int = 0  # s; 0 never
     maxmemory: int = 0  # shown and settable; the map never evicts (maxmemory-policy noeviction)
+    tcp_keepalive: int = 300  # s, of the clients accepted from now (raims_node/keepalive.py); 0 off
     slowlog: deque[SlowEntry] = field(default_factory=deque)
     next_id: int = 0
     latency: dict[bytes, deque[tuple[int, int]]] = field(default_factory=dict)  # event -> (time, ms)

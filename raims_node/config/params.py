@@ -89,12 +89,16 @@ MANUAL_PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("idle_busy", Kind.COUNT, "16", "Busy wait loop count"),
     ParamSpec("working_directory", Kind.DIRNAME, None, "Switch to directory when in daemon mode"),
 )
-# Not in the manual's table, named in its style (issue 18: unauthenticated link sockets).
+# Not in the manual's table, named in its style (issue 18: unauthenticated link sockets;
+# tcp_keepalive: redis-server's `tcp-keepalive`, raims_node/keepalive.py).
 HARDENING_PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("tcp_auth_timeout", Kind.TIME, "10 secs",
               "Close a TCP/mesh link not authenticated, or an RV client not past its handshake, in this time"),
     ParamSpec("tcp_pending_max", Kind.COUNT, "1024", "Inbound TCP/mesh links waiting to authenticate, at most"),
     ParamSpec("tcp_pending_per_host", Kind.COUNT, "64", "Of those, from one source address, at most"),
+    ParamSpec("tcp_keepalive", Kind.TIME, "300 secs",
+              "TCP keepalive idle time of NATS, Redis, RV, web and telnet clients (0 off)", 32767,
+              "Linux's TCP_KEEPIDLE limit"),
 )
 # raims's own, after the manual's table (flow control, nats-server's lame duck names)
 RAIMS_PARAMETERS: tuple[ParamSpec, ...] = (

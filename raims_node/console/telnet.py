@@ -33,7 +33,10 @@ operator may connect and think before typing, and a client in line mode (nc) sen
 nothing until its first line, so a silent connection is not a broken one here. Whoever
 reaches the port may run any command (`die` included), so holding a socket open gains
 an attacker nothing; the listener is 127.0.0.1 unless configured otherwise. The bound
-is the process's descriptor limit (bridges/capacity.py raises it at start).
+is the process's descriptor limit (bridges/capacity.py raises it at start). A console
+whose host vanished (no FIN) is closed by TCP keepalive, the `tcp_keepalive` parameter
+set on each accepted socket (raims_node/keepalive.py; before 2026-11-27 it was held for
+ever).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from typing import cast
 from raims_node.console.complete import completions, prompt_text
 from raims_node.console.render import render_text
 from raims_node.console.session import ConsoleHost, ConsoleSession, session_verb
+from raims_node.keepalive import set_keepalive
 
 log = logging.getLogger("raims.console")
 
@@ -214,8 +218,9 @@ class TelnetProtocol(asyncio.Protocol):
     """One telnet connection: a console session with its own prompt and editor."""
 
     def __init__(self, host: ConsoleHost, on_log: list[Callable[[str], None]],
-                 sessions: set[TelnetProtocol] | None = None) -> None:
+                 sessions: set[TelnetProtocol] | None = None, keepalive_s: float = 0.0) -> None:
         self.host = host
+        self.keepalive_s = keepalive_s  # TCP keepalive idle time (`tcp_keepalive`); 0 off
         self.on_log = on_log
         self.sessions = sessions if sessions is not None else set()  # the listener's live ones (show fds)
         self.bytes_in = self.bytes_out = 0
@@ -237,6 +242,7 @@ class TelnetProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        set_keepalive(self.transport.get_extra_info("socket"), self.keepalive_s)
         self.sessions.add(self)
         self.session = ConsoleSession(self.host, self._write)
         self.on_log.append(self.session.on_log)
@@ -390,7 +396,9 @@ def _may_cancel(line: str) -> bool:
 
 
 async def start_telnet(host: ConsoleHost, on_log: list[Callable[[str], None]], bind: str | None,
-                       port: int, sessions: set[TelnetProtocol] | None = None) -> asyncio.Server:
-    """The telnet listener; each connection is in `sessions` while it is open."""
+                       port: int, sessions: set[TelnetProtocol] | None = None,
+                       keepalive_s: float = 0.0) -> asyncio.Server:
+    """The telnet listener; each connection is in `sessions` while it is open, with TCP
+    keepalive `keepalive_s` (0 off)."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: TelnetProtocol(host, on_log, sessions), bind, port)
+    return await loop.create_server(lambda: TelnetProtocol(host, on_log, sessions, keepalive_s), bind, port)

@@ -33,6 +33,13 @@ descriptors, nothing logged). Now, as nginx's `client_header_timeout` (60 s), Ap
   it too (not counted).
 - a websocket is a handler that runs until it closes: neither deadline applies (its
   heartbeat, 30 s, finds a dead peer).
+
+TCP keepalive (2026-11-27, keepalive): aiohttp turned SO_KEEPALIVE on with the system's
+timing (Linux: 7200 s idle, 75 s interval, 9 probes: a vanished client held 2 h 11 min);
+now the `tcp_keepalive` parameter's (raims_node/keepalive.py, default 300 s / 100 s / 3),
+set on the listening socket, whose options an accepted socket takes on Linux (aiohttp's
+protocol is the connection's from accept: no hook before its `connection_made`); 0 turns
+it off (aiohttp's `tcp_keepalive` too).
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from raims_node.config.params import parse_time
 from raims_node.config.records import TransportConfig
 from raims_node.console import CommandResult, ConsoleContext, execute
 from raims_node.console.session import command_of
+from raims_node.keepalive import set_keepalive
 from raims_node.linkstate import graph_from_db
 from raims_node.lograte import RateLimitedLog
 from raims_node.router.actions import Deliver
@@ -131,12 +139,15 @@ class WebAdmin:
         return self.daemon.console_context()
 
     async def start(self, host: str, port: int) -> list[str]:
-        self.runner = web.AppRunner(self.app, access_log=None, keepalive_timeout=KEEPALIVE_S)
+        tcp_keepalive = self.daemon.tree.parameters.time("tcp_keepalive")
+        self.runner = web.AppRunner(self.app, access_log=None, keepalive_timeout=KEEPALIVE_S,
+                                    tcp_keepalive=tcp_keepalive > 0)
         await self.runner.setup()
         loop = asyncio.get_running_loop()
         self.listener = await loop.create_server(self._connection, host, port, reuse_address=True)
         self.sockets = list(self.listener.sockets)  # show fds
         for sock in self.listener.sockets:
+            set_keepalive(sock, tcp_keepalive)  # what its accepted sockets start with (docstring)
             name = sock.getsockname()
             self.bound.append(f"{name[0]}:{name[1]}")
         return self.bound

@@ -133,6 +133,13 @@ CONFIG SET maxmemory 1GB
 CONFIG GET maxmemory
 CONFIG SET maxmemory 100
 CONFIG GET maxmemory
+CONFIG GET tcp-keepalive
+CONFIG SET tcp-keepalive -1
+CONFIG SET tcp-keepalive x
+CONFIG SET tcp-keepalive 2147483648
+CONFIG SET tcp-keepalive 60
+CONFIG GET tcp-keepalive
+CONFIG SET tcp-keepalive 300
 CONFIG SET maxmemory 0
 CONFIG GET maxmemory
 CONFIG RESETSTAT
