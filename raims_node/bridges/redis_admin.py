@@ -62,6 +62,7 @@ from raims_node.bridges.resp import (
     parse_ll,
 )
 from raims_node.kv.commands import COMMANDS, Engine
+from raims_node.kv.memory import rss_bytes as _rss_bytes
 from raims_node.kv.reply import Map, SetReply, Verbatim, encode
 from raims_node.kv.server import REDIS_VERSION, keyspace_lines, persistence_section
 
@@ -485,15 +486,6 @@ def replicaof(s: ClientView, args: list[bytes]) -> None:
 
 # ------------------------------------------------------------ INFO
 
-def _rss_bytes() -> int:
-    """The process's resident set (redis-server's used_memory_rss); 0 where /proc is not."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def _human(n: int) -> bytes:
     """redis-server's bytesToHuman: 512B, 1.50K, 13.45M, 2.00G."""
     if n < 1024:
@@ -506,15 +498,17 @@ def _human(n: int) -> bytes:
     return b"%.2fP" % value
 
 
-def _memory_section(maxmemory: int) -> bytes:
+def _memory_section(engine: Engine | None) -> bytes:
     """The node process's memory: used_memory is its resident set (Python has no
-    allocator count to give), the peak getrusage's max resident set."""
-    rss = _rss_bytes()
+    allocator count to give), sampled by the map as its maxmemory check samples it
+    (kv/__init__.py); the peak getrusage's max resident set."""
+    rss = engine.sample_memory() if engine is not None else _rss_bytes()
     peak = max(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    limit = engine.maxmemory if engine is not None else 0
     return (b"# Memory\r\nused_memory:%d\r\nused_memory_human:%s\r\nused_memory_rss:%d\r\n"
             b"used_memory_rss_human:%s\r\nused_memory_peak:%d\r\nused_memory_peak_human:%s\r\n"
             b"maxmemory:%d\r\nmaxmemory_human:%s\r\nmaxmemory_policy:noeviction\r\n" % (
-                rss, _human(rss), rss, _human(rss), peak, _human(peak), maxmemory, _human(maxmemory)))
+                rss, _human(rss), rss, _human(rss), peak, _human(peak), limit, _human(limit)))
 
 
 def _cpu_section() -> bytes:
@@ -558,7 +552,7 @@ def info(s: ClientView, args: list[bytes]) -> None:
                         b"pubsub_clients:%d\r\nwatching_clients:%d\r\n" % (
                             len(clients), blocked, pubsub, watching))
     if every or b"memory" in wanted:
-        sections.append(_memory_section(host.ops.maxmemory))
+        sections.append(_memory_section(engine))
     if engine is not None and (every or b"persistence" in wanted):
         sections.append(persistence_section(engine))
     if every or b"stats" in wanted:

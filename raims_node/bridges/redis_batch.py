@@ -7,7 +7,9 @@ subscriber's own messages must interleave with its replies as redis-server write
 them); `run_fast` runs commands until one needs the session's general dispatch
 (connection, pub/sub and transaction commands, INFO), which the session then runs.
 Data commands try their fast form first (kv/fast.py) and fall back to
-`Engine.execute`; replies are encoded as redis_data.DataSide encodes them.
+`Engine.execute`; replies are encoded as redis_data.DataSide encodes them. Over maxmemory
+(`Engine.oom`, read once per run: only the node's tick and CONFIG SET change it, never a
+command of the run) the denyoom commands have no fast form, so Engine.execute refuses them.
 
 A run is timed once for SLOWLOG and LATENCY (redis_ops.py: a run over the threshold is
 one entry, attributed to its first command that went through `Engine.execute`); with
@@ -96,6 +98,16 @@ def _tables() -> tuple[dict[bytes, Entry], dict[bytes, Entry]]:
 
 
 _DATA, _PUBLISH_ONLY = _tables()
+
+
+def _oom_table() -> dict[bytes, Entry]:
+    """_DATA over maxmemory: the denyoom commands without their fast form (one entry per
+    command still, spellings sharing it: runs compare entries by identity)."""
+    entries = {id(e): (None, e[1], e[2]) if isinstance(e[1], Cmd) and e[1].denyoom else e for e in _DATA.values()}
+    return {name: entries[id(e)] for name, e in _DATA.items()}
+
+
+_DATA_OOM = _oom_table()
 _SCRIPTING = "raims_node.kv.scripting"
 
 
@@ -206,7 +218,7 @@ def run_fast(s: RedisSession, commands: list[list[bytes]], i: int) -> int:
         client, engine = data.client, data.engine
         client.db = s.db
         client.resp = resp
-        table = _DATA
+        table = _DATA_OOM if engine.oom else _DATA
     else:
         table = _PUBLISH_ONLY
     s._reply_skip = False

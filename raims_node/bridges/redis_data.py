@@ -12,6 +12,11 @@ data command the session resolved. Semantics as redis-server 7.0:
   <the refusal>`, as redis-server's execCommandAbort. EXEC runs the queue (pub/sub and connection commands
   included) and answers an array of their replies, or a null array when a WATCHed key
   changed since WATCH. Blocking pops inside a transaction do not block.
+- Over maxmemory (Engine.oom, kv/__init__.py), as redis-server 7.0.15's processCommand:
+  inside MULTI every command but EXEC, DISCARD, QUIT and RESET is refused with OOM
+  (after its arity) and EXEC then aborts; an EXEC whose queue holds a denyoom command
+  aborts with `-EXECABORT Transaction discarded because of: OOM ...`; a denyoom command
+  of a RESP2 subscriber gets OOM before the subscribed-mode refusal.
 - A blocked client (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH) sends nothing and its further
   commands wait, unparsed beyond the RESP framing, until the engine wakes it with the
   reply (a push served it or its deadline passed); the node's loop never waits.
@@ -25,9 +30,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from raims_node.bridges.redis_monitor import Client, Monitors, feed, feed_script
-from raims_node.bridges.redis_stats import Stats, data_outcome
+from raims_node.bridges.redis_stats import Stats, data_name, data_outcome
 from raims_node.bridges.resp import OK, encode_error, encode_subscribed_refusal
 from raims_node.kv.commands import BLOCKED, COMMANDS, Cmd, Engine, KVClient
+from raims_node.kv.errors import OOM
 from raims_node.kv.reply import NULL_ARRAY, Err, encode
 
 
@@ -66,6 +72,7 @@ _TX = (b"multi", b"exec", b"discard", b"watch", b"unwatch")
 _NOT_QUEUED = (b"exec", b"discard", b"multi", b"watch", b"quit", b"reset")
 _NO_MULTI = (b"save",)  # redis-server 7.0.15's no-multi commands that raims has (SHUTDOWN, SYNC, PSYNC: not)
 _ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"unwatch": 1}
+_OOM = b"-%s\r\n" % OOM
 
 
 def _arity_ok(name: bytes, args: list[bytes]) -> bool:
@@ -105,9 +112,15 @@ class DataSide:
         cmd = COMMANDS.get(name)
         if name == b"info" or name == b"config":
             cmd = None  # the session's INFO (redis_admin.py) and CONFIG (redis_ops.py) add their own
-        if cmd is not None and self.multi is None and not (self.session.resp == 2 and self.session.subscribed):
+        if cmd is not None and self.multi is None and (not (self.session.resp == 2 and self.session.subscribed)
+                                                       or (self.engine.oom and self.engine.denies(cmd, args))):
             return self.run(args, cmd)  # the fast path: a data command outside a transaction
         stats = self.session.host.stats
+        if self.multi is not None and self.engine.oom and name in (b"multi", b"watch") and _arity_ok(name, args):
+            stats.reject(name.decode())
+            self.multi_error = True
+            self.session._write(_OOM)
+            return ""
         if name in _TX:
             if self.session.resp == 2 and self.session.subscribed and self.multi is None and _arity_ok(name, args):
                 stats.reject(name.decode())
@@ -125,6 +138,10 @@ class DataSide:
             if not isinstance(error, bytes) and name in _NO_MULTI:  # after its arity, as processCommand
                 stats.reject(name.decode())
                 error = encode_error("Command not allowed inside a transaction")
+            elif not isinstance(error, bytes) and self.engine.oom:  # over maxmemory nothing is queued
+                full = getattr(error, "fullname", "data")
+                stats.reject((data_name(args) or "") if full == "data" else full)
+                error = _OOM
             if isinstance(error, bytes):
                 self.multi_error = True
                 self.session._write(error)
@@ -229,13 +246,19 @@ class DataSide:
         self.multi = None
         self.multi_error = False
         self.engine.unwatch(self.client)
-        self.session._write(b"-EXECABORT Transaction discarded because of: " + error[5:])
+        self.session._write(b"-EXECABORT Transaction discarded because of: "
+                            + (error[5:] if error.startswith(b"-ERR ") else error[1:]))
 
     def _exec(self) -> None:
         s = self.session
         queue = self.multi
         if queue is None:
             s._error("EXEC without MULTI")
+            return
+        if self.engine.oom and any(cmd is not None and self.engine.denies(cmd, args)
+                                   for args in queue for cmd in (COMMANDS.get(args[0].lower()),)):
+            s.host.stats.reject("exec")
+            self._exec_abort(_OOM)
             return
         self.multi = None
         if self.multi_error:

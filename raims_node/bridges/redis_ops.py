@@ -28,8 +28,8 @@ asks `pauses()` before running one. Decisions:
   keeps the later end and the stricter mode. Held commands run in order when the pause
   ends; a client's held input is bounded by the transport's query limit (past it the
   connection closes, as redis-server closes a client over its query buffer limit).
-- CONFIG SET maxmemory takes redis-server's memory values and is shown by CONFIG GET and
-  INFO; nothing is evicted (maxmemory-policy stays noeviction, read-only).
+- CONFIG maxmemory and maxmemory-policy are the map's (kv/server.py; enforced as
+  noeviction, kv/__init__.py).
 - tcp-keepalive (0..INT_MAX, as redis-server) is the transport's TCP keepalive, the
   `tcp_keepalive` parameter when it starts; a change applies to the clients accepted
   after it, as redis-server's (past Linux's 32767 s limit the idle time is 32767 s).
@@ -119,25 +119,11 @@ def _bounded(lo: int, hi: int) -> Callable[[bytes], int]:
     return parse
 
 
-_UNITS = {b"": 1, b"b": 1, b"k": 1000, b"kb": 1024, b"m": 1000 ** 2, b"mb": 1024 ** 2, b"g": 1000 ** 3,
-          b"gb": 1024 ** 3}
-
-
-def parse_memory(raw: bytes) -> int:
-    """redis-server's memory value: digits and an optional unit (k = 1000, kb = 1024...)."""
-    digits = raw.rstrip(b"bBkKmMgG")
-    unit = _UNITS.get(raw[len(digits):].lower())
-    if not digits.isdigit() or unit is None or int(digits) * unit > LLONG_MAX:
-        raise ValueError("argument must be a memory value")
-    return int(digits) * unit
-
-
 _PARAMS: dict[bytes, tuple[str, Callable[[bytes], int]]] = {
     b"timeout": ("timeout", _bounded(0, INT_MAX)),
     b"slowlog-log-slower-than": ("slower_than", _bounded(-1, LLONG_MAX)),
     b"slowlog-max-len": ("max_len", _bounded(0, LLONG_MAX)),
     b"latency-monitor-threshold": ("latency_ms", _bounded(0, LLONG_MAX)),
-    b"maxmemory": ("maxmemory", parse_memory),
     b"tcp-keepalive": ("tcp_keepalive", _bounded(0, INT_MAX)),
 }
 
@@ -151,7 +137,6 @@ class OpsState:
     max_len: int = 128
     latency_ms: int = 0  # 0 off
     timeout: int = 0  # s; 0 never
-    maxmemory: int = 0  # shown and settable; the map never evicts (maxmemory-policy noeviction)
     tcp_keepalive: int = 300  # s, of the clients accepted from now (raims_node/keepalive.py); 0 off
     slowlog: deque[SlowEntry] = field(default_factory=deque)
     next_id: int = 0

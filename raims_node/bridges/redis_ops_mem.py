@@ -29,6 +29,7 @@ from typing import Any
 from raims_node.bridges.redis_ops import OpsClient, OpsState, help_reply
 from raims_node.bridges.resp import OK, parse_ll
 from raims_node.kv.commands import Engine
+from raims_node.kv.memory import rss_bytes
 from raims_node.kv.reply import Map, Verbatim, encode
 from raims_node.kv.server import REDIS_VERSION
 from raims_node.kv.store import ZSet
@@ -105,9 +106,8 @@ def dataset_bytes(engine: Engine | None) -> tuple[int, int]:
 
 
 def memory_stats(s: OpsClient, args: list[bytes]) -> None:
-    from raims_node.bridges.redis_admin import _rss_bytes
     ops: OpsState = s.host.ops
-    rss = _rss_bytes()
+    rss = rss_bytes()
     engine = s.engine()
     keys, dataset = dataset_bytes(engine)
     ops.peak = max(ops.peak, rss)

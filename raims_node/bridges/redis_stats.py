@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 from raims_node.kv.commands import COMMANDS, Cmd
-from raims_node.kv.errors import NO_MAP
+from raims_node.kv.errors import NO_MAP, OOM
 from raims_node.kv.reply import Err
 
 MAX_ERROR_PREFIXES = 128
@@ -191,12 +191,13 @@ def data_name(args: list[bytes], cmd: Cmd | None = None) -> str | None:
 
 def data_refused(cmd: Cmd, args: list[bytes], reply: object) -> bool:
     """Engine.execute's `reply` to `args` refused it before it ran: its arity (a
-    subcommand's: checked by the container's handler), a write without a map."""
+    subcommand's: checked by the container's handler), a write without a map, a denyoom
+    command over maxmemory (the engine's own OOM text object: a script's is a failure)."""
     if type(reply) is not Err:
         return False
     n = len(args)
     text = reply.text
-    return (cmd.arity != n if cmd.arity > 0 else n < -cmd.arity) or text == NO_MAP or (
+    return (cmd.arity != n if cmd.arity > 0 else n < -cmd.arity) or text == NO_MAP or text is OOM or (
         bool(cmd.subcommands) and text.startswith(b"ERR wrong number of arguments for '"))
 
 

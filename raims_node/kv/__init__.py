@@ -4,6 +4,26 @@ store.py holds the typed values, commands.py executes commands (families in stri
 keys, hashes, lists, sets, zsets, server, hll, sort, geo, streams, dump..., scripting: Lua
 with lua_libs, lua_convert and lua_msgpack), reply.py encodes replies, persist.py keeps
 the map file, glob.py matches KEYS / SCAN patterns, cli.py is `ms_kv`.
+
+maxmemory (decisions): CONFIG SET maxmemory N (redis-server's memory values; 0, the
+default, no limit) is enforced as redis-server's default policy `noeviction`, the only
+one the map has (CONFIG SET maxmemory-policy takes only noeviction; another policy is
+refused with an error rather than accepted and not applied). Over the limit a command
+flagged denyoom in redis-server 7.0.15's table (memory.DENYOOM: SET, LPUSH, SADD, ...)
+gets `-OOM command not allowed when used memory > 'maxmemory'.`; reads, DEL, EXPIRE and
+the other commands run; inside MULTI every command but EXEC / DISCARD / QUIT / RESET is
+refused and EXEC then aborts, an EXEC whose queue holds a denyoom command aborts with the
+OOM; a script's first write is refused (unless its shebang has allow-oom), a script with
+a shebang but neither no-writes nor allow-oom is refused whole; as redis-server 7.0.15.
+"Used memory" is the resident set of the whole node process (memory.py), the figure INFO
+memory shows as used_memory, sampled by `Engine.sample_memory` in the node's tick (every
+50 ms, `NodeKV.tick`, only while a maxmemory is set), at CONFIG SET maxmemory and at INFO
+memory: the command path reads one flag (`Engine.oom`), never /proc, so a burst of
+writes can pass the limit by what 50 ms of them add. Differences from redis-server,
+whose used_memory counts its allocations: the node's figure includes the interpreter,
+the router and the bridges (tens of MB before the first key), and it need not drop when
+keys are deleted (memory.py has measurements), so DEL / FLUSHALL may not bring a node
+back under its limit; raising maxmemory or lifting it (0) does.
 """
 
 from __future__ import annotations
@@ -60,8 +80,12 @@ class NodeKV:
         self.engine, self.map = open_kv(map_spec, db_num, loop_schedule)
 
     def tick(self) -> None:
-        """Active expiry, blocked clients' deadlines, fsync (called from the daemon's tick)."""
-        self.engine.tick()
+        """Active expiry, blocked clients' deadlines, fsync, the used memory against
+        maxmemory (called from the daemon's tick)."""
+        engine = self.engine
+        if engine.maxmemory:
+            engine.sample_memory()
+        engine.tick()
         if self.map is not None:
             self.map.tick(self.engine.store)
 

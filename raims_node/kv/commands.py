@@ -19,6 +19,9 @@ Decisions:
   rebuilds the same state at any time.
 - Keyspace notifications (`notify-keyspace-events`, Redis's flags) go to `publish(channel,
   payload)`, which the bridge points at the node's Redis service buses.
+- maxmemory (CONFIG SET; policy noeviction only): while `oom` is set (`sample_memory`,
+  never per command), redis-server's denyoom commands are refused with OOM; the
+  decisions are in the package's docstring (kv/__init__.py).
 """
 
 from __future__ import annotations
@@ -33,7 +36,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from raims_node.kv.errors import NO_MAP, NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE, CommandError
+from raims_node.kv.errors import (
+    NO_MAP,
+    NOT_FLOAT,
+    NOT_INTEGER,
+    OOM,
+    SYNTAX,
+    WRONGTYPE,
+    CommandError,
+)
+from raims_node.kv.memory import DENYOOM, rss_bytes
 from raims_node.kv.reply import NULL_ARRAY, Err
 from raims_node.kv.store import KVStore, ZSet
 
@@ -122,6 +134,8 @@ class Cmd:
     handler: Handler
     write: bool
     subcommands: tuple[str, ...] = ()  # a container's subcommands this map answers (COMMAND INFO)
+    # refused over maxmemory: True, or a test of the arguments (Engine.denies)
+    denyoom: bool | Callable[[Engine, list[bytes]], bool] = False
 
 
 COMMANDS: dict[bytes, Cmd] = {}
@@ -134,10 +148,11 @@ BLOCK_READY: dict[bytes, Callable[[Engine, KVClient, list[bytes], bytes], list[b
 REPLAY_ONLY: dict[bytes, Handler] = {}
 
 
-def command(name: str, arity: int, write: bool = False,
-            subcommands: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
+def command(name: str, arity: int, write: bool = False, subcommands: tuple[str, ...] = (),
+            denyoom: Callable[[Engine, list[bytes]], bool] | None = None) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
-        COMMANDS[name.encode()] = Cmd(name, arity, fn, write, subcommands)
+        key = name.encode()
+        COMMANDS[key] = Cmd(name, arity, fn, write, subcommands, denyoom or key in DENYOOM)
         return fn
     return register
 
@@ -276,6 +291,8 @@ class Engine:
         self.script_monitor: Callable[[int, list[bytes]], None] | None = None
         self.script_monitor_hosts: list[Any] = []
         self.save_failed = False  # the last SAVE / BGSAVE failed
+        self.maxmemory, self.oom = 0, False  # bytes (0 none); the last sample was over it: denyoom refused
+        self.memory_probe: Callable[[], int] = rss_bytes  # the node's used memory (memory.py)
         store.on_expired = self._expired
 
     # ------------------------------------------------------------ execution
@@ -290,6 +307,8 @@ class Engine:
         store = self.store
         if cmd.write and not store.writable:
             return Err(NO_MAP)
+        if self.oom and cmd.denyoom and not client.in_multi and self.denies(cmd, args):
+            return Err(OOM)
         self.commands_processed += 1
         before = store.dirty
         self.prop = None
@@ -306,6 +325,18 @@ class Engine:
         if store.ready and not self.in_script:
             self.serve_ready()
         return reply
+
+    def denies(self, cmd: Cmd, args: list[bytes]) -> bool:
+        """`args` is a denyoom command (refused over maxmemory)."""
+        test = cmd.denyoom
+        return test is True or (test is not False and test(self, args))
+
+    def sample_memory(self) -> int:
+        """Sample the node's used memory and set `oom` from it: the node's tick (50 ms),
+        CONFIG SET maxmemory and INFO memory; never per command."""
+        used = self.memory_probe()
+        self.oom = 0 < self.maxmemory < used
+        return used
 
     def replay(self, client: KVClient, args: list[bytes]) -> None:
         """Apply a logged command (persist.py's loader)."""
@@ -429,7 +460,7 @@ class Engine:
         """Answer the clients blocked on keys that received elements (or were deleted:
         BLOCK_READY's commands look), first come first served; a client waits on while
         the key holds another type than its pop takes (BLPOP on a key that became a
-        sorted set), as in redis-server."""
+        sorted set), as in redis-server; over maxmemory too (its check was at its start)."""
         store = self.store
         while store.ready:
             ready, store.ready = store.ready, []
@@ -459,8 +490,9 @@ class Engine:
                     else:
                         saved = client.db
                         client.db = state.db
+                        oom, self.oom = self.oom, False  # checked when it blocked
                         reply = self.execute(client, run)
-                        client.db = saved
+                        client.db, self.oom = saved, oom
                     if client.wake is not None:
                         client.wake(reply)
 

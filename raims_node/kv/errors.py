@@ -25,3 +25,4 @@ NOT_FLOAT = b"ERR value is not a valid float"
 SYNTAX = b"ERR syntax error"
 NO_MAP = (b"ERR no key-value map is configured, data writes are refused (start ms_server with "
           b"-m PATH or set the map_file parameter; ms_kv init PATH creates a map)")
+OOM = b"OOM command not allowed when used memory > 'maxmemory'."

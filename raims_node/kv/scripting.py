@@ -62,11 +62,12 @@ from raims_node.kv.commands import (
     parse_int,
     parse_ranged,
 )
-from raims_node.kv.errors import CommandError
+from raims_node.kv.errors import OOM, CommandError
 from raims_node.kv.lua_convert import LuaConverter, finish, lua_size
 from raims_node.kv.lua_libs import BIT_NAMES, SETUP, ScriptRaise, make_bit, make_decode
 from raims_node.kv.lua_msgpack import MsgpackError, make_pack, make_unpack
 from raims_node.kv.reply import OK, Err, Map, SetReply, Simple
+from raims_node.kv.script_flags import eval_denyoom, shebang
 from raims_node.kv.server import CLUSTER_DISABLED, CLUSTER_SUBCOMMANDS, REDIS_VERSION
 
 try:
@@ -90,7 +91,6 @@ NOSCRIPT_ARITY = {b"multi": 1, b"exec": 1, b"discard": 1, b"watch": -2, b"unwatc
                   b"eval_ro": -3, b"evalsha_ro": -3, b"script": -2, b"module": -2, b"client": -2,
                   b"wait": 3}
 _LOG_LEVELS = (logging.DEBUG, logging.INFO, logging.INFO, logging.WARNING)
-_SHEBANG_FLAGS = (b"no-writes", b"allow-oom", b"allow-stale", b"no-cluster", b"allow-cross-slot-keys")
 _VERSION_NUM = sum(int(p) << s for p, s in zip(REDIS_VERSION.split(b"."), (16, 8, 0), strict=True))
 
 HELP = [b"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -116,37 +116,14 @@ def sha1hex(body: bytes) -> bytes:
     return hashlib.sha1(body).hexdigest().encode()
 
 
-def shebang(body: bytes) -> tuple[int, bool]:
-    """(length of the `#!lua flags=...` line, no-writes) of a script; CommandError for a
-    bad one (redis-server's evalExtractShebangFlags)."""
-    if not body.startswith(b"#!"):
-        return 0, False
-    end = body.find(b"\n")
-    if end < 0:
-        raise CommandError(b"ERR Invalid script shebang")
-    parts = body[:end].split()
-    if not parts:
-        raise CommandError(b"ERR Invalid engine in script shebang")
-    if parts[0] != b"#!lua":
-        raise CommandError(b"ERR Unexpected engine in script shebang: " + parts[0])
-    no_writes = False
-    for part in parts[1:]:
-        if not part.startswith(b"flags="):
-            raise CommandError(b"ERR Unknown lua shebang option: " + part)
-        for flag in part[6:].split(b","):
-            if flag not in _SHEBANG_FLAGS:
-                raise CommandError(b"ERR Unexpected flag in script shebang: " + flag)
-            no_writes |= flag == b"no-writes"
-    return end, no_writes
-
-
 class Script:
-    __slots__ = ("fn", "shebang", "no_writes")
+    __slots__ = ("fn", "shebang", "no_writes", "allow_oom")
 
-    def __init__(self, fn: Any, has_shebang: bool, no_writes: bool) -> None:
+    def __init__(self, fn: Any, has_shebang: bool, no_writes: bool, allow_oom: bool) -> None:
         self.fn = fn
         self.shebang = has_shebang
         self.no_writes = no_writes
+        self.allow_oom = allow_oom  # its writes may run over maxmemory (allow-oom, or no-writes)
 
 
 class Scripts:
@@ -158,7 +135,7 @@ class Scripts:
         self.cache: dict[bytes, Script] = {}  # compiled in the current Lua state
         self.bodies: dict[bytes, bytes] = {}  # every script loaded, by sha
         self.client = KVClient()
-        self.read_only = False
+        self.read_only = self.allow_oom = self.wrote = False  # this run's: no writes, writes over maxmemory, wrote
         self.deadline = 0.0
         self.killed = False
         self.resp = 2  # redis.setresp
@@ -385,6 +362,10 @@ class Scripts:
             return self._session(name, argv)
         if cmd.write and self.read_only:
             return Err(RO_WRITE)
+        e = self.engine  # over maxmemory only its first write is refused (redis-server's scriptVerifyOOM)
+        if e.oom and cmd.denyoom and not self.wrote and not self.allow_oom and e.denies(cmd, argv):
+            return Err(OOM)
+        self.wrote |= cmd.write
         if self.engine.script_monitor is not None:
             self.engine.script_monitor(self.client.db, argv)
         self.client.resp = self.resp
@@ -424,11 +405,11 @@ class Scripts:
         if script is not None:
             return sha, script
         self._headroom()
-        skip, no_writes = shebang(body)
+        skip, no_writes, allow_oom = shebang(body)
         ok, fn = self._compile(body[skip:])
         if not ok:
             raise CommandError(b"ERR Error compiling script (new function): " + fn)
-        script = self.cache[sha] = Script(fn, skip > 0, no_writes)
+        script = self.cache[sha] = Script(fn, skip > 0, no_writes, allow_oom)
         self.bodies[sha] = body
         return sha, script
 
@@ -443,7 +424,7 @@ class Scripts:
         client = self.client = KVClient()
         client.db = caller.db
         client.in_multi = True  # a pop never blocks in a script
-        self.read_only = ro or script.no_writes
+        self.read_only, self.allow_oom, self.wrote = ro or script.no_writes, script.allow_oom, False
         self.killed = False
         self.resp = 2
         self.deadline = time.monotonic() + e.script_time_limit_ms / 1000
@@ -544,12 +525,12 @@ def _eval(e: Engine, c: KVClient, a: list[bytes], by_sha: bool, ro: bool) -> Any
     return scripts.run(sha, c, a[3:3 + numkeys], a[3 + numkeys:], ro)
 
 
-@command("eval", -3)
+@command("eval", -3, denyoom=eval_denyoom)
 def eval_(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     return _eval(e, c, a, False, False)
 
 
-@command("evalsha", -3)
+@command("evalsha", -3, denyoom=eval_denyoom)
 def evalsha(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     return _eval(e, c, a, True, False)
 

@@ -3,12 +3,16 @@ CONFIG GET / SET for the parameters the map has (notify-keyspace-events, databas
 SAVE / BGSAVE / LASTSAVE on the map file, MODULE LIST (none), and WAIT.
 
 Decisions: CONFIG GET knows the parameters that describe what the map does (its
-databases, notifications, OBJECT ENCODING's size limits, no eviction, the log as
-`appendonly` with `appendfsync everysec`, the map's `dir` / `dbfilename` /
+databases, notifications, OBJECT ENCODING's size limits, maxmemory and its policy, the
+log as `appendonly` with `appendfsync everysec`, the map's `dir` / `dbfilename` /
 `appendfilename`); CONFIG SET only changes notify-keyspace-events (node-wide, as in
-redis-server) and busy-reply-threshold / lua-time-limit (a script's time limit,
-scripting.py); the other known parameters are read-only and an unknown one gets
-redis-server's error. INFO answers a RESP3 client with a verbatim string. SAVE and
+redis-server), busy-reply-threshold / lua-time-limit (a script's time limit,
+scripting.py), maxmemory (node-wide, redis-server's memory values, enforced as
+`noeviction`: kv/__init__.py) and maxmemory-policy, which takes only noeviction (another
+of redis-server's policies gets "ERR CONFIG SET failed (possibly related to argument
+'maxmemory-policy') - the map does not evict keys: noeviction is its only policy", an
+unknown one redis-server's error); the other known parameters are read-only and an
+unknown one gets redis-server's error. INFO answers a RESP3 client with a verbatim string. SAVE and
 BGSAVE write the map's snapshot (persist.py's compaction: the snapshot, then an empty
 log) in the node's loop, so BGSAVE has finished when it answers redis-server's "Background
 saving started" and `rdb_bgsave_in_progress` is always 0; BGSAVE SCHEDULE does the same.
@@ -51,7 +55,7 @@ REDIS_VERSION = b"7.0.15"
 
 # What the map does, under redis-server 7.0's parameter names and values: OBJECT
 # ENCODING's size limits (objects.py, with their pre-7.0 aliases), no eviction, the log's
-# fsync policy; read-only here.
+# fsync policy; read-only here (but maxmemory-policy noeviction).
 _FIXED = {
     b"hash-max-listpack-entries": b"512", b"hash-max-ziplist-entries": b"512",
     b"hash-max-listpack-value": b"64", b"hash-max-ziplist-value": b"64",
@@ -59,8 +63,22 @@ _FIXED = {
     b"zset-max-listpack-entries": b"128", b"zset-max-ziplist-entries": b"128",
     b"zset-max-listpack-value": b"64", b"zset-max-ziplist-value": b"64",
     b"list-max-listpack-size": b"-2", b"list-max-ziplist-size": b"-2",
-    b"maxmemory": b"0", b"maxmemory-policy": b"noeviction", b"appendfsync": b"everysec", b"save": b"",
+    b"maxmemory-policy": b"noeviction", b"appendfsync": b"everysec", b"save": b"",
 }
+_POLICIES = (b"volatile-lru", b"volatile-lfu", b"volatile-random", b"volatile-ttl", b"allkeys-lru", b"allkeys-lfu",
+             b"allkeys-random", b"noeviction")
+LLONG_MAX = (1 << 63) - 1
+_UNITS = {b"": 1, b"b": 1, b"k": 1000, b"kb": 1024, b"m": 1000 ** 2, b"mb": 1024 ** 2, b"g": 1000 ** 3,
+          b"gb": 1024 ** 3}
+
+
+def parse_memory(raw: bytes) -> int:
+    """redis-server's memory value: digits and an optional unit (k = 1000, kb = 1024...)."""
+    digits = raw.rstrip(b"bBkKmMgG")
+    unit = _UNITS.get(raw[len(digits):].lower())
+    if not digits.isdigit() or unit is None or int(digits) * unit > LLONG_MAX:
+        raise ValueError("argument must be a memory value")
+    return int(digits) * unit
 
 
 CLUSTER_DISABLED = b"ERR This instance has cluster support disabled"
@@ -90,7 +108,8 @@ def wait(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     return e.block(c, (), timeout, a, timeout_reply=0)
 
 
-SETTABLE = (b"notify-keyspace-events", b"busy-reply-threshold", b"lua-time-limit")  # the map's, by CONFIG SET
+SETTABLE = (b"notify-keyspace-events", b"busy-reply-threshold", b"lua-time-limit", b"maxmemory",
+            b"maxmemory-policy")  # the map's, by CONFIG SET
 
 
 def config_params(e: Engine) -> dict[bytes, bytes]:
@@ -99,7 +118,7 @@ def config_params(e: Engine) -> dict[bytes, bytes]:
     params = {b"notify-keyspace-events": notify_flags_text(e.notify_flags).encode(),
               b"databases": b"%d" % len(e.store.dbs), b"appendonly": b"yes" if saver is not None else b"no",
               b"busy-reply-threshold": b"%d" % e.script_time_limit_ms,
-              b"lua-time-limit": b"%d" % e.script_time_limit_ms, **_FIXED}
+              b"lua-time-limit": b"%d" % e.script_time_limit_ms, b"maxmemory": b"%d" % e.maxmemory, **_FIXED}
     if saver is not None:
         params.update({b"dir": str(saver.path.parent).encode(), b"dbfilename": saver.path.name.encode(),
                        b"appendfilename": saver.log_path.name.encode()})
@@ -121,6 +140,22 @@ def config_matches(params: dict[bytes, bytes], patterns: list[bytes]) -> list[tu
 def config_setter(e: Engine, name: bytes, value: bytes) -> Callable[[], None]:
     """CONFIG SET of one of the map's parameters: the change to apply once every value of
     the command is known good; CommandError for an immutable or unknown one, a bad value."""
+    failed = b"ERR CONFIG SET failed (possibly related to argument '%s') - " % name
+    if name.lower() == b"maxmemory":
+        try:
+            limit = parse_memory(value)
+        except ValueError as exc:
+            raise CommandError(failed + str(exc).encode()) from None
+        def apply() -> None:
+            e.maxmemory = limit
+            e.sample_memory()
+        return apply
+    if name.lower() == b"maxmemory-policy":
+        if value.lower() not in _POLICIES:
+            raise CommandError(failed + b"argument(s) must be one of the following: " + b", ".join(_POLICIES))
+        if value.lower() != b"noeviction":
+            raise CommandError(failed + b"the map does not evict keys: noeviction is its only policy")
+        return lambda: None
     if name.lower() in (b"busy-reply-threshold", b"lua-time-limit"):
         limit = parse_int(value, b"ERR CONFIG SET failed (possibly related to argument '%s') - "
                           b"argument couldn't be parsed into an integer" % name)

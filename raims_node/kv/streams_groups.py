@@ -91,8 +91,14 @@ def _entries_read(raw: bytes) -> int:
     return v
 
 
-@command("xgroup", -2, write=True,
-         subcommands=("create", "setid", "destroy", "createconsumer", "delconsumer"))
+def _xgroup_denyoom(e: Engine, a: list[bytes]) -> bool:
+    """XGROUP CREATE and CREATECONSUMER are denyoom (once their arity is right)."""
+    sub = a[1].lower()
+    return (sub == b"create" and len(a) >= 5) or (sub == b"createconsumer" and len(a) == 5)
+
+
+@command("xgroup", -2, write=True, subcommands=("create", "setid", "destroy", "createconsumer", "delconsumer"),
+         denyoom=_xgroup_denyoom)
 def xgroup(e: Engine, c: KVClient, a: list[bytes]) -> Any:
     sub = sub_arity(a, "XGROUP", {b"create": -5, b"setid": -5, b"destroy": 4, b"createconsumer": 5,
                                   b"delconsumer": 5, b"help": 2})

@@ -9,9 +9,10 @@ from collections import deque
 
 import pytest
 
-from raims_node.bridges.redis_ops import OpsState, _log_args, parse_memory
+from raims_node.bridges.redis_ops import OpsState, _log_args
 from raims_node.bridges.redis_ops_mem import key_bytes, schotter, value_bytes
 from raims_node.kv.commands import Engine
+from raims_node.kv.server import parse_memory
 from raims_node.kv.store import KVStore, ZSet
 from tests.unit.test_redis_admin import Clock, ask, pair
 

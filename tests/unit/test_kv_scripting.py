@@ -119,8 +119,10 @@ def test_json_errors_as_cjson(text: bytes, want: bytes) -> None:
 
 
 def test_shebang() -> None:
-    assert scripting.shebang(b"return 1") == (0, False)
-    assert scripting.shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1") == (31, True)
+    assert scripting.shebang(b"return 1") == (0, False, False)
+    assert scripting.shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1") == (31, True, True)
+    assert scripting.shebang(b"#!lua flags=allow-oom\nreturn 1") == (21, False, True)
+    assert scripting.shebang(b"#!lua\nreturn 1") == (5, False, False)
     for body, err in ((b"#!lua", b"ERR Invalid script shebang"),
                       (b"#!py\n", b"ERR Unexpected engine in script shebang: #!py"),
                       (b"#!lua flags=x\n", b"ERR Unexpected flag in script shebang: x"),
