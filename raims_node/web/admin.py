@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -85,6 +86,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("raims.web")
 
 WS_BACKLOG_BYTES = 8 * 1024 * 1024  # unsent deliveries that make a websocket a slow consumer
+WS_MAX_MSG = 4 * 1024 * 1024  # aiohttp's default: a larger message is closed 1009 (max_payload's if larger)
+WS_SLICE_S = 0.005  # a websocket's requests run this long before the loop is given back (glue's SLICE_S)
 HEADER_TIMEOUT_S = 20.0  # to complete the first request's line and headers (`header_timeout`)
 KEEPALIVE_S = 75.0  # an idle keep-alive connection
 
@@ -300,34 +303,62 @@ class WebAdmin:
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         if cross_site(request.headers, request.host):  # a page elsewhere must not publish through it
             return web.json_response({"error": "a websocket from another site's page is refused"}, status=403)
-        ws = web.WebSocketResponse(heartbeat=30)
+        max_payload = self.daemon.tree.parameters.size("max_payload")
+        ws = web.WebSocketResponse(heartbeat=30, autoping=False,  # pings answered below, in the slice
+                                   max_msg_size=max(WS_MAX_MSG, max_payload + 64 * 1024))
         await ws.prepare(request)
         transport = request.transport
         client = _WsClient(ws, transport.abort if transport is not None else lambda: None)
-        d = self.daemon
+        try:
+            await self._serve(client, max_payload)
+        finally:
+            self.daemon.drop_owner(client)
+        return ws
+
+    async def _serve(self, client: _WsClient, max_payload: int) -> None:
+        """A websocket's requests and pings until it closes. Messages aiohttp has queued are
+        received without a loop turn: the loop is given back after WS_SLICE_S of work (a
+        flood of small `pub`s held every other client 170-440 ms a turn, pings 80 ms)."""
+        ws = client.ws
+        busy = 0.0  # work since the loop was last given back
         try:
             async for msg in ws:
-                if msg.type != WSMsgType.TEXT:
-                    continue
-                try:
-                    req = json.loads(msg.data)
-                    if "sub" in req:
-                        d.subscribe(client, str(req["sub"]), str(req["sub"]))
-                    elif "psub" in req:
-                        d.psubscribe(client, str(req["psub"]), str(req["psub"]), str(req.get("syntax", "rv")))
-                    elif "unsub" in req:
-                        d.unsubscribe(client, str(req["unsub"]))
-                    elif "pub" in req:
-                        d.publish(str(req["pub"]), str(req.get("data", "")).encode(), req.get("reply"))
-                    else:
-                        await ws.send_json({"error": "expected one of sub, psub, unsub, pub"})
-                        continue
-                    await ws.send_json({"ok": True})
-                except Exception as exc:  # a bad request costs only this reply
-                    await ws.send_json({"error": str(exc)})
-        finally:
-            d.drop_owner(client)
-        return ws
+                took = time.perf_counter()
+                if msg.type == WSMsgType.PING:
+                    await ws.pong(msg.data)
+                elif msg.type == WSMsgType.TEXT:
+                    await self._ws_request(client, msg.data, max_payload)
+                busy += time.perf_counter() - took
+                if busy > WS_SLICE_S:  # queued messages are received without a loop turn
+                    busy = 0.0
+                    await asyncio.sleep(0)
+        except ConnectionError:  # the peer left under a reply or pong (a traceback in the log before)
+            pass
+
+    async def _ws_request(self, client: _WsClient, text: str, max_payload: int) -> None:
+        ws, d = client.ws, self.daemon
+        try:
+            req = json.loads(text)
+            if "sub" in req:
+                d.subscribe(client, str(req["sub"]), str(req["sub"]))
+            elif "psub" in req:
+                d.psubscribe(client, str(req["psub"]), str(req["psub"]), str(req.get("syntax", "rv")))
+            elif "unsub" in req:
+                d.unsubscribe(client, str(req["unsub"]))
+            elif "pub" in req:
+                data = str(req.get("data", "")).encode()
+                if len(data) > max_payload:  # as a Redis PUBLISH over it: refused, the connection kept
+                    await ws.send_json({"error": f"message of {len(data)} bytes exceeds max_payload {max_payload}"})
+                    return
+                d.publish(str(req["pub"]), data, req.get("reply"))
+            else:
+                await ws.send_json({"error": "expected one of sub, psub, unsub, pub"})
+                return
+            await ws.send_json({"ok": True})
+        except ConnectionError:
+            raise
+        except Exception as exc:  # a bad request costs only this reply
+            await ws.send_json({"error": str(exc)})
 
 
 class _WsClient:
@@ -367,11 +398,17 @@ class _WsClient:
             self._writer = asyncio.ensure_future(self._write())
 
     async def _write(self) -> None:
+        busy = 0.0
         try:
             while self.queue:
+                took = time.perf_counter()
                 text = self.queue.popleft()
                 await self.ws.send_str(text)
                 self.backlog -= len(text)  # (a cut, cancelling this, has zeroed it)
+                busy += time.perf_counter() - took
+                if busy > WS_SLICE_S:  # a send that needs no drain does not give the loop back
+                    busy = 0.0
+                    await asyncio.sleep(0)
         except (ConnectionError, RuntimeError):  # the socket closed under the sends
             self.queue.clear()
             self.backlog = 0
