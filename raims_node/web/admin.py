@@ -9,7 +9,10 @@ Additions the Spark collector and tests rely on:
 - `GET /metrics`: Prometheus text exposition of the node's counters.
 - `GET /ws`: a websocket speaking JSON: {"sub": S} / {"psub": P, "syntax": "rv"|"glob"}
   / {"unsub": S} / {"pub": S, "data": text, "reply": R}; messages arrive as
-  {"subject", "data", "reply", "loss", "source"}.
+  {"subject", "data", "reply", "loss", "source"}. A `pub` whose data is over
+  `max_payload` (UTF-8 bytes) gets {"error": ...}, the connection kept, as a Redis
+  PUBLISH over it; a message over 4 MiB (or max_payload + 64 KiB) is closed 1009 by
+  aiohttp before its payload is read (2026-11-27, edge-measure).
 
 - HTML: `/index.html`, `/show/<command words>`, `/graph` (web/pages.py), files of
   `http_dir` overriding them with `@(show ...)` templates.
