@@ -36,7 +36,11 @@ def server_keepalive(pid: int, client: socket.socket) -> Keepalive | None:
     pidfd = os.pidfd_open(pid)
     try:
         for name in os.listdir(f"/proc/{pid}/fd"):
-            if not os.readlink(f"/proc/{pid}/fd/{name}").startswith("socket:"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{name}")
+            except FileNotFoundError:  # closed since the listing (the node's other work goes on)
+                continue
+            if not target.startswith("socket:"):
                 continue
             fd = libc.syscall(SYS_PIDFD_GETFD, pidfd, int(name), 0)
             if fd < 0:

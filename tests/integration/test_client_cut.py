@@ -73,8 +73,10 @@ def test_a_cut_whose_notice_found_no_room_is_still_reported(node: Node) -> None:
     release = threading.Event()
     with connect(flood=CUT, error_cb=errors.append, reconnect_s=10) as c:
         c.subscribe("cut/y", callback=_blocked(release, got))
+        mark = len(node.proc.lines)
         _flood("cut/y")
-        threading.Timer(1.5, release.set).start()  # past the node's linger (CUT_LINGER_S)
+        node.proc.wait_for(r"closed: cannot deliver", 10, after=mark)  # the cut (ipc_client.py)
+        threading.Timer(1.5, release.set).start()  # past the node's linger after it (CUT_LINGER_S)
         assert poll(lambda: bool(errors), timeout=10), "the cut was not reported"
         [err] = errors
         assert isinstance(err, SlowConsumerCut) and err.dropped is None and err.reconnected
