@@ -89,7 +89,9 @@ def test_without_error_cb_a_cut_is_a_warning(node: Node, caplog: pytest.LogCaptu
     release = threading.Event()
     with connect(flood=CUT, reconnect_s=10) as c:
         c.subscribe("cut/w", callback=_blocked(release, got))
+        mark = len(node.proc.lines)
         _flood("cut/w")
+        node.proc.wait_for(r"closed: cannot deliver", 10, after=mark)  # the cut made (not only queued)
         release.set()
         assert poll(lambda: c.cuts == 1, timeout=10)
         assert any("Slow Consumer: the node cut this client" in r.getMessage() for r in caplog.records
