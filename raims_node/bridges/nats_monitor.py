@@ -72,6 +72,7 @@ from raims_node.bridges.nats_monitor_info import (
 )
 from raims_node.bridges.nats_session import AUTH_TIMEOUT_S, NatsConfig
 from raims_node.keepalive import set_keepalive
+from raims_node.procmem import rss_bytes
 
 
 class MonitoredServer(Protocol):
@@ -111,14 +112,6 @@ ENDPOINTS = ("varz", "connz", "subsz", "healthz", *(p.strip("/") for p in NOTHIN
 NOT_FOUND = "404 page not found\n"  # Go's http.NotFound
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _rss() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 class NatsMonitor:
@@ -245,7 +238,7 @@ class NatsMonitor:
             "max_pending": cfg.limits.hard_limit, "cluster": {}, "gateway": {}, "leaf": {}, "mqtt": {},
             "websocket": {}, "jetstream": {}, "tls_timeout": 0, "write_deadline": 0,
             "start": go_time(self.started_ns), "now": go_time(now), "uptime": go_uptime(now - self.started_ns),
-            "mem": _rss(), "cores": os.cpu_count() or 1, "gomaxprocs": 1,
+            "mem": rss_bytes(), "cores": os.cpu_count() or 1, "gomaxprocs": 1,
             "cpu": round(100 * time.process_time() / elapsed, 2),
             "connections": len(s.conns), "total_connections": self.total_connections,
             "routes": 0, "remotes": 0, "leafnodes": 0,

@@ -62,9 +62,9 @@ from raims_node.bridges.resp import (
     parse_ll,
 )
 from raims_node.kv.commands import COMMANDS, Engine
-from raims_node.kv.memory import rss_bytes as _rss_bytes
 from raims_node.kv.reply import Map, SetReply, Verbatim, encode
 from raims_node.kv.server import REDIS_VERSION, keyspace_lines, persistence_section
+from raims_node.procmem import rss_bytes as _rss_bytes
 
 ERR_SYNTAX = "syntax error"
 ERR_BAD_NAME = "Client names cannot contain spaces, newlines or special characters."

@@ -29,10 +29,10 @@ from typing import Any
 from raims_node.bridges.redis_ops import OpsClient, OpsState, help_reply
 from raims_node.bridges.resp import OK, parse_ll
 from raims_node.kv.commands import Engine
-from raims_node.kv.memory import rss_bytes
 from raims_node.kv.reply import Map, Verbatim, encode
 from raims_node.kv.server import REDIS_VERSION
 from raims_node.kv.store import ZSet
+from raims_node.procmem import rss_bytes
 
 MAX_DOTS = 4_000_000  # LOLWUT's canvas, at most (redis-server's can reach 800M dots: 1000 1 200)
 

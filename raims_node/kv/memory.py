@@ -12,7 +12,7 @@ maxmemory; raising it or lifting it (0) does."""
 
 from __future__ import annotations
 
-import os
+from raims_node.procmem import rss_bytes as rss_bytes  # read here and by the NATS monitor
 
 # redis-server 7.0.15's denyoom commands (COMMAND INFO's flags, redis_commands.json), refused
 # over maxmemory; XGROUP (CREATE, CREATECONSUMER) and EVAL / EVALSHA (by the script's
@@ -23,12 +23,3 @@ DENYOOM = frozenset(
     b"lpushx lset mset msetnx pfadd pfmerge psetex restore rpoplpush rpush rpushx sadd sdiffstore set setbit "
     b"setex setnx setrange sinterstore sort sunionstore xadd xsetid zadd zdiffstore zincrby zinterstore "
     b"zrangestore zunionstore".split())
-
-
-def rss_bytes() -> int:
-    """The process's resident set (redis-server's used_memory_rss); 0 where /proc is not."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
