@@ -36,7 +36,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raims_node import __version__
+from raims_node import __version__, diag
 from raims_node.bridges.capacity import raise_open_files
 from raims_node.config.errors import ConfigError
 from raims_node.config.records import TransportConfig
@@ -271,6 +271,7 @@ async def _serve(tree: ConfigTree, args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, on_stop)
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     loop.add_signal_handler(signal.SIGUSR2, on_usr2)
+    diag.install(loop)  # SIGUSR1: a leak snapshot, only with $RAIMS_DIAG_DUMP
     try:
         here = {t.tport for t in tree.transports if t.type in CONSOLE_TYPES}  # served above the daemon
         await daemon.start([n for n in listen if n not in here], [n for n in connect if n not in here])

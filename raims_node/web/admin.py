@@ -125,7 +125,8 @@ class WebAdmin:
         self.http_dir = Path(str(route["http_dir"])) if route.get("http_dir") else None
         self.header_timeout_s = parse_time(route.get("header_timeout", HEADER_TIMEOUT_S))
         self.header_timeouts = 0
-        self._waiting: set[object] = set()  # connections in their header deadline, no request yet
+        # connections in their header deadline (no request yet), each with its timer
+        self._waiting: dict[RequestHandler, asyncio.TimerHandle] = {}
         self._deadline_log = RateLimitedLog(lambda level, text: log.log(level, "%s", text))
         self._flush_due = False
         self.app = web.Application(middlewares=[self._mark_served, *([self.auth.middleware] if self.auth else [])])
@@ -159,17 +160,17 @@ class WebAdmin:
         return self.bound
 
     def _connection(self) -> asyncio.BaseProtocol:
-        """aiohttp's protocol for a new connection, its header deadline started."""
+        """aiohttp's protocol for a new connection, its header deadline started (and
+        cancelled when it completes a request or closes: class _Watched)."""
         assert self.runner is not None and self.runner.server is not None
         handler = self.runner.server()
-        self._waiting.add(handler)
-        asyncio.get_running_loop().call_later(self.header_timeout_s, self._header_due, handler)
-        return handler
+        self._waiting[handler] = asyncio.get_running_loop().call_later(
+            self.header_timeout_s, self._header_due, handler)
+        return _Watched(handler, self._waiting)
 
     def _header_due(self, handler: RequestHandler) -> None:
-        if handler not in self._waiting:  # it completed a request
+        if self._waiting.pop(handler, None) is None:  # it completed a request (or closed)
             return
-        self._waiting.discard(handler)
         transport = handler.transport
         if transport is None or transport.is_closing():
             return
@@ -189,7 +190,9 @@ class WebAdmin:
 
     @web.middleware
     async def _mark_served(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        self._waiting.discard(request.protocol)
+        deadline = self._waiting.pop(request.protocol, None)
+        if deadline is not None:
+            deadline.cancel()  # its handler is no longer held by the loop's timer
         return await handler(request)
 
     def connections(self) -> list[object]:
@@ -362,6 +365,44 @@ class WebAdmin:
             raise
         except Exception as exc:  # a bad request costs only this reply
             await ws.send_json({"error": str(exc)})
+
+
+class _Watched(asyncio.Protocol):
+    """What the transport sees of one web connection: aiohttp's protocol, every call passed
+    on, and, when the connection goes, its header deadline cancelled. Before (2026-11-27,
+    churn-memory) the deadline's timer ran its `header_timeout` (20 s) whatever happened:
+    each connection, served or closed, held its handler that long (a websocket: its
+    request, response and transport, ~10 KB; 1,000 websockets opened and closed a second
+    held 200 MB). A request served cancels it too (WebAdmin._mark_served). aiohttp's
+    protocol keeps no reference back (it has slots), and its server tracks connections
+    by the handler, not by this: only the loop's transport holds this object."""
+
+    __slots__ = ("handler", "waiting")
+
+    def __init__(self, handler: RequestHandler, waiting: dict[RequestHandler, asyncio.TimerHandle]) -> None:
+        self.handler = handler
+        self.waiting = waiting
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.handler.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.handler.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.handler.eof_received()  # type: ignore[func-returns-value]  # None today: passed on as is
+
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        deadline = self.waiting.pop(self.handler, None)
+        if deadline is not None:
+            deadline.cancel()
+        self.handler.connection_lost(exc)
 
 
 class _WsClient:

@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -138,6 +139,20 @@ def poll(check: Callable[[], bool], timeout: float = 10.0, interval: float = 0.1
         if time.monotonic() >= deadline:
             return False
         threading.Event().wait(interval)
+
+
+def diag_snapshot(node: NodeProc, path: Path, timeout: float = 30.0) -> dict[str, Any]:
+    """The node's leak snapshot (raims_node/diag.py): SIGUSR1, then `path` (the node's
+    $RAIMS_DIAG_DUMP) written again."""
+    path.unlink(missing_ok=True)
+    node.proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{node.name}: no diagnostic snapshot in {path}")
+        threading.Event().wait(0.02)
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
 
 
 TELNET_TPORT = {"tport": "tel", "type": "telnet", "route": {"listen": "127.0.0.1", "port": 0}}
