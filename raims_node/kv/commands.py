@@ -46,6 +46,22 @@ from raims_node.kv.errors import (
     CommandError,
 )
 from raims_node.kv.memory import DENYOOM, rss_bytes
+from raims_node.kv.notify import (
+    N_EXPIRED,
+    N_GENERIC,
+    N_HASH,
+    N_KEY_MISS,
+    N_KEYEVENT,
+    N_KEYSPACE,
+    N_LIST,
+    N_NEW,
+    N_SET,
+    N_STREAM,
+    N_STRING,
+    N_ZSET,
+    read_keys,
+    run_reading,
+)
 from raims_node.kv.reply import NULL_ARRAY, Err
 from raims_node.kv.store import KVStore, ZSet
 
@@ -55,42 +71,6 @@ FAMILIES = ("strings", "keys", "hashes", "lists", "sets", "zsets", "zsets_algebr
             "objects", "bitmaps", "bitfield", "lcs", "hll", "sort", "geo", "streams_cmds", "streams_groups",
             "streams_claim", "streams_info", "dump", "scripting")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-
-# notify-keyspace-events flags (Redis's server.h)
-N_KEYSPACE, N_KEYEVENT, N_GENERIC, N_STRING, N_LIST, N_SET = 1, 2, 4, 8, 16, 32
-N_HASH, N_ZSET, N_EXPIRED, N_EVICTED, N_STREAM, N_KEY_MISS, N_MODULE, N_NEW = (
-    64, 128, 256, 512, 1024, 2048, 4096, 8192)
-N_ALL = N_GENERIC | N_STRING | N_LIST | N_SET | N_HASH | N_ZSET | N_EXPIRED | N_EVICTED | N_STREAM | N_MODULE
-_FLAG_CHARS = {"g": N_GENERIC, "$": N_STRING, "l": N_LIST, "s": N_SET, "h": N_HASH, "z": N_ZSET,
-               "x": N_EXPIRED, "e": N_EVICTED, "t": N_STREAM, "d": N_MODULE, "n": N_NEW,
-               "K": N_KEYSPACE, "E": N_KEYEVENT, "m": N_KEY_MISS, "A": N_ALL}
-
-
-def parse_notify_flags(text: str) -> int | None:
-    """Redis's keyspaceEventsStringToFlags; None for an unknown character."""
-    flags = 0
-    for ch in text:
-        bit = _FLAG_CHARS.get(ch)
-        if bit is None:
-            return None
-        flags |= bit
-    return flags
-
-
-def notify_flags_text(flags: int) -> str:
-    """Redis's keyspaceEventsFlagsToString."""
-    out = ""
-    if flags & N_ALL == N_ALL:
-        out = "A"
-    else:
-        for ch in "g$lshzxetdn":
-            if flags & _FLAG_CHARS[ch]:
-                out += ch
-    for ch in "KEm":
-        if flags & _FLAG_CHARS[ch]:
-            out += ch
-    return out
-
 
 class _Blocked:
     __slots__ = ()
@@ -274,6 +254,7 @@ class Engine:
         # receivers' count)
         self.publish: Callable[[str, bytes], int | None] | None = None
         self.notify_flags = 0
+        self.held: list[tuple[Any, Any]] | None = None  # a reader's events, held (notify.py)
         self.prop: list[list[bytes]] | None = None  # a command's effect, when not itself
         self.blocked_clients: set[KVClient] = set()
         self.commands_processed = 0
@@ -313,7 +294,10 @@ class Engine:
         before = store.dirty
         self.prop = None
         try:
-            reply = cmd.handler(self, client, args)
+            if self.notify_flags & N_KEY_MISS and (keys := read_keys(args[0].lower(), args)):
+                reply = run_reading(self, client, cmd, args, keys)
+            else:
+                reply = cmd.handler(self, client, args)
         except CommandError as exc:
             reply = Err(exc.text)
         except Exception:  # a bug must cost this command only, never the connection or the node
@@ -409,6 +393,12 @@ class Engine:
             self.publish(f"__keyspace@{db}__:{key.decode('utf-8', 'surrogateescape')}", event.encode())
         if flags & N_KEYEVENT:
             self.publish(f"__keyevent@{db}__:{event}", key)
+
+    def read_miss(self, db: int, key: bytes) -> None:
+        """A read lookup inside a command (SORT's patterns) found no key: its "keymiss"
+        among the command's held events (notify.py)."""
+        if self.held is not None:
+            self.held.append((None, (db, key, False)))
 
     def _expired(self, db: int, key: bytes) -> None:
         if self.loading:
@@ -597,4 +587,5 @@ def check_writable(engine: Engine) -> None:
 
 
 __all__ = ["BLOCKED", "COMMANDS", "INT64_MAX", "INT64_MIN", "Engine", "KVClient", "command",
-           "parse_double", "parse_float", "parse_int", "syntax_error", "WRONGTYPE", "NOT_INTEGER"]
+           "parse_double", "parse_float", "parse_int", "syntax_error", "WRONGTYPE", "NOT_INTEGER",
+           "N_GENERIC", "N_HASH", "N_LIST", "N_SET", "N_STREAM", "N_STRING", "N_ZSET"]

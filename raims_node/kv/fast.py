@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 
 from raims_node.kv.commands import Engine, KVClient
+from raims_node.kv.notify import N_KEY_MISS
 from raims_node.kv.store import ZSet
 
 FastHandler = Callable[[Engine, KVClient, list[bytes]], bytes | None]
@@ -38,6 +39,8 @@ def get(e: Engine, c: KVClient, a: list[bytes]) -> bytes | None:
     key = a[1]
     v = d.data.get(key)
     if v is None:
+        if e.notify_flags & N_KEY_MISS:  # its "keymiss" (notify.py)
+            return None
         e.commands_processed += 1
         return _NIL[c.resp]
     if type(v) is not bytes or (d.expires and key in d.expires):

@@ -39,13 +39,12 @@ from raims_node.kv.commands import (
     KVClient,
     check_writable,
     command,
-    notify_flags_text,
     parse_int,
-    parse_notify_flags,
     syntax_error,
 )
 from raims_node.kv.errors import CommandError, MapFileError
 from raims_node.kv.glob import glob_match
+from raims_node.kv.notify import notify_flags_text, parse_notify_flags
 from raims_node.kv.reply import OK, Map, Simple, Verbatim
 
 # The redis-server these commands follow and are differential-tested against (Debian

@@ -95,6 +95,7 @@ def lookup_pattern(e: Engine, db: int, pattern: bytes, elem: bytes) -> bytes | N
         keyname = pattern[:star] + elem + pattern[star + 1:]
     value = e.store.lookup(db, keyname)
     if value is None:
+        e.read_miss(db, keyname)
         return None
     if field is not None:
         if type(value) is not dict:
