@@ -23,7 +23,8 @@ WAIT numreplicas timeout: as redis-server 7.0.15 without replicas (the map has n
 0 at once when numreplicas <= 0 or inside MULTI, else the client blocks until the timeout
 (0: until CLIENT UNBLOCK) and answers 0 (also without a map: the engine is there). Its
 arguments are read as redis-server reads them; a timeout so large that redis-server's
-deadline overflows (it then answers at its next check) waits for ever here. The session's READONLY / READWRITE / ASKING / CLUSTER answer redis-server's error
+deadline overflows waits for ever there (its timeout table reads the wrapped deadline as
+unsigned: measured still blocked after 2 s) and here alike. The session's READONLY / READWRITE / ASKING / CLUSTER answer redis-server's error
 for cluster support disabled (CLUSTER_DISABLED, with CLUSTER's subcommands' arities
 here for scripts and the Redis bridge alike).
 """
