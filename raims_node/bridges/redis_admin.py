@@ -10,9 +10,9 @@ session through `ClientView`, so this module imports no session code.
 - CLIENT LIST [TYPE normal|pubsub|master|replica] [ID id...] and CLIENT INFO answer
   redis-server's `id=.. addr=.. laddr=.. fd=.. name=.. age=.. idle=.. flags=.. db=..
   sub=.. psub=.. ssub=.. multi=.. watch=.. qbuf=.. ... cmd=.. user=default redir=-1
-  resp=.. lib-name=.. lib-ver=..` lines (a verbatim string in RESP3). Fields raims
-  has no notion of (argv-mem, rbs, events...) show what redis-server shows for an idle
-  client; flags are N, P (subscribed), x (in MULTI), b (blocked).
+  resp=.. lib-name=.. lib-ver=..` lines (a verbatim string in RESP3); the buffer and
+  memory fields follow redis-server's model (redis_client_mem.py); flags are N, P
+  (subscribed), x (in MULTI), b (blocked).
 - CLIENT KILL ip:port (old form: +OK or `No such client`) and CLIENT KILL with filters
   ID, ADDR, LADDR, USER, TYPE, MAXAGE, SKIPME (answer: how many were killed). A killed
   connection closes after its queued output; killing oneself closes after the reply.
@@ -49,6 +49,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from raims_node.bridges.redis_client_mem import buffer_fields
 from raims_node.bridges.redis_docs import command_doc
 from raims_node.bridges.redis_monitor import Client
 from raims_node.bridges.redis_ops import OpsState
@@ -112,7 +113,7 @@ class ClientView(Protocol):
 
     def sub_names(self) -> tuple[Collection[bytes], Collection[bytes], Collection[bytes]]: ...
 
-    def multi_state(self) -> tuple[int, int, bool]: ...
+    def multi_state(self) -> tuple[int, int, list[bytes] | None, list[list[bytes]]]: ...
 
     def engine(self) -> Engine | None: ...
 
@@ -191,23 +192,23 @@ def client_setinfo(s: ClientView, args: list[bytes]) -> None:
 # ------------------------------------------------------------ CLIENT LIST / INFO
 
 def _flags(s: ClientView) -> str:
-    multi, _watch, blocked = s.multi_state()
+    multi, _watch, blocked, _ = s.multi_state()
     flags = ("P" if any(sub_counts(s)) else "") + ("x" if multi >= 0 else "") + ("b" if blocked else "")
     return flags or "N"
 
 
-def client_line(s: ClientView, now: float) -> bytes:
+def client_line(s: ClientView, now: float, running: list[bytes] | None = None) -> bytes:
+    """`s`'s line; `running`: the command it runs now (CLIENT LIST / INFO of its own)."""
     sub, psub, ssub = sub_counts(s)
-    multi, watch, _ = s.multi_state()
-    qbuf = s.input_buffered
-    omem = s.buffered
+    multi, watch, blocked, queued = s.multi_state()
     fields = (
         f"id={s.client_id} addr={s.addr} laddr={s.laddr} fd={s.fd} name={_txt(s.name)} "
         f"age={int(now - s.created)} idle={int(now - s.last_active)} flags={_flags(s)} db={s.db} "
-        f"sub={sub} psub={psub} ssub={ssub} multi={multi} watch={watch} qbuf={qbuf} "
-        f"qbuf-free={max(0, 20474 - qbuf) if qbuf else 0} argv-mem=0 multi-mem=0 rbs=1024 rbp=0 "
-        f"obl=0 oll={1 if omem else 0} omem={omem} tot-mem={22400 + qbuf + omem} events=r "
-        f"cmd={s.last_cmd} user=default redir=-1 resp={s.resp} "
+        f"sub={sub} psub={psub} ssub={ssub} multi={multi} watch={watch} "
+        + buffer_fields(pending_in=s.input_buffered, running=running, blocked=blocked, fresh=s.last_cmd == "NULL",
+                        watched=watch, queued=queued,
+                        age=now - s.created, idle=now - s.last_active, output=s.buffered, subs=(sub, psub, ssub))
+        + f" cmd={s.last_cmd} user=default redir=-1 resp={s.resp} "
         f"lib-name={_txt(s.lib_name)} lib-ver={_txt(s.lib_ver)}\n")
     return fields.encode("utf-8", "surrogateescape")
 
@@ -245,7 +246,7 @@ def client_list(s: ClientView, args: list[bytes]) -> None:
             s._error(ERR_SYNTAX)
             return
     now = s.host.clock()
-    s._write(encode(Verbatim(b"".join(client_line(c, now) for c in clients)), s.resp))
+    s._write(encode(Verbatim(b"".join(client_line(c, now, args if c is s else None) for c in clients)), s.resp))
 
 
 def _kind(c: ClientView) -> bytes:
@@ -253,7 +254,7 @@ def _kind(c: ClientView) -> bytes:
 
 
 def client_info(s: ClientView, args: list[bytes]) -> None:
-    s._write(encode(Verbatim(client_line(s, s.host.clock())), s.resp))
+    s._write(encode(Verbatim(client_line(s, s.host.clock(), args)), s.resp))
 
 
 # ------------------------------------------------------------ CLIENT KILL / REPLY

@@ -45,6 +45,7 @@ class SessionView(Client, Protocol):
     """What the data side uses of its RedisSession (redis_session.py)."""
 
     resp: int
+    last_cmd: str  # CLIENT LIST's cmd=
 
     @property
     def host(self) -> DataHost: ...
@@ -147,6 +148,8 @@ class DataSide:
                 self.session._write(error)
             else:
                 self.multi.append(args)
+                full = getattr(error, "fullname", "data")  # redis-server's lastcmd: the queued one
+                self.session.last_cmd = (data_name(args) or name.decode()) if full == "data" else full
                 self.session._write(b"+QUEUED\r\n")
             return ""
         if name == b"reset":
@@ -169,6 +172,8 @@ class DataSide:
         if cmd is None:
             cmd = COMMANDS[args[0].lower()]
         reply = self.engine.execute(client, args, cmd)
+        if cmd.subcommands and len(args) > 1:  # CLIENT LIST's cmd=: container|sub
+            s.last_cmd = data_name(args, cmd) or s.last_cmd
         outcome = data_outcome(s.host.stats, cmd, args, reply)
         if reply is not BLOCKED:
             s._write(encode(reply, s.resp))

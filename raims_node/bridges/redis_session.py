@@ -302,13 +302,15 @@ class RedisSession(SessionOutput):
     def sub_names(self) -> tuple[Collection[bytes], Collection[bytes], Collection[bytes]]:
         return self._channels.values(), self._patterns.values(), self._shards.values()
 
-    def multi_state(self) -> tuple[int, int, bool]:
-        """(commands queued in MULTI or -1, keys watched, blocked in a pop)."""
+    def multi_state(self) -> tuple[int, int, list[bytes] | None, list[list[bytes]]]:
+        """(commands queued in MULTI or -1, keys watched, the command blocked in or None,
+        the commands queued)."""
         data = self._data
         if data is None:
-            return -1, 0, False
-        return (-1 if data.multi is None else len(data.multi), len(data.client.watched),
-                data.client.blocked is not None)
+            return -1, 0, None, []
+        blocked, queued = data.client.blocked, data.multi
+        return (-1 if queued is None else len(queued), len(data.client.watched),
+                None if blocked is None else blocked.args, queued or [])
 
     def engine(self) -> Engine | None:
         return None if self._data is None else self._data.engine

@@ -9,6 +9,7 @@ import pytest
 
 from raims_node.bridges import RedisSession
 from raims_node.bridges.redis_admin import RedisHost
+from raims_node.bridges.redis_client_mem import buffer_fields
 from raims_node.kv.commands import Engine
 from raims_node.kv.store import KVStore
 from tests.unit.test_nats_redis_bus import MemoryBus
@@ -81,9 +82,11 @@ def test_client_list_and_info_lines() -> None:
     lines = text.splitlines()
     assert len(lines) == 2 and text.endswith("\n")
     assert lines[0].startswith("id=1 addr=127.0.0.1:5001 laddr=127.0.0.1:6379 fd=8 name=alpha age=5 idle=0 "
-                               "flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 qbuf=0 ")
+                               "flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 qbuf=26 qbuf-free=20448 "
+                               "argv-mem=10 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem=0 tot-mem=22298 events=r ")
     assert lines[0].endswith(" cmd=client|list user=default redir=-1 resp=2 lib-name=redis-py lib-ver=8.1")
-    assert re.search(r"^id=2 .* name= age=5 idle=5 flags=P db=0 sub=2 psub=1 ssub=0 .* cmd=psubscribe ", lines[1])
+    assert re.search(r"^id=2 .* name= age=5 idle=5 flags=P db=0 sub=2 psub=1 ssub=0 .* qbuf=0 qbuf-free=0 .* "
+                     r"tot-mem=1904 events=r cmd=psubscribe ", lines[1])  # idle: query buffer freed
     assert ask(a, b"CLIENT LIST TYPE pubsub\r\n").count(b"id=") == 1
     assert b"id=2 " in ask(a, b"CLIENT LIST ID 2 7\r\n")
     info = ask(a, b"HELLO 3\r\nCLIENT INFO\r\n")
@@ -161,3 +164,21 @@ def test_reply_skip_and_a_blocked_pop() -> None:
     assert ask(a, b"CLIENT REPLY SKIP\r\nBLPOP l 0\r\nCLIENT REPLY SKIP\r\nPING x\r\nPING y\r\n") == b""
     ask(b, b"RPUSH l v\r\n")
     assert ask(a, b"") == b"$1\r\ny\r\n"
+
+
+def test_client_buffer_fields_model() -> None:
+    """redis_client_mem's model at its edges (the differential test compares the idle,
+    subscribed, blocked, fresh and MULTI cases with redis-server): a new client's 16 KB
+    reply buffer, output pending past it (obl, oll in 16 KB blocks, events rw), a
+    transaction's queued arguments and WATCHed keys, the channel dict's slots."""
+    new = buffer_fields(pending_in=0, running=None, blocked=None, fresh=True, age=0.01, idle=0.01, output=0,
+                        subs=(0, 0, 0))
+    assert new == ("qbuf=0 qbuf-free=4 argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem=0 "
+                   "tot-mem=17160 events=r")
+    slow = buffer_fields(pending_in=0, running=None, blocked=None, fresh=False, age=9, idle=1, output=40000,
+                         subs=(5, 1, 0))
+    assert "obl=1024 oll=3 omem=49152 " in slow and slow.endswith(" events=rw")
+    assert f"tot-mem={768 + 20480 + 1024 + 24 + 5 * 24 + 8 * 8 + 49152} " in slow
+    tx = buffer_fields(pending_in=0, running=None, blocked=None, fresh=False, age=1, idle=1, output=0,
+                       subs=(0, 0, 0), watched=2, queued=[[b"SET", b"k", b"v"], [b"GET", b"k"], [b"GET", b"k"]])
+    assert "multi-mem=69 " in tx and "tot-mem=22549 " in tx  # redis-server 7.0.15: 37909 with rbs=16384
