@@ -44,6 +44,11 @@ the node's memory while each stays under its own limit (decision: budget 16 MiB 
 default: measured with 200 stuck consumers and 1 KB messages, the node peaks near
 225 MB with it and past 300 MB with 32 MiB, the allocator keeping more than the
 budget; a consumer under its low-water mark, one that keeps up, is never cut for it).
+A consumer over its high-water mark whose producers the glue stalls (gate.py) grows by
+about STALL_GRANT (256 KiB) per stall of 0.1 s and more: from 1 MiB it takes 5-10 s to
+reach the budget, so one subscriber blocked for a few seconds under a stalled
+publisher is not cut by it (measured: 1, 3 and 8 s with 64 KB messages, DESIGN-NOTES
+"Producer stalls"), and one that never reads is cut in about that time.
 """
 
 from __future__ import annotations
@@ -109,6 +114,7 @@ class SessionOutput:
     """Base of the protocol sessions: the outbound buffer, its marks and closing."""
 
     ledger: OutputLedger | None = None  # set by `share_ledger` when the node keeps one
+    on_fed: Callable[[], None] | None = None  # called on each write over the high-water mark (the glue's stalls)
 
     def share_ledger(self, ledger: OutputLedger) -> None:
         """Count this session's output (the greeting already queued too) in `ledger`."""
@@ -177,9 +183,12 @@ class SessionOutput:
         buf += data
         if self.ledger is not None:
             self.ledger.add(len(data))
-        if size > self._high and not self._paused:
-            self._paused = True
-            was_empty = True
+        if size > self._high:
+            if not self._paused:
+                self._paused = True
+                was_empty = True
+            if self.on_fed is not None:
+                self.on_fed()
         if was_empty and self._wakeup is not None:
             self._wakeup()
         return True

@@ -25,16 +25,10 @@ Flow control (decisions; flow.py describes the session's side):
   each, each under the slice, and held the node's other clients 250 ms a turn).
 - A connection whose session is `paused` (its output above the high-water mark) stops
   being read.
-- A congested consumer also closes the hub's `FlowGate` (gate.py): every bridge
-  connection stops being read, so that local publishers wait instead of burying the
-  consumer (nats-server would cut it at once). The gate holds for at most
-  CONGESTION_DEADLINE_S per consumer (0.1 s: enough to smooth a burst, short enough that
-  consumers that never read do not stall the healthy ones); after that the consumer no longer holds it until it drains
-  below its low-water mark, so one client that stops reading cannot stall the node: it
-  grows to its limit and is disconnected as a slow consumer. While consumers hold the
-  gate the daemon does not read its links either (issue 24: a batch-fed A->D stream can
-  outrun a briefly starved subscriber; the hold travels back hop by hop to the
-  publisher), within the same deadline.
+- A congested consumer stalls the local clients whose input feeds it, as nats-server
+  does (gate.py has the rules): `FlowGate.producer` names the connection being fed; a
+  stalled producer keeps the rest of its read for later, as past SLICE_S. It holds the
+  links too (issue 24), for at most CONGESTION_DEADLINE_S, not the other clients.
 - A closing session's last output is written and the transport closed; a client that
   does not read it is aborted after CLOSE_GRACE_S (SLOW_GRACE_S for a slow consumer,
   whose unread output was dropped). Closes with an error are counted per
@@ -54,17 +48,7 @@ manual says `*`: a bridge on every interface must be asked for), `port` (0 or ab
 ephemeral port), `service` (default `_nats` / `_redis`), `network`, and for NATS `user` /
 `password` / `token`.
 
-`network` (manual "Services and Networks", "Connecting to Networks"): once the bridge
-listens, it joins the network through a link transport found by the name protocol
-(transports/name.py), which the hub starts (hub.py has the naming and reuse rules).
-Formats, decisions where the manual is vague:
-- `dev;mesh` a mesh, `dev;tcp.listen` / `dev;tcp.connect` TCP listeners and their
-  connectors, `dev;any` or `dev` alone a connector to listeners and meshes; `;mesh` (no
-  device) uses the host name; empty means no network. As in the reference, `dev;tcp` is
-  `dev;tcp.listen` and `dev;mesh.listen` / `dev;mesh.connect` are `dev;mesh`.
-- `dev;<IPv4 multicast group>` (or `dev;recv1,recv2;send`) is a PGM network, joined
-  through a generated `type: pgm` transport (hub.py), unless a transport of the
-  network's name is configured (which the manual says wins over the network).
+`network`: its formats are in hub.py's docstring (`parse_network` reads them).
 """
 
 from __future__ import annotations
@@ -79,7 +63,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 from raims_node.bridges.capacity import LOG_EVERY_S
 from raims_node.bridges.errors import BridgeError, HandshakeTimeout, SlowConsumer
 from raims_node.bridges.flow import OutputLedger, SessionOutput
-from raims_node.bridges.gate import BridgeSession, FlowGate
+from raims_node.bridges.gate import BridgeSession, FlowGate, stall_duration
 from raims_node.keepalive import set_keepalive
 from raims_node.lograte import RateLimitedLog
 
@@ -229,6 +213,7 @@ class SessionProtocol(asyncio.Protocol):
                                         peer[0] if isinstance(peer, tuple) else None)
         if isinstance(self.session, SessionOutput):
             self.session.share_ledger(self.server.hub.ledger)
+            self.session.on_fed = self._fed
         set_keepalive(self.transport.get_extra_info("socket"), self.server.keepalive_s)
         self.server.opened(self)
         if self.server.handshake_timeout_s > 0:
@@ -254,15 +239,20 @@ class SessionProtocol(asyncio.Protocol):
             rest, off = self._backlog
             self._backlog = (rest[off:] + data, 0)
             return
-        if self._spent > SLICE_S:  # this turn's share is taken by the reads before (uvloop reads on)
+        gate = self.server.hub.gate
+        if self._spent > SLICE_S or gate.stalled(self):  # this turn's share is taken (uvloop reads on)
             self._backlog = (data, 0)
             self.update_reading()
             return
         session = self.session
         if len(data) <= MIN_SLICE_BYTES and session is not None:  # a message alone: one slice, nothing timed
             if not session.closing:
-                session.data_received(data)
-            self.server.hub.gate.flush()  # its subscribers before its own answers (a PONG)
+                gate.producer = self
+                try:
+                    session.data_received(data)
+                finally:
+                    gate.producer = None
+            gate.flush()  # its subscribers before its own answers (a PONG)
             self.flush()
             return
         self._feed(data, 0)
@@ -279,23 +269,28 @@ class SessionProtocol(asyncio.Protocol):
             self._loop.call_soon(self._new_turn)
         start -= self._spent
         n = len(data)
-        while off < n and not session.closing:
-            end = off + self._slice
-            session.data_received(data[off:end] if off or end < n else data)
-            off = end
-            now = time.perf_counter()
-            took, last = now - last, now
-            if took > SLICE_S / 4 and self._slice > MIN_SLICE_BYTES:
-                self._slice //= 2
-            elif took < SLICE_S / 16 and self._slice < MAX_SLICE_BYTES:
-                self._slice *= 2
-            if off < n and now - start > SLICE_S:
-                self._backlog = (data, off)
-                break
+        gate = self.server.hub.gate
+        gate.producer = self
+        try:
+            while off < n and not session.closing:
+                end = off + self._slice
+                session.data_received(data[off:end] if off or end < n else data)
+                off = end
+                now = time.perf_counter()
+                took, last = now - last, now
+                if took > SLICE_S / 4 and self._slice > MIN_SLICE_BYTES:
+                    self._slice //= 2
+                elif took < SLICE_S / 16 and self._slice < MAX_SLICE_BYTES:
+                    self._slice *= 2
+                if off < n and (now - start > SLICE_S or gate.stalled(self)):
+                    self._backlog = (data, off)
+                    break
+        finally:
+            gate.producer = None
         self._spent = max(time.perf_counter() - start, 1e-9)
         # the subscribers it delivered to, without a loop turn, then its own output: a PONG
         # follows the deliveries of the PUBs before its PING, as on nats-server
-        self.server.hub.gate.flush()
+        gate.flush()
         self.flush()
         if self._backlog is not None:
             self.update_reading()
@@ -355,6 +350,12 @@ class SessionProtocol(asyncio.Protocol):
 
     # ------------------------------------------------------------ output and flow
 
+    def _fed(self) -> None:
+        """The session queued output over its high-water mark: its producer waits (gate.py)."""
+        session = cast(SessionOutput, self.session)  # (only a SessionOutput has on_fed set)
+        self.server.hub.gate.fed(self, stall_duration(session.buffered, session.limits.high_water,
+                                                      session.limits.hard_limit))
+
     def wakeup(self) -> None:
         """The session has output (a delivery from elsewhere, or it is closing)."""
         if not self._flush_pending and self.transport is not None:
@@ -371,6 +372,9 @@ class SessionProtocol(asyncio.Protocol):
                 session.pending_output(WRITE_CHUNK)
             return
         if session.closing:
+            if self._congested:  # (a slow consumer's backlog is dropped) its producers run again
+                self._congested = False
+                self.server.hub.gate.drained(self)
             if not self._closing:
                 self._closing = True
                 self.server.closing(session)
@@ -386,11 +390,13 @@ class SessionProtocol(asyncio.Protocol):
             self.wr_peak = held
         if session.paused != self._congested:
             self._congested = session.paused
-            self.server.hub.gate.congested(self, self._congested)
+            gate = self.server.hub.gate  # congested: the links wait a moment (gate.py); else its producers run
+            gate.hold_links(self) if self._congested else gate.drained(self)
             self.update_reading()
 
     def _flow_paused(self) -> bool:
-        return self._congested or self.server.hub.gate.closed
+        gate = self.server.hub.gate
+        return self._congested or gate.closed or gate.stalled(self)
 
     def update_reading(self) -> None:
         transport = self.transport

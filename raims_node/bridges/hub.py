@@ -22,6 +22,18 @@ transport alike, whatever the bridge transports are called. Decisions:
   7500: port 7500; a service without one: the PGM default).
 - Bridges of one service share the transport: the second one to start reuses it; a
   different network for a service whose transport already runs is refused.
+
+`network` (manual "Services and Networks", "Connecting to Networks"): once the bridge
+listens, it joins the network through a link transport found by the name protocol
+(transports/name.py), which the hub starts (the naming and reuse rules above).
+Formats, decisions where the manual is vague:
+- `dev;mesh` a mesh, `dev;tcp.listen` / `dev;tcp.connect` TCP listeners and their
+  connectors, `dev;any` or `dev` alone a connector to listeners and meshes; `;mesh` (no
+  device) uses the host name; empty means no network. As in the reference, `dev;tcp` is
+  `dev;tcp.listen` and `dev;mesh.listen` / `dev;mesh.connect` are `dev;mesh`.
+- `dev;<IPv4 multicast group>` (or `dev;recv1,recv2;send`) is a PGM network, joined
+  through a generated `type: pgm` transport (above), unless a transport of the
+  network's name is configured (which the manual says wins over the network).
 """
 
 from __future__ import annotations

@@ -105,8 +105,9 @@ class IpcClient:
     # ------------------------------------------------------------ reading
 
     def update_reading(self) -> None:
-        """Read unless a blocked receiver holds the publishers (FlowGate)."""
-        want = not self.closed and not self.server.hub.gate.closed
+        """Read unless a blocked receiver holds the publishers or a consumer it feeds stalls it (FlowGate)."""
+        gate = self.server.hub.gate
+        want = not self.closed and not gate.closed and not gate.stalled(self)
         if want != self._reading:
             self._reading = want
             loop = self.server.loop
@@ -130,7 +131,12 @@ class IpcClient:
             except OSError:
                 self.close()
                 break
-            server.packets(self, packets)
+            gate = server.hub.gate
+            gate.producer = self  # a NATS / Redis consumer it buries stalls it (gate.py)
+            try:
+                server.packets(self, packets)
+            finally:
+                gate.producer = None
             server.flush()
             if len(packets) < READ_BATCH:
                 break

@@ -197,9 +197,11 @@ async def test_slow_consumer_holds_publishers_then_is_cut(running: Daemon) -> No
             await pub_w.drain()
 
     flooding = asyncio.create_task(flood())
-    await poll(lambda: running.bridges.gate.closed, "the gate never held the publisher")
+    gate = running.bridges.gate
+    await poll(lambda: gate.stalls, "the consumer never stalled its publisher")
     await asyncio.wait_for(flooding, 60)
     assert bridge.slow_consumers == 1 and bridge.error_closes == 0
+    assert not any(gate.stalled(p) for p in gate.conns)  # cut: its producer runs again
     pub_w.write(b"PING\r\n")
     assert await asyncio.wait_for(pub_r.readuntil(b"PONG\r\n"), WAIT_S)
     rest = await asyncio.wait_for(sub_r.read(), WAIT_S)  # up to EOF
@@ -302,3 +304,45 @@ def test_a_client_dropped_during_a_run_gets_none_of_the_rest(daemon: Daemon) -> 
         bus.subscribe(victim, str(i), "jobs" if i == 1999 else f"other.{i}")  # left for a later turn
     assert bus.publish_run(Client(), "jobs", [b"1", b"2", b"3"]) == 4  # 3 to the closer, 1 before the close
     assert [m[4] for m in victim.got] == [b"1"] and len(closer.got) == 3
+
+
+async def _proto_of(d: Daemon, w: asyncio.StreamWriter) -> object:
+    """The node's connection for the client whose writer is `w`."""
+    here = w.get_extra_info("sockname")
+    bridge = d.running["nats"].bridge
+    assert bridge is not None
+    await poll(lambda: any(p.transport and p.transport.get_extra_info("peername") == here
+                           for p in bridge.conns), "no connection")  # type: ignore[attr-defined]
+    return next(p for p in bridge.conns if p.transport and p.transport.get_extra_info("peername") == here)  # type: ignore[attr-defined]
+
+
+async def _flood(w: asyncio.StreamWriter, until: object) -> None:
+    batch = (b"PUB flood 100\r\n" + b"x" * 100 + b"\r\n") * 500
+    while not until():  # type: ignore[operator]
+        w.write(batch)
+        await w.drain()
+
+
+async def test_a_stalled_publisher_holds_no_other_client(running: Daemon) -> None:
+    """A consumer that does not read stalls the publisher feeding it; another pair of
+    clients (and a new client) runs on. Before, the whole node's clients were held, for
+    the gate's deadline (set long here: 30 s)."""
+    gate = running.bridges.gate
+    gate.deadline_s = 30.0
+    sub_r, sub_w = await nats_client(running, b"SUB flood 1\r\n")  # and never reads again
+    pub_r, pub_w = await nats_client(running)
+    pub = await _proto_of(running, pub_w)
+    flooding = asyncio.create_task(_flood(pub_w, lambda: False))
+    await poll(lambda: gate.stalled(pub), "the publisher was never stalled")  # type: ignore[arg-type]
+    flooding.cancel()
+    assert not gate.closed
+    await roundtrip(running)  # a new client, subscriber and publisher at once
+    other_r, other_w = await nats_client(running, b"SUB other 1\r\n")
+    pub2_r, pub2_w = await nats_client(running)
+    for _ in range(3):
+        pub2_w.write(b"PUB other 2\r\nhi\r\n")
+        assert await asyncio.wait_for(other_r.readexactly(19), WAIT_S) == b"MSG other 1 2\r\nhi\r\n"
+    assert gate.stalls >= 1 and running.running["nats"].bridge.slow_consumers == 0  # type: ignore[union-attr]
+    for w in (sub_w, pub_w, other_w, pub2_w):
+        w.close()
+

@@ -8,6 +8,7 @@ import time
 from types import SimpleNamespace
 
 from raims_node.bridges import glue
+from raims_node.bridges.gate import FlowGate
 from raims_node.bridges.glue import SessionProtocol
 
 LINE = b"SUB some.subject 1\r\n"
@@ -36,7 +37,7 @@ def test_a_large_read_gives_the_loop_back_after_a_few_ms() -> None:
     p._loop = SimpleNamespace(call_soon=lambda f: None)  # type: ignore[assignment]
     p.flush = lambda: None  # type: ignore[method-assign]
     p.update_reading = lambda: None  # type: ignore[method-assign]
-    p.server = SimpleNamespace(hub=SimpleNamespace(gate=SimpleNamespace(flush=lambda: None)))  # type: ignore[assignment]
+    p.server = SimpleNamespace(hub=SimpleNamespace(gate=FlowGate()))  # type: ignore[assignment]
     p._feed(LINE * 20_000, 0)
     assert p._backlog is not None, "the whole read was fed in one turn"
     # 5 ms of work: some 250 lines at 20 us, and the slice that crossed it (was 20 ms, 1,000 and more)
@@ -55,7 +56,7 @@ def test_reads_in_one_turn_share_its_slice() -> None:
     p._loop = SimpleNamespace(call_soon=turns.append)  # type: ignore[assignment]
     p.flush = lambda: None  # type: ignore[method-assign]
     p.update_reading = lambda: None  # type: ignore[method-assign]
-    p.server = SimpleNamespace(hub=SimpleNamespace(gate=SimpleNamespace(flush=lambda: None),  # type: ignore[assignment]
+    p.server = SimpleNamespace(hub=SimpleNamespace(gate=FlowGate(),  # type: ignore[assignment]
                                                    idle=SimpleNamespace(activity=lambda: None)))
     p.bytes_in = p.rd_peak = 0
     read = LINE * 200  # ~4 ms of work: under the slice
