@@ -28,8 +28,11 @@ SHOWS = ["show peers", "show adjacency", "show routes", "show subs", "show ports
          "show graph", "show events", "show loss", "show counters", "show sync", "show blooms"]
 
 
-@pytest.fixture
-def abcd_web(tmp_path: Path) -> Iterator[dict[str, NodeProc]]:
+@pytest.fixture(scope="module")
+def abcd_web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, NodeProc]]:
+    """The manual's A-B-C-D graph with web ports, shared by the module's two tests (neither
+    changes the network: they read the show commands and pass messages A -> D)."""
+    tmp_path = tmp_path_factory.mktemp("abcd_web")
     cfg, commands = graph_config(tmp_path, MANUAL_GRAPH, web=True)
     nodes: dict[str, NodeProc] = {}
     try:

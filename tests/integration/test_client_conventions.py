@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import nats
 import pytest
@@ -20,9 +19,10 @@ from tests.integration.test_bridges_net import BridgeNet, start_network
 COUNT = 200
 
 
-@pytest.fixture
-def abc(tmp_path: Path) -> Iterator[BridgeNet]:
-    net = start_network(tmp_path, "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 100\n")
+@pytest.fixture(scope="module")
+def abc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeNet]:
+    """One A - B - C line for the module: no test changes it, each closes its clients."""
+    net = start_network(tmp_path_factory.mktemp("abc"), "node A B C\ntcp_link_ab A B : 100\ntcp_link_bc B C : 100\n")
     yield net
     net.stop()
 
