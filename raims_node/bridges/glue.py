@@ -23,8 +23,7 @@ Flow control (decisions; flow.py describes the session's side):
   turn: a read that comes after it is spent waits whole for the next turn (2026-11-27,
   edge-adversary: an RV client's flood of small messages came in 256 KB reads of 4 ms
   each, each under the slice, and held the node's other clients 250 ms a turn).
-- A connection whose session is `paused` (its output above the high-water mark) stops
-  being read.
+- A connection whose session is `paused` (output above the high-water mark) is not read.
 - A congested consumer stalls the local clients whose input feeds it, as nats-server
   does (gate.py has the rules): `FlowGate.producer` names the connection being fed; a
   stalled producer keeps the rest of its read for later, as past SLICE_S. It holds the
@@ -351,10 +350,11 @@ class SessionProtocol(asyncio.Protocol):
     # ------------------------------------------------------------ output and flow
 
     def _fed(self) -> None:
-        """The session queued output over its high-water mark: its producer waits (gate.py)."""
-        session = cast(SessionOutput, self.session)  # (only a SessionOutput has on_fed set)
-        self.server.hub.gate.fed(self, stall_duration(session.buffered, session.limits.high_water,
-                                                      session.limits.hard_limit))
+        """Output queued over the high-water mark: its producer waits (gate.py); none for a link's frames."""
+        gate = self.server.hub.gate
+        if gate.producer is not None:  # (called per delivery while over the mark)
+            session = cast(SessionOutput, self.session)  # (only a SessionOutput has on_fed set)
+            gate.fed(self, stall_duration(session.buffered, session.limits.high_water, session.limits.hard_limit))
 
     def wakeup(self) -> None:
         """The session has output (a delivery from elsewhere, or it is closing)."""
