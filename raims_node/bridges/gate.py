@@ -103,6 +103,35 @@ class GateConn(Protocol):
     def flush(self) -> None: ...
 
 
+class _Holds:
+    """Connections that hold something (every client's reading, or the links'), each for
+    at most a deadline: one whose deadline passed holds no more until it is released.
+    `changed` is called when the first holder comes and when the last one goes."""
+
+    def __init__(self, changed: Callable[[], None]) -> None:
+        self._changed = changed
+        self.active: dict[GateConn, asyncio.TimerHandle] = {}
+        self._expired: set[GateConn] = set()
+
+    def hold(self, proto: GateConn, deadline_s: float) -> None:
+        if proto in self.active or proto in self._expired:
+            return
+        self.active[proto] = asyncio.get_running_loop().call_later(deadline_s, self.release, proto, True)
+        if len(self.active) == 1:
+            self._changed()
+
+    def release(self, proto: GateConn, expired: bool = False) -> None:
+        if expired:
+            self._expired.add(proto)
+        else:
+            self._expired.discard(proto)
+        handle = self.active.pop(proto, None)
+        if handle is not None:
+            handle.cancel()
+            if not self.active:
+                self._changed()
+
+
 class FlowGate:
     """The flow state shared by a daemon's bridge connections: the connections with
     output to write, the producers stalled by the consumers they feed, and the gate that
@@ -111,14 +140,11 @@ class FlowGate:
     def __init__(self, deadline_s: float = CONGESTION_DEADLINE_S) -> None:
         self.deadline_s = deadline_s
         self.conns: set[GateConn] = set()
-        self._holders: dict[GateConn, asyncio.TimerHandle] = {}  # sbus receivers: every client waits
-        self._expired: set[GateConn] = set()
-        self._link_holders: dict[GateConn, asyncio.TimerHandle] = {}  # consumers fed by links: the links wait
-        self._link_expired: set[GateConn] = set()
+        self._holders = _Holds(self._holders_changed)  # sbus receivers: every client waits
+        self._link_holders = _Holds(self._consumers_changed)  # consumers fed by links: the links wait
         # the client whose input is being carried out (the glue sets it while it feeds one)
         self.producer: GateConn | None = None
         self._stalls: dict[GateConn, tuple[set[GateConn], asyncio.TimerHandle]] = {}  # producer -> (consumers, deadline)
-        self._feeders: dict[GateConn, set[GateConn]] = {}  # consumer -> producers stalled on it
         self._grants: dict[GateConn, int] = {}  # consumer -> the backlog at which its next stall comes
         self.stalls = 0  # producer stalls begun ...
         self.stall_timeouts = 0  # ... and ended by their deadline
@@ -150,7 +176,7 @@ class FlowGate:
 
     @property
     def closed(self) -> bool:
-        return bool(self._holders) or self._links_held
+        return bool(self._holders.active) or self._links_held
 
     # ------------------------------------------------------------ producer stalls
 
@@ -176,23 +202,16 @@ class FlowGate:
             producer.update_reading()
         else:
             stall[0].add(consumer)
-        self._feeders.setdefault(consumer, set()).add(producer)
 
     def drained(self, consumer: GateConn) -> None:
         """`consumer` is back at its low-water mark (or closing): the producers waiting
         only for it run again, and it no longer holds the links."""
-        self._link_expired.discard(consumer)
         self._grants.pop(consumer, None)
-        handle = self._link_holders.pop(consumer, None)
-        if handle is not None:
-            handle.cancel()
-            if not self._link_holders:
-                self._consumers_changed()
-        for producer in self._feeders.pop(consumer, ()):
-            stall = self._stalls.get(producer)
-            if stall is not None:
-                stall[0].discard(consumer)
-                if not stall[0]:
+        self._link_holders.release(consumer)
+        for producer, (consumers, _) in list(self._stalls.items()):  # (few: the producers stalled now)
+            if consumer in consumers:
+                consumers.discard(consumer)
+                if not consumers:
                     self._unstall(producer)
 
     def _stall_due(self, producer: GateConn) -> None:
@@ -207,33 +226,20 @@ class FlowGate:
         stall = self._stalls.pop(producer, None)
         if stall is None:
             return
-        consumers, handle = stall
-        handle.cancel()
-        for consumer in consumers:
-            feeders = self._feeders.get(consumer)
-            if feeders is not None:
-                feeders.discard(producer)
-                if not feeders:
-                    del self._feeders[consumer]
+        stall[1].cancel()
         producer.update_reading()
 
     def hold_links(self, consumer: GateConn) -> None:
         """`consumer` became congested: the links wait, once until it drains, at most the deadline."""
-        if consumer in self._link_holders or consumer in self._link_expired:
-            return
-        self._link_holders[consumer] = asyncio.get_running_loop().call_later(
-            self.deadline_s, self._link_hold_due, consumer)
-        if len(self._link_holders) == 1:
-            self._consumers_changed()
-
-    def _link_hold_due(self, consumer: GateConn) -> None:
-        self._link_expired.add(consumer)
-        if self._link_holders.pop(consumer, None) is not None and not self._link_holders:
-            self._consumers_changed()
+        self._link_holders.hold(consumer, self.deadline_s)
 
     def _consumers_changed(self) -> None:
         if self.on_consumers is not None:
-            self.on_consumers(bool(self._holders) or bool(self._link_holders))
+            self.on_consumers(bool(self._holders.active) or bool(self._link_holders.active))
+
+    def _holders_changed(self) -> None:
+        self._apply()
+        self._consumers_changed()
 
     # ------------------------------------------------------------ the whole gate (sbus receivers)
 
@@ -246,35 +252,17 @@ class FlowGate:
 
     def congested(self, proto: GateConn, on: bool) -> None:
         if on:
-            if proto in self._holders or proto in self._expired:
-                return
-            loop = asyncio.get_running_loop()
-            self._holders[proto] = loop.call_later(self.deadline_s, self._release, proto, True)
-            if len(self._holders) == 1:
-                self._apply()
-                self._consumers_changed()
+            self._holders.hold(proto, self.deadline_s)
         else:
-            self._release(proto, False)
+            self._holders.release(proto)
 
     def remove(self, proto: GateConn) -> None:
         self.conns.discard(proto)
-        self._release(proto, False)
+        self._holders.release(proto)
         self.drained(proto)
         self._unstall(proto)
         if self.producer is proto:
             self.producer = None
-
-    def _release(self, proto: GateConn, expired: bool) -> None:
-        if expired:
-            self._expired.add(proto)
-        else:
-            self._expired.discard(proto)
-        handle = self._holders.pop(proto, None)
-        if handle is not None:
-            handle.cancel()
-            if not self._holders:
-                self._apply()
-                self._consumers_changed()
 
     def _apply(self) -> None:
         for proto in list(self.conns):
