@@ -157,6 +157,7 @@ def run_reading(e: Any, client: Any, cmd: Any, args: list[bytes], keys: list[byt
     publish = e.publish
     e.publish, e.held = (lambda channel, payload: held.append((channel, payload))), held
     db, lookup = client.db, e.store.lookup
+    stop_at_miss = args[0].lower() in STOP_AT_MISS
     try:
         present = False
         for key in keys:
@@ -164,7 +165,7 @@ def run_reading(e: Any, client: Any, cmd: Any, args: list[bytes], keys: list[byt
                 present = True
                 continue
             held.append((None, (db, key, present)))
-            if name_of(args) in STOP_AT_MISS:
+            if stop_at_miss:
                 break
         try:
             reply = cmd.handler(e, client, args)
@@ -181,10 +182,6 @@ def run_reading(e: Any, client: Any, cmd: Any, args: list[bytes], keys: list[byt
         elif keep(payload[2]):
             e.notify(N_KEY_MISS, "keymiss", payload[0], payload[1])
     return reply
-
-
-def name_of(args: list[bytes]) -> bytes:
-    return args[0].lower()
 
 
 def _keep_all(present_before: bool) -> bool:
