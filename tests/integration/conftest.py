@@ -3,6 +3,8 @@
 `no_node_tracebacks` (every test): after the test and its fixtures' teardown, no node
 process (harness.NodeProc) logged a traceback meanwhile.
 
+`one`: a network of one node (A) for the test, unless a module has its own.
+
 The key-value differential tests (kv_diff.py): `servers`, a redis-server and a node with
 a map for the module, and `pair`, a client on each in RESP2 and in RESP3, the data of
 both reset. A module may override either: test_kv_differential runs its servers on both
@@ -11,11 +13,13 @@ RESP scans; a module's own `pair` may take this one and add to it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.integration.harness import STARTED
 from tests.integration.kv_diff import Pair, kv_servers
+from tests.integration.test_bridges_net import BridgeNet, start_network
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +28,13 @@ def no_node_tracebacks() -> Iterator[None]:
     found = [tb for node in STARTED if (tb := node.new_traceback()) is not None]
     STARTED[:] = [node for node in STARTED if node.proc.poll() is None]
     assert not found, "a node logged an exception:\n" + "\n\n".join(found)
+
+
+@pytest.fixture
+def one(tmp_path: Path) -> Iterator[BridgeNet]:
+    net = start_network(tmp_path, "node A\n")
+    yield net
+    net.stop()
 
 
 @pytest.fixture(scope="module")

@@ -189,13 +189,6 @@ def test_a_4_mib_message_crosses_a_to_d_with_the_limit_raised(tmp_path: Path) ->
 PEAK_MB = 400
 
 
-@pytest.fixture
-def one(tmp_path: Path) -> Iterator[BridgeNet]:
-    net = start_network(tmp_path, "node A\n")
-    yield net
-    net.stop()
-
-
 @pytest.mark.slow
 def test_slow_subscribers_are_cut_and_a_healthy_one_keeps_up(one: BridgeNet) -> None:
     """200 NATS subscribers that never read and one that does; 100,000 messages: the slow

@@ -12,25 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import nats
-import pytest
 
-from tests.integration.test_bridges_net import BridgeNet, start_network
+from tests.integration.test_bridges_net import BridgeNet
 from tests.integration.test_flow_control import _nats, _read_until
 
 COUNT, SIZE = 800, 64 * 1024  # 50 MiB: past the node's output budget, under a subscriber's limit
 BLOCK_S = 1.0  # the subscriber's loop is blocked until the publisher is done, or this long
 WAIT_S = 60.0
-
-
-@pytest.fixture
-def one(tmp_path: Path) -> Iterator[BridgeNet]:
-    net = start_network(tmp_path, "node A\n")
-    yield net
-    net.stop()
 
 
 class Probe(threading.Thread):

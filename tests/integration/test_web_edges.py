@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.test_bridges_net import WEB, BridgeNet, start_network
+from tests.integration.test_flow_control import _connect
 
 
 @pytest.fixture(scope="module")
@@ -23,11 +24,8 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeNet]:
 
 
 def _ws(port: int, rcvbuf: int = 0) -> socket.socket:
-    s = socket.socket()
-    if rcvbuf:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s = _connect(port, rcvbuf)
     s.settimeout(10)
-    s.connect(("127.0.0.1", port))
     s.sendall(f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
     head = b""
